@@ -1,0 +1,141 @@
+#pragma once
+/// @file context.hpp
+/// Contexts: the primary context (retained explicitly, RAII release),
+/// non-primary contexts, non-owning views, and a scoped "make current" guard.
+///
+/// Context policy (docs/DESIGN.md, "context policy"): every drvshim call on an
+/// object bound to a context makes that context current for the duration of
+/// the call (cuCtxPushCurrent only when it is not already current) and restores
+/// the caller's context stack before returning, also when it throws. So objects
+/// work from any thread and next to other CUDA users, and no drvshim call ever
+/// leaves the calling thread's context stack changed.
+#include <drvshim/device.hpp>
+#include <drvshim/error.hpp>
+#include <drvshim/export.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <new>
+
+namespace drvshim {
+
+/// Free and total device memory, as cuMemGetInfo reports them.
+struct MemoryInfo {
+  std::size_t free = 0;
+  std::size_t total = 0;
+};
+
+/// A non-owning view of a context: cheap to copy; valid while the owning
+/// PrimaryContext or Context (or another component's retain) keeps the context alive.
+class DRVSHIM_API ContextRef {
+ public:
+  /// The CUcontext, as an opaque address.
+  std::uintptr_t address() const noexcept { return address_; }
+  /// The device the context belongs to.
+  const Device& device() const noexcept { return device_; }
+  /// Whether this is the device's primary context.
+  bool is_primary() const noexcept { return primary_; }
+
+  /// Whether this context is the calling thread's current context (cuCtxGetCurrent).
+  bool is_current() const;
+  /// Waits for all work in the context (cuCtxSynchronize, with the context made current).
+  void synchronize() const;
+  /// cuMemGetInfo for the context's device (with the context made current).
+  MemoryInfo memory_info() const;
+  /// cuCtxGetApiVersion.
+  unsigned api_version() const;
+  /// cuCtxGetFlags (with the context made current).
+  ContextFlags flags() const;
+
+  /// Internal.
+  ContextRef(Device device, std::uintptr_t address, bool primary) noexcept
+      : device_(std::move(device)), address_(address), primary_(primary) {}
+
+ private:
+  Device device_;
+  std::uintptr_t address_;
+  bool primary_;
+};
+
+/// Makes a context current for a scope: cuCtxPushCurrent on construction,
+/// cuCtxPopCurrent on destruction (also during stack unwinding). Not copyable
+/// or movable. Throws from the constructor like any failed driver call; the
+/// destructor never throws (a failed or mismatched pop is logged as an error).
+class DRVSHIM_API ScopedCurrentContext {
+ public:
+  explicit ScopedCurrentContext(const ContextRef& context);
+  ~ScopedCurrentContext();
+  ScopedCurrentContext(const ScopedCurrentContext&) = delete;
+  ScopedCurrentContext& operator=(const ScopedCurrentContext&) = delete;
+
+ private:
+  std::shared_ptr<detail::DriverCore> core_;
+  std::uintptr_t pushed_;
+};
+
+/// A retained primary context (move-only owner). The destructor releases it
+/// with the no-throw twin; after process exit started, in a forked child, or
+/// once the driver reports it is deinitialised, it makes no driver call.
+class DRVSHIM_API PrimaryContext {
+ public:
+  PrimaryContext(PrimaryContext&& other) noexcept;
+  PrimaryContext& operator=(PrimaryContext&& other) noexcept;
+  PrimaryContext(const PrimaryContext&) = delete;
+  PrimaryContext& operator=(const PrimaryContext&) = delete;
+  ~PrimaryContext();
+
+  /// Whether this object still holds a retain.
+  explicit operator bool() const noexcept { return address_ != 0; }
+  /// A view of the context. Throws InvalidArgumentError on an empty (moved-from or released) object.
+  ContextRef ref() const;
+  /// The device.
+  const Device& device() const noexcept { return device_; }
+  /// Whether the primary context was already active when drvshim retained it
+  /// (another component, such as the CUDA Runtime, activated it first).
+  bool adopted() const noexcept { return adopted_; }
+
+  /// Releases the retain (cuDevicePrimaryCtxRelease_v2); the object becomes
+  /// empty. Throws CudaError on failure (the object is empty either way).
+  void release();
+  /// The no-throw twin, for cleanup paths.
+  Status release(std::nothrow_t) noexcept;
+
+  /// Internal.
+  PrimaryContext(Device device, std::uintptr_t address, bool adopted) noexcept;
+
+ private:
+  Device device_;
+  std::uintptr_t address_;
+  bool adopted_;
+};
+
+/// A non-primary context created by drvshim (move-only owner), for users who
+/// need isolation. Destroyed with cuCtxDestroy_v2 by destroy() or the destructor.
+class DRVSHIM_API Context {
+ public:
+  Context(Context&& other) noexcept;
+  Context& operator=(Context&& other) noexcept;
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+  ~Context();
+
+  explicit operator bool() const noexcept { return address_ != 0; }
+  /// A view. Throws InvalidArgumentError on an empty object.
+  ContextRef ref() const;
+  const Device& device() const noexcept { return device_; }
+
+  /// cuCtxDestroy_v2; the object becomes empty. Throws CudaError on failure.
+  void destroy();
+  /// The no-throw twin.
+  Status destroy(std::nothrow_t) noexcept;
+
+  /// Internal.
+  Context(Device device, std::uintptr_t address) noexcept;
+
+ private:
+  Device device_;
+  std::uintptr_t address_;
+};
+
+}  // namespace drvshim

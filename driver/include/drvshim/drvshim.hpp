@@ -1,0 +1,11 @@
+#pragma once
+/// @file drvshim.hpp
+/// Umbrella header: the whole public API of libdrvshim.
+#include <drvshim/context.hpp>
+#include <drvshim/device.hpp>
+#include <drvshim/driver.hpp>
+#include <drvshim/error.hpp>
+#include <drvshim/export.hpp>
+#include <drvshim/log.hpp>
+#include <drvshim/trace.hpp>
+#include <drvshim/version.hpp>

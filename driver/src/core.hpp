@@ -1,0 +1,204 @@
+#pragma once
+// The driver seam: the function table, the state of one loaded driver, and
+// the only way drvshim calls a driver function (DRVSHIM_CU / DRVSHIM_TRY).
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <drvshim/driver.hpp>
+#include <drvshim/error.hpp>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "api_list.hpp"
+#include "process.hpp"
+
+namespace drvshim::detail {
+
+enum class Need { Required, Optional };
+
+enum class Api : std::uint16_t {
+#define DRVSHIM_X(alias, name, ver, need) k_##alias,
+  DRVSHIM_DRIVER_FUNCTIONS(DRVSHIM_X)
+#undef DRVSHIM_X
+      count_
+};
+inline constexpr std::size_t kApiCount = static_cast<std::size_t>(Api::count_);
+constexpr std::size_t index(Api id) noexcept { return static_cast<std::size_t>(id); }
+
+struct ApiInfo {
+  const char* alias;
+  const char* name;  // base name given to cuGetProcAddress
+  int version;       // ABI version asked for
+  bool required;
+};
+inline constexpr std::array<ApiInfo, kApiCount> kApiInfo{{
+#define DRVSHIM_X(alias, name, ver, need) {#alias, #name, ver, Need::need == Need::Required},
+    DRVSHIM_DRIVER_FUNCTIONS(DRVSHIM_X)
+#undef DRVSHIM_X
+}};
+inline const char* api_name(Api id) noexcept { return kApiInfo[index(id)].name; }
+
+template <Api id>
+struct ApiType;
+#define DRVSHIM_X(alias, name, ver, need) \
+  template <>                             \
+  struct ApiType<Api::k_##alias> {        \
+    using type = PFN_##name##_v##ver;     \
+  };
+DRVSHIM_DRIVER_FUNCTIONS(DRVSHIM_X)
+#undef DRVSHIM_X
+
+using AnyFn = void (*)();
+
+struct PrimaryLedger {
+  std::uint64_t retains = 0;
+  std::uint64_t releases = 0;
+};
+
+// One loaded driver library. Shared (shared_ptr) by Driver and every object
+// created from it, so the library stays loaded while anything uses it.
+struct DriverCore {
+  DriverCore() = default;
+  DriverCore(const DriverCore&) = delete;
+  DriverCore& operator=(const DriverCore&) = delete;
+  ~DriverCore();
+
+  void* handle = nullptr;
+  std::string requested_path;
+  std::string loaded_path;
+  std::string resolver;
+  int version = 0;
+  std::array<AnyFn, kApiCount> slots{};
+  std::vector<MissingFunction> missing;
+  std::size_t resolved = 0;
+  std::uint64_t fork_generation = 0;
+
+  std::mutex init_mutex;
+  std::atomic<bool> initialized{false};
+  std::atomic<std::int64_t> init_ns{0};
+
+  // Latched when the driver answers CUDA_ERROR_DEINITIALIZED: cleanup then
+  // makes no further driver call.
+  mutable std::atomic<bool> deinitialized{false};
+
+  mutable std::mutex ledger_mutex;
+  std::map<int, PrimaryLedger> ledgers;
+
+  bool has(Api id) const noexcept { return slots[index(id)] != nullptr; }
+  bool forked() const noexcept { return fork_generation != current_fork_generation(); }
+  // Whether a destructor may call the driver: not during exit, not in a forked
+  // child, not after the driver reported it is deinitialised.
+  bool cleanup_allowed() const noexcept { return !process_exiting() && !forked() && !deinitialized.load(); }
+  // Records a CUDA_ERROR_DEINITIALIZED answer.
+  void note_result(CUresult r) const noexcept {
+    if (r == CUDA_ERROR_DEINITIALIZED) deinitialized.store(true);
+  }
+  // Throws UsedAfterForkError in a forked child.
+  void ensure_usable(const char* api) const;
+  // Throws UsedAfterForkError, or MissingStepError when init() has not succeeded.
+  void require_init(const char* api) const;
+  // Throws DriverTooOldError naming the function when the table entry is missing.
+  void require_function(Api id, const char* feature) const;
+};
+
+// ---- the seam ---------------------------------------------------------------
+
+// Renders one argument for the trace and the trace-level log.
+void append_arg(std::string& out, long long v);
+void append_arg(std::string& out, unsigned long long v);
+void append_arg(std::string& out, const void* p);
+void append_arg(std::string& out, const char* s);
+
+template <class T>
+void append_any(std::string& out, T v) {
+  if constexpr (std::is_same_v<T, const char*>) {
+    append_arg(out, v);
+  } else if constexpr (std::is_null_pointer_v<T>) {
+    append_arg(out, static_cast<const void*>(nullptr));
+  } else if constexpr (std::is_pointer_v<T>) {
+    append_arg(out, static_cast<const void*>(v));
+  } else if constexpr (std::is_enum_v<T>) {
+    append_arg(out, static_cast<long long>(v));
+  } else if constexpr (std::is_signed_v<T>) {
+    append_arg(out, static_cast<long long>(v));
+  } else {
+    append_arg(out, static_cast<unsigned long long>(v));
+  }
+}
+
+template <class... A>
+std::string render_args(A... a) {
+  std::string out;
+  bool first = true;
+  ((out += (first ? "" : ", "), first = false, append_any(out, a)), ...);
+  return out;
+}
+
+[[noreturn]] void throw_used_after_fork(const char* api);
+
+// The observed path: fork check, timing, trace record, trace-level log line.
+struct ObservedCall {
+  explicit ObservedCall(const DriverCore& core) noexcept;
+  void finish(Api id, CUresult result, std::string args) noexcept;
+  const DriverCore& core;
+  std::int64_t start_ns;
+  bool wanted;  // whether the arguments need rendering at all
+};
+
+template <Api id, class... A>
+CUresult invoke_observed(const DriverCore& core, typename ApiType<id>::type fn, A... a) {
+  // Driver state from before fork() is unusable in the child: refuse without calling.
+  if (core.forked()) throw_used_after_fork(api_name(id));
+  ObservedCall call(core);
+  const CUresult result = fn(a...);
+  std::string args;
+  if (call.wanted) {
+    try {
+      args = render_args(a...);
+    } catch (...) {
+      // Out of memory while rendering: the record goes without arguments.
+    }
+  }
+  call.finish(id, result, std::move(args));
+  return result;
+}
+
+template <Api id, class... A>
+inline CUresult invoke(const DriverCore& core, A... a) {
+  typename ApiType<id>::type fn;
+  static_assert(sizeof(fn) == sizeof(AnyFn));
+  const AnyFn raw = core.slots[index(id)];
+  std::memcpy(&fn, &raw, sizeof(fn));
+  // The one branch the seam costs when nothing observes it.
+  if (__builtin_expect(!slow_path_active(), 1)) return fn(a...);
+  return invoke_observed<id>(core, fn, a...);
+}
+
+// Builds and throws the error for a failed call. `objects` names what was involved.
+[[noreturn]] void raise(const DriverCore& core, int result, const char* api, std::string objects,
+                        std::string hint = {});
+
+}  // namespace drvshim::detail
+
+// Calls driver function `alias` through the table of `core`.
+#define DRVSHIM_CU(core, alias, ...) \
+  ::drvshim::detail::invoke<::drvshim::detail::Api::k_##alias>((core)__VA_OPT__(, ) __VA_ARGS__)
+
+// Calls it and throws the matching drvshim error on failure. `objects` is an
+// expression giving a std::string; it is evaluated only on failure.
+#define DRVSHIM_TRY(core, alias, objects, ...)                                                   \
+  do {                                                                                           \
+    const CUresult drvshim_r_ =                                                                  \
+        ::drvshim::detail::invoke<::drvshim::detail::Api::k_##alias>((core)__VA_OPT__(, ) __VA_ARGS__); \
+    if (drvshim_r_ != CUDA_SUCCESS) [[unlikely]]                                                 \
+      ::drvshim::detail::raise((core), static_cast<int>(drvshim_r_),                            \
+                               ::drvshim::detail::api_name(::drvshim::detail::Api::k_##alias), \
+                               (objects));                                                       \
+  } while (0)

@@ -1,0 +1,139 @@
+#include <drvshim/error.hpp>
+
+#include <fmt/format.h>
+
+#include <utility>
+
+namespace drvshim {
+namespace {
+
+struct ResultEntry {
+  int code;
+  const char* name;
+  const char* description;
+};
+
+constexpr ResultEntry kResults[] = {
+#define DRVSHIM_CU_ERROR(code, name, description) {code, name, description},
+#include "cu_errors.inc"
+#undef DRVSHIM_CU_ERROR
+};
+
+const ResultEntry* find_result(int code) noexcept {
+  for (const auto& e : kResults) {
+    if (e.code == code) return &e;
+  }
+  return nullptr;
+}
+
+std::string compose(const std::string& summary, const ErrorDetails& d) {
+  std::string msg = summary;
+  if (!d.objects.empty()) msg += fmt::format(" [{}]", d.objects);
+  if (!d.hint.empty()) msg += fmt::format(". Hint: {}", d.hint);
+  return msg;
+}
+
+std::string join(const std::vector<std::string>& items, const char* sep) {
+  std::string out;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (i != 0) out += sep;
+    out += items[i];
+  }
+  return out;
+}
+
+}  // namespace
+
+const char* result_name(int code) noexcept {
+  const ResultEntry* e = find_result(code);
+  return e != nullptr ? e->name : "unknown CUresult";
+}
+
+const char* result_description(int code) noexcept {
+  const ResultEntry* e = find_result(code);
+  return e != nullptr ? e->description : "This CUresult value is not in drvshim's table (newer driver?).";
+}
+
+Error::Error(ErrorKind kind, const std::string& summary, ErrorDetails details)
+    : std::runtime_error(compose(summary, details)), kind_(kind), details_(std::move(details)) {}
+
+Error::~Error() = default;
+
+const char* Error::code_name() const noexcept { return details_.code == 0 ? "" : result_name(details_.code); }
+const char* Error::description() const noexcept {
+  return details_.code == 0 ? "" : result_description(details_.code);
+}
+
+DriverNotFoundError::DriverNotFoundError(std::vector<std::string> paths_tried, std::vector<std::string> dl_errors)
+    : Error(ErrorKind::driver_not_found,
+            fmt::format("no CUDA driver library could be loaded; tried: {}", [&] {
+              std::vector<std::string> parts;
+              for (std::size_t i = 0; i < paths_tried.size(); ++i) {
+                parts.push_back(fmt::format("\"{}\" ({})", paths_tried[i],
+                                            i < dl_errors.size() ? dl_errors[i] : "no error text"));
+              }
+              return join(parts, "; ");
+            }()),
+            ErrorDetails{"Driver::load", 0, {},
+                         "install the NVIDIA driver (it provides libcuda.so.1), or set DRVSHIM_LIBCUDA=/path/to/libcuda.so.1",
+                         false}),
+      paths_(std::move(paths_tried)),
+      dl_errors_(std::move(dl_errors)) {}
+
+StubLibraryError::StubLibraryError(const std::string& api, const std::string& path)
+    : Error(ErrorKind::stub_library,
+            fmt::format("{} returned CUDA_ERROR_STUB_LIBRARY (34): \"{}\" is the CUDA toolkit's link stub, not a driver",
+                        api, path),
+            ErrorDetails{api, 34, fmt::format("library {}", path),
+                         "the stub only satisfies the linker; install the NVIDIA driver or point DRVSHIM_LIBCUDA at the "
+                         "real libcuda.so.1 (not .../stubs/libcuda.so)",
+                         false}),
+      path_(path) {}
+
+DriverTooOldError::DriverTooOldError(const std::string& api, int driver_version, std::vector<std::string> missing,
+                                     const std::string& detail)
+    : Error(ErrorKind::driver_too_old,
+            fmt::format("the CUDA driver (version {}.{}) is too old for {}: {}{}", driver_version / 1000,
+                        (driver_version % 1000) / 10, api, detail,
+                        missing.empty() ? std::string() : fmt::format(" (missing: {})", join(missing, ", "))),
+            ErrorDetails{api, 0, {}, "update the NVIDIA driver", false}),
+      driver_version_(driver_version),
+      missing_(std::move(missing)) {}
+
+MissingStepError::MissingStepError(const std::string& api, const std::string& step, const std::string& objects)
+    : Error(ErrorKind::missing_step, fmt::format("{} needs {} first; drvshim never performs it implicitly", api, step),
+            ErrorDetails{api, 0, objects, fmt::format("call {} explicitly before {}", step, api), false}),
+      step_(step) {}
+
+UsedAfterForkError::UsedAfterForkError(const std::string& api)
+    : Error(ErrorKind::used_after_fork,
+            fmt::format("{} was called in a forked child on driver state created before fork(); CUDA state does not "
+                        "survive fork and the driver was not called",
+                        api),
+            ErrorDetails{api, 0, {},
+                         "load and initialise a new Driver in the child (Driver::load(), init()), or use exec/spawn "
+                         "instead of fork",
+                         false}) {}
+
+ContextStateError::ContextStateError(const std::string& api, const std::string& summary, ErrorDetails details)
+    : Error(ErrorKind::context_state, summary, [&] {
+        details.api = api;
+        return details;
+      }()) {}
+
+InvalidArgumentError::InvalidArgumentError(const std::string& api, const std::string& summary,
+                                           const std::string& hint)
+    : Error(ErrorKind::invalid_argument, fmt::format("{}: {}", api, summary), ErrorDetails{api, 0, {}, hint, false}) {}
+
+CudaError::CudaError(ErrorDetails details)
+    : Error(ErrorKind::cuda,
+            fmt::format("{}{} failed: {} ({}): {}", details.asynchronous ? "asynchronous error, detected at " : "",
+                        details.api, result_name(details.code), details.code, result_description(details.code)),
+            details) {}
+
+std::string Status::to_string() const {
+  if (ok()) return "ok";
+  return fmt::format("{}: {} ({})", api_, result_name(code_), code_);
+}
+
+}  // namespace drvshim

@@ -1,0 +1,80 @@
+/* Control API of libdrvshim_fakecuda.so, the fake CUDA driver used by
+ * drvshim's tests (and usable by drvshim's users to test their own init order
+ * and failure handling without a GPU).
+ *
+ * The fake is loaded by drvshim's real loader (DRVSHIM_LIBCUDA=/path/to/it),
+ * exports cuDriverGetVersion and cuGetProcAddress(_v2) like libcuda, and
+ * implements the driver functions drvshim uses on host memory. Profiles
+ * (DRVSHIM_FAKE_PROFILE, or drvshim_fake_set_profile):
+ *   discrete  one H200-like device (default)
+ *   tx1       Jetson TX1-like: cc 5.3, integrated, host registration unsupported
+ *   dual      two discrete devices
+ *   none      no device: cuInit returns CUDA_ERROR_NO_DEVICE
+ *   stub      every call returns CUDA_ERROR_STUB_LIBRARY, like the toolkit's stub
+ *   old       a CUDA 11.8 driver: newer functions absent
+ */
+#ifndef DRVSHIM_FAKE_CONTROL_H
+#define DRVSHIM_FAKE_CONTROL_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DRVSHIM_FAKE_API __attribute__((visibility("default")))
+
+/* Selects a profile and resets all state. Returns 0, or -1 for an unknown name. */
+DRVSHIM_FAKE_API int drvshim_fake_set_profile(const char* name);
+/* The current profile's name. */
+DRVSHIM_FAKE_API const char* drvshim_fake_profile(void);
+/* Resets all state (initialisation, contexts, injections, counters, log),
+ * keeping the profile. Contexts still current on other threads dangle. */
+DRVSHIM_FAKE_API void drvshim_fake_reset(void);
+
+/* Makes the nth call (1 = the next one) of `api` (a base name such as
+ * "cuInit", or "*" for any API) return `code` instead of running. */
+DRVSHIM_FAKE_API void drvshim_fake_fail_call(const char* api, int nth, int code);
+/* Makes cuGetProcAddress report `status` (1 not found, 2 version not
+ * sufficient) for `symbol`; 0 clears it. */
+DRVSHIM_FAKE_API void drvshim_fake_set_proc_status(const char* symbol, int status);
+/* Overrides one device attribute's value, or makes reading it fail with `code`. */
+DRVSHIM_FAKE_API void drvshim_fake_set_attribute(int device, int attribute, int value);
+DRVSHIM_FAKE_API void drvshim_fake_set_attribute_error(int device, int attribute, int code);
+
+/* Calls made to `api` since the last reset (every entry point counts, failed
+ * ones too). */
+DRVSHIM_FAKE_API unsigned long long drvshim_fake_call_count(const char* api);
+/* The call log: base names in call order. */
+DRVSHIM_FAKE_API size_t drvshim_fake_call_log_size(void);
+DRVSHIM_FAKE_API const char* drvshim_fake_call_log_entry(size_t index);
+DRVSHIM_FAKE_API void drvshim_fake_clear_call_log(void);
+
+/* Misuse the fake detected (double destroy, use after destroy, releasing an
+ * unretained primary context, unknown handles), and the last one's text. */
+DRVSHIM_FAKE_API unsigned long long drvshim_fake_misuse_count(void);
+DRVSHIM_FAKE_API const char* drvshim_fake_last_misuse(void);
+
+/* Live non-primary contexts (leak check). */
+DRVSHIM_FAKE_API int drvshim_fake_live_contexts(void);
+/* A device's primary context: retain count and whether it is active. */
+DRVSHIM_FAKE_API int drvshim_fake_primary_refcount(int device);
+DRVSHIM_FAKE_API int drvshim_fake_primary_active(int device);
+/* Simulates another component (such as the CUDA Runtime) activating the
+ * primary context with `flags`: one retain that drvshim does not own. */
+DRVSHIM_FAKE_API void drvshim_fake_activate_primary_externally(int device, unsigned flags);
+
+/* The calling thread's context stack: depth and top (NULL when empty). */
+DRVSHIM_FAKE_API int drvshim_fake_ctx_stack_depth(void);
+DRVSHIM_FAKE_API void* drvshim_fake_ctx_stack_top(void);
+
+/* Deinitialised mode: every call returns CUDA_ERROR_DEINITIALIZED and is
+ * counted, as during libcuda's own teardown at exit. */
+DRVSHIM_FAKE_API void drvshim_fake_set_deinitialized(int on);
+DRVSHIM_FAKE_API unsigned long long drvshim_fake_calls_while_deinitialized(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DRVSHIM_FAKE_CONTROL_H */

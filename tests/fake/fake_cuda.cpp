@@ -1,0 +1,945 @@
+// libdrvshim_fakecuda.so: a fake CUDA driver on host memory. See fake_control.h.
+//
+// Entry points are named fake_<api> and reached only through cuGetProcAddress,
+// as drvshim reaches the real driver; the library exports cuDriverGetVersion,
+// cuGetProcAddress(_v2) and the control API. All state sits behind one mutex,
+// except each thread's context stack, which is thread-local like the driver's.
+#include <cuda.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "fake_control.h"
+
+namespace {
+
+struct ErrorEntry {
+  int code;
+  const char* name;
+  const char* description;
+};
+constexpr ErrorEntry kErrors[] = {
+#define DRVSHIM_CU_ERROR(code, name, description) {code, name, description},
+#include "cu_errors.inc"
+#undef DRVSHIM_CU_ERROR
+};
+
+struct FakeDevice {
+  std::string name;
+  int cc_major = 9;
+  int cc_minor = 0;
+  size_t total_mem = 0;
+  unsigned char uuid[16] = {};
+  std::string pci_bus_id;
+  std::map<int, int> attributes;
+  std::map<int, int> attribute_errors;
+};
+
+struct FakeCtx {
+  int device = 0;
+  unsigned flags = 0;
+  bool primary = false;
+  unsigned long long id = 0;
+};
+
+struct Primary {
+  int refcount = 0;
+  bool active = false;
+  unsigned flags = 0;
+  FakeCtx* ctx = nullptr;
+};
+
+struct Injection {
+  std::string api;
+  int remaining;  // calls of `api` still to pass before the failing one
+  int code;
+};
+
+struct Engine {
+  std::mutex mutex;
+  std::string profile = "discrete";
+  int driver_version = 13000;
+  bool stub = false;
+  bool no_device = false;
+  bool initialized = false;
+  std::vector<FakeDevice> devices;
+  std::vector<Primary> primaries;
+  std::set<FakeCtx*> live;
+  std::vector<std::unique_ptr<FakeCtx>> all_contexts;  // never freed: handles stay unique (no ABA)
+  unsigned long long next_ctx_id = 1;
+  std::vector<Injection> injections;
+  std::map<std::string, int> proc_status;
+  std::map<std::string, unsigned long long> counts;
+  std::vector<std::string> log;
+  unsigned long long misuse = 0;
+  std::string last_misuse;
+  std::atomic<bool> deinitialized{false};
+  unsigned long long calls_while_deinit = 0;
+  unsigned long long generation = 0;  // bumped by reset; thread stacks from older generations are dropped
+};
+
+Engine& engine() {
+  static Engine* e = new Engine;  // never destroyed: drvshim may call during exit
+  return *e;
+}
+
+struct ThreadStack {
+  unsigned long long generation = 0;
+  std::vector<FakeCtx*> stack;
+};
+thread_local ThreadStack t_stack;
+
+std::vector<FakeCtx*>& ctx_stack(Engine& e) {
+  if (t_stack.generation != e.generation) {
+    t_stack.stack.clear();
+    t_stack.generation = e.generation;
+  }
+  return t_stack.stack;
+}
+
+void misuse(Engine& e, const std::string& what) {
+  ++e.misuse;
+  e.last_misuse = what;
+}
+
+FakeDevice h200(int index) {
+  FakeDevice d;
+  d.name = "NVIDIA H200";
+  d.cc_major = 9;
+  d.cc_minor = 0;
+  d.total_mem = 150754820096ull;  // 143771 MiB
+  for (int i = 0; i < 16; ++i) d.uuid[i] = static_cast<unsigned char>(0x10 * (index + 1) + i);
+  char bus[32];
+  std::snprintf(bus, sizeof bus, "00000000:%02X:00.0", 0x18 + index);
+  d.pci_bus_id = bus;
+  d.attributes = {
+      {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 1024},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, 49152},
+      {CU_DEVICE_ATTRIBUTE_WARP_SIZE, 32},
+      {CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK, 65536},
+      {CU_DEVICE_ATTRIBUTE_CLOCK_RATE, 1980000},
+      {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 132},
+      {CU_DEVICE_ATTRIBUTE_INTEGRATED, 0},
+      {CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, 1},
+      {CU_DEVICE_ATTRIBUTE_COMPUTE_MODE, 0},
+      {CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS, 1},
+      {CU_DEVICE_ATTRIBUTE_ECC_ENABLED, 1},
+      {CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, 0x18 + index},
+      {CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, 0},
+      {CU_DEVICE_ATTRIBUTE_TCC_DRIVER, 0},
+      {CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, 3201000},
+      {CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, 6144},
+      {CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, 62914560},
+      {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, 2048},
+      {CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT, 3},
+      {CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, 1},
+      {CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, 0},
+      {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 9},
+      {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0},
+      {CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED, 1},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, 233472},
+      {CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, 1},
+      {CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD, 0},
+      {CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED, 0},
+      {CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS, 0},
+      {CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, 1},
+      {CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM, 1},
+      {CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, 1},
+      {CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED, 1},
+      {CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES, 0},
+      {CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST, 0},
+      {CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED, 1},
+      {CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 1},
+      {CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, 1},
+  };
+  return d;
+}
+
+FakeDevice tx1() {
+  FakeDevice d;
+  d.name = "NVIDIA Tegra X1";
+  d.cc_major = 5;
+  d.cc_minor = 3;
+  d.total_mem = 4052041728ull;
+  for (int i = 0; i < 16; ++i) d.uuid[i] = static_cast<unsigned char>(0xa0 + i);
+  d.pci_bus_id = "00000000:00:00.0";
+  d.attributes = {
+      {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 1024},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, 49152},
+      {CU_DEVICE_ATTRIBUTE_WARP_SIZE, 32},
+      {CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK, 32768},
+      {CU_DEVICE_ATTRIBUTE_CLOCK_RATE, 998400},
+      {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 2},
+      {CU_DEVICE_ATTRIBUTE_INTEGRATED, 1},
+      {CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, 1},
+      {CU_DEVICE_ATTRIBUTE_COMPUTE_MODE, 0},
+      {CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS, 1},
+      {CU_DEVICE_ATTRIBUTE_ECC_ENABLED, 0},
+      {CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, 0},
+      {CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, 0},
+      {CU_DEVICE_ATTRIBUTE_TCC_DRIVER, 0},
+      {CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, 13000},
+      {CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, 64},
+      {CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, 262144},
+      {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, 2048},
+      {CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT, 1},
+      {CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, 1},
+      {CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, 0},
+      {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 5},
+      {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 3},
+      {CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED, 1},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, 65536},
+      {CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, 1},
+      {CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD, 0},
+      {CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED, 0},
+      {CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS, 0},
+      {CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, 0},
+      {CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM, 0},
+      {CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, 1},
+      {CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED, 0},
+      {CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES, 0},
+      {CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST, 0},
+      {CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED, 0},
+      {CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 0},
+      {CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, 0},
+  };
+  return d;
+}
+
+FakeDevice a100_old() {
+  FakeDevice d = h200(0);
+  d.name = "NVIDIA A100-SXM4-40GB";
+  d.cc_major = 8;
+  d.cc_minor = 0;
+  d.total_mem = 42505273344ull;
+  d.attributes[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR] = 8;
+  d.attributes[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR] = 0;
+  d.attributes[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT] = 108;
+  // Attributes newer than this driver are unknown to it (CUDA_ERROR_INVALID_VALUE).
+  d.attributes.erase(CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH);
+  return d;
+}
+
+bool apply_profile(Engine& e, const std::string& name) {
+  std::vector<FakeDevice> devices;
+  int version = 13000;
+  bool stub = false;
+  bool no_device = false;
+  if (name == "discrete") {
+    devices = {h200(0)};
+  } else if (name == "tx1") {
+    devices = {tx1()};
+  } else if (name == "dual") {
+    devices = {h200(0), h200(1)};
+  } else if (name == "none") {
+    no_device = true;
+  } else if (name == "stub") {
+    stub = true;
+  } else if (name == "old") {
+    version = 11080;
+    devices = {a100_old()};
+  } else {
+    return false;
+  }
+  e.profile = name;
+  e.driver_version = version;
+  e.stub = stub;
+  e.no_device = no_device;
+  e.devices = std::move(devices);
+  return true;
+}
+
+void reset_state(Engine& e) {
+  e.initialized = false;
+  e.primaries.assign(e.devices.size(), Primary{});
+  e.live.clear();
+  e.injections.clear();
+  e.proc_status.clear();
+  e.counts.clear();
+  e.log.clear();
+  e.misuse = 0;
+  e.last_misuse.clear();
+  e.deinitialized = false;
+  e.calls_while_deinit = 0;
+  ++e.generation;
+}
+
+void ensure_profile_from_env() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    Engine& e = engine();
+    std::lock_guard<std::mutex> lock(e.mutex);
+    const char* env = std::getenv("DRVSHIM_FAKE_PROFILE");
+    if (env == nullptr || !apply_profile(e, env)) apply_profile(e, "discrete");
+    reset_state(e);
+  });
+}
+
+// Common entry of every fake driver function: log and count the call, then
+// apply the stub profile, the deinitialised switch and injected failures.
+CUresult enter(Engine& e, const char* api, bool needs_init = true) {
+  e.log.emplace_back(api);
+  ++e.counts[api];
+  if (e.stub) return CUDA_ERROR_STUB_LIBRARY;
+  if (e.deinitialized) {
+    ++e.calls_while_deinit;
+    return CUDA_ERROR_DEINITIALIZED;
+  }
+  for (auto it = e.injections.begin(); it != e.injections.end(); ++it) {
+    if (it->api == api || it->api == "*") {
+      if (it->remaining == 0) {
+        const CUresult code = static_cast<CUresult>(it->code);
+        e.injections.erase(it);
+        return code;
+      }
+      --it->remaining;
+    }
+  }
+  if (needs_init && !e.initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  return CUDA_SUCCESS;
+}
+
+#define FAKE_ENTER_AS(name, needs_init)                       \
+  ensure_profile_from_env();                                  \
+  Engine& e = engine();                                       \
+  std::lock_guard<std::mutex> lock(e.mutex);                  \
+  if (const CUresult r_ = enter(e, name, needs_init); r_ != CUDA_SUCCESS) return r_
+
+#define FAKE_ENTER(name) FAKE_ENTER_AS(name, true)
+
+bool valid_device(const Engine& e, CUdevice dev) { return dev >= 0 && static_cast<size_t>(dev) < e.devices.size(); }
+
+FakeCtx* new_ctx(Engine& e, int device, unsigned flags, bool primary) {
+  auto ctx = std::make_unique<FakeCtx>();
+  ctx->device = device;
+  ctx->flags = flags;
+  ctx->primary = primary;
+  ctx->id = e.next_ctx_id++;
+  FakeCtx* raw = ctx.get();
+  e.all_contexts.push_back(std::move(ctx));
+  e.live.insert(raw);
+  return raw;
+}
+
+FakeCtx* as_ctx(CUcontext c) { return reinterpret_cast<FakeCtx*>(c); }
+CUcontext as_cu(FakeCtx* c) { return reinterpret_cast<CUcontext>(c); }
+
+bool is_live(const Engine& e, FakeCtx* c) { return c != nullptr && e.live.count(c) != 0; }
+
+constexpr unsigned kValidCtxFlags = 0xFF;
+
+// ---- the fake driver functions ---------------------------------------------------
+
+CUresult fake_cuGetErrorName(CUresult error, const char** str) {
+  FAKE_ENTER_AS("cuGetErrorName", false);
+  for (const auto& entry : kErrors) {
+    if (entry.code == static_cast<int>(error)) {
+      *str = entry.name;
+      return CUDA_SUCCESS;
+    }
+  }
+  *str = nullptr;
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult fake_cuGetErrorString(CUresult error, const char** str) {
+  FAKE_ENTER_AS("cuGetErrorString", false);
+  for (const auto& entry : kErrors) {
+    if (entry.code == static_cast<int>(error)) {
+      *str = entry.description;
+      return CUDA_SUCCESS;
+    }
+  }
+  *str = nullptr;
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult fake_cuInit(unsigned flags) {
+  FAKE_ENTER_AS("cuInit", false);
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (e.no_device) return CUDA_ERROR_NO_DEVICE;
+  e.initialized = true;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuDriverGetVersion_impl(int* version) {
+  FAKE_ENTER_AS("cuDriverGetVersion", false);
+  if (version == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *version = e.driver_version;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuDeviceGetCount(int* count) {
+  FAKE_ENTER("cuDeviceGetCount");
+  if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *count = static_cast<int>(e.devices.size());
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuDeviceGet(CUdevice* dev, int ordinal) {
+  FAKE_ENTER("cuDeviceGet");
+  if (dev == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(e, ordinal)) return CUDA_ERROR_INVALID_DEVICE;
+  *dev = ordinal;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuDeviceGetName(char* name, int len, CUdevice dev) {
+  FAKE_ENTER("cuDeviceGetName");
+  if (name == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(e, dev)) return CUDA_ERROR_INVALID_DEVICE;
+  std::snprintf(name, static_cast<size_t>(len), "%s", e.devices[static_cast<size_t>(dev)].name.c_str());
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuDeviceGetUuid(CUuuid* uuid, CUdevice dev) {
+  FAKE_ENTER("cuDeviceGetUuid");
+  if (uuid == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(e, dev)) return CUDA_ERROR_INVALID_DEVICE;
+  std::memcpy(uuid->bytes, e.devices[static_cast<size_t>(dev)].uuid, 16);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuDeviceTotalMem(size_t* bytes, CUdevice dev) {
+  FAKE_ENTER("cuDeviceTotalMem");
+  if (bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(e, dev)) return CUDA_ERROR_INVALID_DEVICE;
+  *bytes = e.devices[static_cast<size_t>(dev)].total_mem;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuDeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevice dev) {
+  FAKE_ENTER("cuDeviceGetAttribute");
+  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(e, dev)) return CUDA_ERROR_INVALID_DEVICE;
+  const FakeDevice& d = e.devices[static_cast<size_t>(dev)];
+  if (auto it = d.attribute_errors.find(attribute); it != d.attribute_errors.end()) {
+    return static_cast<CUresult>(it->second);
+  }
+  auto it = d.attributes.find(attribute);
+  if (it == d.attributes.end()) return CUDA_ERROR_INVALID_VALUE;
+  *value = it->second;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuDeviceGetPCIBusId(char* bus, int len, CUdevice dev) {
+  FAKE_ENTER("cuDeviceGetPCIBusId");
+  if (bus == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(e, dev)) return CUDA_ERROR_INVALID_DEVICE;
+  std::snprintf(bus, static_cast<size_t>(len), "%s", e.devices[static_cast<size_t>(dev)].pci_bus_id.c_str());
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
+  FAKE_ENTER("cuDevicePrimaryCtxRetain");
+  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(e, dev)) return CUDA_ERROR_INVALID_DEVICE;
+  Primary& p = e.primaries[static_cast<size_t>(dev)];
+  if (!p.active) {
+    p.ctx = new_ctx(e, dev, p.flags, true);
+    p.active = true;
+  }
+  ++p.refcount;
+  *pctx = as_cu(p.ctx);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuDevicePrimaryCtxRelease(CUdevice dev) {
+  FAKE_ENTER("cuDevicePrimaryCtxRelease");
+  if (!valid_device(e, dev)) return CUDA_ERROR_INVALID_DEVICE;
+  Primary& p = e.primaries[static_cast<size_t>(dev)];
+  if (p.refcount == 0) {
+    misuse(e, "cuDevicePrimaryCtxRelease of a primary context with no retain");
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  if (--p.refcount == 0 && p.active) {
+    e.live.erase(p.ctx);
+    p.active = false;
+    p.ctx = nullptr;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned flags) {
+  FAKE_ENTER("cuDevicePrimaryCtxSetFlags");
+  if (!valid_device(e, dev)) return CUDA_ERROR_INVALID_DEVICE;
+  if ((flags & ~kValidCtxFlags) != 0 || (flags & 0x07) == 0x03 || (flags & 0x07) == 0x05 ||
+      (flags & 0x07) == 0x06 || (flags & 0x07) == 0x07) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  Primary& p = e.primaries[static_cast<size_t>(dev)];
+  p.flags = flags;
+  if (p.ctx != nullptr) p.ctx->flags = flags;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuDevicePrimaryCtxGetState(CUdevice dev, unsigned* flags, int* active) {
+  FAKE_ENTER("cuDevicePrimaryCtxGetState");
+  if (flags == nullptr || active == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(e, dev)) return CUDA_ERROR_INVALID_DEVICE;
+  const Primary& p = e.primaries[static_cast<size_t>(dev)];
+  *flags = p.flags;
+  *active = p.active ? 1 : 0;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuDevicePrimaryCtxReset(CUdevice dev) {
+  FAKE_ENTER("cuDevicePrimaryCtxReset");
+  if (!valid_device(e, dev)) return CUDA_ERROR_INVALID_DEVICE;
+  Primary& p = e.primaries[static_cast<size_t>(dev)];
+  if (p.active) {
+    e.live.erase(p.ctx);
+    p.active = false;
+    p.ctx = nullptr;
+  }
+  p.flags = 0;
+  return CUDA_SUCCESS;
+}
+
+CUresult create_ctx(Engine& e, CUcontext* pctx, unsigned flags, CUdevice dev) {
+  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(e, dev)) return CUDA_ERROR_INVALID_DEVICE;
+  if ((flags & ~kValidCtxFlags) != 0) return CUDA_ERROR_INVALID_VALUE;
+  FakeCtx* ctx = new_ctx(e, dev, flags, false);
+  ctx_stack(e).push_back(ctx);
+  *pctx = as_cu(ctx);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* /*params*/, unsigned flags, CUdevice dev) {
+  FAKE_ENTER("cuCtxCreate");
+  return create_ctx(e, pctx, flags, dev);
+}
+
+CUresult fake_cuCtxCreate_v2(CUcontext* pctx, unsigned flags, CUdevice dev) {
+  FAKE_ENTER("cuCtxCreate");
+  return create_ctx(e, pctx, flags, dev);
+}
+
+CUresult fake_cuCtxDestroy(CUcontext c) {
+  FAKE_ENTER("cuCtxDestroy");
+  FakeCtx* ctx = as_ctx(c);
+  if (!is_live(e, ctx)) {
+    misuse(e, "cuCtxDestroy of a destroyed or unknown context");
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  if (ctx->primary) {
+    misuse(e, "cuCtxDestroy of a primary context");
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  e.live.erase(ctx);
+  auto& stack = ctx_stack(e);
+  if (!stack.empty() && stack.back() == ctx) stack.pop_back();
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuCtxPushCurrent(CUcontext c) {
+  FAKE_ENTER("cuCtxPushCurrent");
+  FakeCtx* ctx = as_ctx(c);
+  if (!is_live(e, ctx)) {
+    misuse(e, "cuCtxPushCurrent of a destroyed or unknown context");
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  ctx_stack(e).push_back(ctx);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuCtxPopCurrent(CUcontext* pctx) {
+  FAKE_ENTER("cuCtxPopCurrent");
+  auto& stack = ctx_stack(e);
+  if (stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
+  if (pctx != nullptr) *pctx = as_cu(stack.back());
+  stack.pop_back();
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuCtxSetCurrent(CUcontext c) {
+  FAKE_ENTER("cuCtxSetCurrent");
+  FakeCtx* ctx = as_ctx(c);
+  auto& stack = ctx_stack(e);
+  if (ctx == nullptr) {
+    if (!stack.empty()) stack.pop_back();
+    return CUDA_SUCCESS;
+  }
+  if (!is_live(e, ctx)) {
+    misuse(e, "cuCtxSetCurrent of a destroyed or unknown context");
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  if (stack.empty()) {
+    stack.push_back(ctx);
+  } else {
+    stack.back() = ctx;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuCtxGetCurrent(CUcontext* pctx) {
+  FAKE_ENTER("cuCtxGetCurrent");
+  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto& stack = ctx_stack(e);
+  *pctx = stack.empty() ? nullptr : as_cu(stack.back());
+  return CUDA_SUCCESS;
+}
+
+// The current context, or the error the driver gives without a usable one.
+CUresult current(Engine& e, FakeCtx** out) {
+  auto& stack = ctx_stack(e);
+  if (stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
+  if (!is_live(e, stack.back())) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+  *out = stack.back();
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuCtxGetDevice(CUdevice* dev) {
+  FAKE_ENTER("cuCtxGetDevice");
+  if (dev == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  FakeCtx* ctx = nullptr;
+  if (const CUresult r = current(e, &ctx); r != CUDA_SUCCESS) return r;
+  *dev = ctx->device;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuCtxGetFlags(unsigned* flags) {
+  FAKE_ENTER("cuCtxGetFlags");
+  if (flags == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  FakeCtx* ctx = nullptr;
+  if (const CUresult r = current(e, &ctx); r != CUDA_SUCCESS) return r;
+  *flags = ctx->flags;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuCtxGetApiVersion(CUcontext c, unsigned* version) {
+  FAKE_ENTER("cuCtxGetApiVersion");
+  if (version == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  FakeCtx* ctx = as_ctx(c);
+  if (ctx == nullptr) {
+    if (const CUresult r = current(e, &ctx); r != CUDA_SUCCESS) return r;
+  } else if (!is_live(e, ctx)) {
+    misuse(e, "cuCtxGetApiVersion on a destroyed or unknown context");
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  *version = 12080;  // what the real driver reports for contexts it creates today (3020-era numbering differs)
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuCtxGetId(CUcontext c, unsigned long long* id) {
+  FAKE_ENTER("cuCtxGetId");
+  if (id == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  FakeCtx* ctx = as_ctx(c);
+  if (ctx == nullptr) {
+    if (const CUresult r = current(e, &ctx); r != CUDA_SUCCESS) return r;
+  } else if (!is_live(e, ctx)) {
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  *id = ctx->id;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuCtxSynchronize() {
+  FAKE_ENTER("cuCtxSynchronize");
+  FakeCtx* ctx = nullptr;
+  return current(e, &ctx);
+}
+
+CUresult fake_cuMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+  FAKE_ENTER("cuMemGetInfo");
+  if (free_bytes == nullptr || total_bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  FakeCtx* ctx = nullptr;
+  if (const CUresult r = current(e, &ctx); r != CUDA_SUCCESS) return r;
+  const size_t total = e.devices[static_cast<size_t>(ctx->device)].total_mem;
+  *total_bytes = total;
+  *free_bytes = total - (total / 64);  // the driver's own reservation
+  return CUDA_SUCCESS;
+}
+
+// ---- cuGetProcAddress ----------------------------------------------------------------
+
+struct ProcEntry {
+  const char* name;
+  int since;  // the ABI version this variant was introduced in
+  void* fn;
+};
+
+template <class F>
+void* erase_fn(F f) {
+  void* p = nullptr;
+  static_assert(sizeof(f) == sizeof(p));
+  std::memcpy(&p, &f, sizeof(p));
+  return p;
+}
+
+// Several entries with one name are ABI variants; the newest one at or below
+// the requested version wins, as in the real driver.
+const std::vector<ProcEntry>& proc_table() {
+  static const std::vector<ProcEntry> table = {
+      {"cuGetErrorName", 6000, erase_fn(&fake_cuGetErrorName)},
+      {"cuGetErrorString", 6000, erase_fn(&fake_cuGetErrorString)},
+      {"cuInit", 2000, erase_fn(&fake_cuInit)},
+      {"cuDriverGetVersion", 2020, erase_fn(&fake_cuDriverGetVersion_impl)},
+      {"cuDeviceGet", 2000, erase_fn(&fake_cuDeviceGet)},
+      {"cuDeviceGetCount", 2000, erase_fn(&fake_cuDeviceGetCount)},
+      {"cuDeviceGetName", 2000, erase_fn(&fake_cuDeviceGetName)},
+      {"cuDeviceGetUuid", 11040, erase_fn(&fake_cuDeviceGetUuid)},
+      {"cuDeviceTotalMem", 3020, erase_fn(&fake_cuDeviceTotalMem)},
+      {"cuDeviceGetAttribute", 2000, erase_fn(&fake_cuDeviceGetAttribute)},
+      {"cuDeviceGetPCIBusId", 4010, erase_fn(&fake_cuDeviceGetPCIBusId)},
+      {"cuDevicePrimaryCtxRetain", 7000, erase_fn(&fake_cuDevicePrimaryCtxRetain)},
+      {"cuDevicePrimaryCtxRelease", 11000, erase_fn(&fake_cuDevicePrimaryCtxRelease)},
+      {"cuDevicePrimaryCtxSetFlags", 11000, erase_fn(&fake_cuDevicePrimaryCtxSetFlags)},
+      {"cuDevicePrimaryCtxGetState", 7000, erase_fn(&fake_cuDevicePrimaryCtxGetState)},
+      {"cuDevicePrimaryCtxReset", 11000, erase_fn(&fake_cuDevicePrimaryCtxReset)},
+      {"cuCtxCreate", 3020, erase_fn(&fake_cuCtxCreate_v2)},
+      {"cuCtxCreate", 12050, erase_fn(&fake_cuCtxCreate_v4)},
+      {"cuCtxDestroy", 4000, erase_fn(&fake_cuCtxDestroy)},
+      {"cuCtxPushCurrent", 4000, erase_fn(&fake_cuCtxPushCurrent)},
+      {"cuCtxPopCurrent", 4000, erase_fn(&fake_cuCtxPopCurrent)},
+      {"cuCtxSetCurrent", 4000, erase_fn(&fake_cuCtxSetCurrent)},
+      {"cuCtxGetCurrent", 4000, erase_fn(&fake_cuCtxGetCurrent)},
+      {"cuCtxGetDevice", 2000, erase_fn(&fake_cuCtxGetDevice)},
+      {"cuCtxGetFlags", 7000, erase_fn(&fake_cuCtxGetFlags)},
+      {"cuCtxGetApiVersion", 3020, erase_fn(&fake_cuCtxGetApiVersion)},
+      {"cuCtxGetId", 12000, erase_fn(&fake_cuCtxGetId)},
+      {"cuCtxSynchronize", 2000, erase_fn(&fake_cuCtxSynchronize)},
+      {"cuMemGetInfo", 3020, erase_fn(&fake_cuMemGetInfo)},
+  };
+  return table;
+}
+
+CUresult get_proc(const char* symbol, void** pfn, int version, cuuint64_t flags,
+                  CUdriverProcAddressQueryResult* status, const char* api) {
+  FAKE_ENTER_AS(api, false);
+  if (symbol == nullptr || pfn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (flags > 2) return CUDA_ERROR_INVALID_VALUE;
+  if (version > e.driver_version) return CUDA_ERROR_INVALID_VALUE;
+  *pfn = nullptr;
+  auto set_status = [&](CUdriverProcAddressQueryResult s) {
+    if (status != nullptr) *status = s;
+  };
+  if (auto it = e.proc_status.find(symbol); it != e.proc_status.end() && it->second != 0) {
+    set_status(static_cast<CUdriverProcAddressQueryResult>(it->second));
+    return CUDA_SUCCESS;
+  }
+  const ProcEntry* best = nullptr;
+  bool known = false;
+  for (const auto& entry : proc_table()) {
+    if (std::strcmp(entry.name, symbol) != 0) continue;
+    if (entry.since > e.driver_version) continue;  // newer than this (simulated) driver
+    known = true;
+    if (entry.since <= version && (best == nullptr || entry.since > best->since)) best = &entry;
+  }
+  if (best == nullptr) {
+    set_status(known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+    return CUDA_SUCCESS;
+  }
+  *pfn = best->fn;
+  set_status(CU_GET_PROC_ADDRESS_SUCCESS);
+  return CUDA_SUCCESS;
+}
+
+struct ExitReport {
+  ~ExitReport() {
+    const char* path = std::getenv("DRVSHIM_FAKE_REPORT");
+    if (path == nullptr || *path == '\0') return;
+    Engine& e = engine();
+    std::FILE* f = std::fopen(path, "w");
+    if (f == nullptr) return;
+    std::fprintf(f, "calls_while_deinitialized %llu\nmisuse %llu\nlive_contexts %zu\n", e.calls_while_deinit,
+                 e.misuse, e.live.size());
+    std::fclose(f);
+  }
+} g_exit_report;
+
+}  // namespace
+
+// ---- exported entry points, as libcuda exports them ---------------------------------
+
+extern "C" {
+
+DRVSHIM_FAKE_API CUresult cuDriverGetVersion(int* version) { return fake_cuDriverGetVersion_impl(version); }
+
+#ifndef DRVSHIM_FAKE_NO_PROC_V2
+DRVSHIM_FAKE_API CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flags,
+                                              CUdriverProcAddressQueryResult* status) {
+  return get_proc(symbol, pfn, version, flags, status, "cuGetProcAddress");
+}
+#endif
+
+// The 11.3-11.8 form (no status). cuda.h maps the name to _v2, so declare it by hand.
+DRVSHIM_FAKE_API CUresult drvshim_fake_cuGetProcAddress_v1(const char* symbol, void** pfn, int version,
+                                                          cuuint64_t flags) __asm__("cuGetProcAddress");
+DRVSHIM_FAKE_API CUresult drvshim_fake_cuGetProcAddress_v1(const char* symbol, void** pfn, int version,
+                                                          cuuint64_t flags) {
+  return get_proc(symbol, pfn, version, flags, nullptr, "cuGetProcAddress");
+}
+
+// ---- control API ----------------------------------------------------------------------
+
+int drvshim_fake_set_profile(const char* name) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  if (name == nullptr || !apply_profile(e, name)) return -1;
+  reset_state(e);
+  return 0;
+}
+
+const char* drvshim_fake_profile(void) {
+  ensure_profile_from_env();
+  return engine().profile.c_str();
+}
+
+void drvshim_fake_reset(void) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  apply_profile(e, std::string(e.profile));
+  reset_state(e);
+}
+
+void drvshim_fake_fail_call(const char* api, int nth, int code) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  e.injections.push_back(Injection{api, nth > 0 ? nth - 1 : 0, code});
+}
+
+void drvshim_fake_set_proc_status(const char* symbol, int status) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  e.proc_status[symbol] = status;
+}
+
+void drvshim_fake_set_attribute(int device, int attribute, int value) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  if (!valid_device(e, device)) return;
+  auto& d = e.devices[static_cast<size_t>(device)];
+  d.attribute_errors.erase(attribute);
+  d.attributes[attribute] = value;
+}
+
+void drvshim_fake_set_attribute_error(int device, int attribute, int code) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  if (!valid_device(e, device)) return;
+  e.devices[static_cast<size_t>(device)].attribute_errors[attribute] = code;
+}
+
+unsigned long long drvshim_fake_call_count(const char* api) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  auto it = e.counts.find(api);
+  return it == e.counts.end() ? 0 : it->second;
+}
+
+size_t drvshim_fake_call_log_size(void) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  return e.log.size();
+}
+
+const char* drvshim_fake_call_log_entry(size_t index) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  return index < e.log.size() ? e.log[index].c_str() : nullptr;
+}
+
+void drvshim_fake_clear_call_log(void) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  e.log.clear();
+}
+
+unsigned long long drvshim_fake_misuse_count(void) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  return e.misuse;
+}
+
+const char* drvshim_fake_last_misuse(void) {
+  ensure_profile_from_env();
+  return engine().last_misuse.c_str();
+}
+
+int drvshim_fake_live_contexts(void) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  return static_cast<int>(std::count_if(e.live.begin(), e.live.end(), [](FakeCtx* c) { return !c->primary; }));
+}
+
+int drvshim_fake_primary_refcount(int device) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  return valid_device(e, device) ? e.primaries[static_cast<size_t>(device)].refcount : -1;
+}
+
+int drvshim_fake_primary_active(int device) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  return valid_device(e, device) ? (e.primaries[static_cast<size_t>(device)].active ? 1 : 0) : -1;
+}
+
+void drvshim_fake_activate_primary_externally(int device, unsigned flags) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  if (!valid_device(e, device)) return;
+  Primary& p = e.primaries[static_cast<size_t>(device)];
+  p.flags = flags;
+  if (!p.active) {
+    p.ctx = new_ctx(e, device, flags, true);
+    p.active = true;
+  }
+  ++p.refcount;
+}
+
+int drvshim_fake_ctx_stack_depth(void) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  return static_cast<int>(ctx_stack(e).size());
+}
+
+void* drvshim_fake_ctx_stack_top(void) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  auto& stack = ctx_stack(e);
+  return stack.empty() ? nullptr : stack.back();
+}
+
+void drvshim_fake_set_deinitialized(int on) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  e.deinitialized = on != 0;
+}
+
+unsigned long long drvshim_fake_calls_while_deinitialized(void) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  return e.calls_while_deinit;
+}
+
+}  // extern "C"

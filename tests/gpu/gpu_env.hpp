@@ -1,0 +1,42 @@
+#pragma once
+// The real driver for GPU tests, or a clear reason to skip.
+#include <drvshim/drvshim.hpp>
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <string>
+
+namespace drvshim_gpu {
+
+// Loads and initialises the real driver once per process. Returns nullopt and
+// sets `why` when there is none (no library, stub, no device).
+inline std::optional<drvshim::Driver> real_driver(std::string& why) {
+  static std::optional<drvshim::Driver> driver;
+  static std::string reason;
+  static bool tried = false;
+  if (!tried) {
+    tried = true;
+    try {
+      auto d = drvshim::Driver::load();
+      d.init();
+      if (d.device_count() == 0) {
+        reason = "the driver reports no device";
+      } else {
+        driver = d;
+      }
+    } catch (const drvshim::Error& e) {
+      reason = std::string("no usable CUDA driver on this machine: ") + e.what();
+    }
+  }
+  why = reason;
+  return driver;
+}
+
+}  // namespace drvshim_gpu
+
+// Skips the test (reported by ctest as skipped, never as passed) without a GPU.
+#define DRVSHIM_REQUIRE_GPU(var)                        \
+  std::string drvshim_why_;                             \
+  auto var##_opt = drvshim_gpu::real_driver(drvshim_why_); \
+  if (!var##_opt) GTEST_SKIP() << drvshim_why_;         \
+  drvshim::Driver& var = *var##_opt

@@ -1,0 +1,95 @@
+#pragma once
+// The fixture every fake-driver test uses: selects a profile, and after the
+// test checks the invariants that must hold after any sequence of drvshim
+// calls: the thread's context stack is as it was, nothing leaked, no misuse
+// of driver handles, every primary-context retain of drvshim released.
+#include <drvshim/drvshim.hpp>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include <cuda.h>
+
+#include "fake_control.h"
+
+namespace drvshim_test {
+
+inline drvshim::Driver load_fake() {
+  drvshim::LoadOptions options;
+  options.path = DRVSHIM_TEST_FAKE_PATH;
+  return drvshim::Driver::load(options);
+}
+
+inline drvshim::Driver load_and_init() {
+  auto drv = load_fake();
+  drv.init();
+  return drv;
+}
+
+// The fake's call log since the last clear, as base names.
+inline std::vector<std::string> fake_calls() {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < drvshim_fake_call_log_size(); ++i) out.emplace_back(drvshim_fake_call_log_entry(i));
+  return out;
+}
+
+// Runs `f`, returning the drvshim error it throws (or fails the test).
+template <class E = drvshim::Error, class F>
+E expect_throw(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e;
+  } catch (const std::exception& other) {
+    ADD_FAILURE() << "threw a different exception: " << other.what();
+    throw;
+  }
+  ADD_FAILURE() << "did not throw";
+  throw std::runtime_error("expected an exception");
+}
+
+class FakeDriverTest : public ::testing::Test {
+ protected:
+  virtual const char* profile() const { return "discrete"; }
+
+  void SetUp() override {
+    ASSERT_EQ(drvshim_fake_set_profile(profile()), 0);
+    drvshim::trace::enable(false);
+    drvshim::trace::clear();
+    drvshim::log::set_sink({});
+    drvshim::log::set_level(drvshim::log::Level::warn);
+    stack_depth_ = drvshim_fake_ctx_stack_depth();
+    stack_top_ = drvshim_fake_ctx_stack_top();
+  }
+
+  void TearDown() override {
+    drvshim::log::set_sink({});
+    drvshim::trace::enable(false);
+    EXPECT_EQ(drvshim_fake_ctx_stack_depth(), stack_depth_) << "a drvshim call changed the context stack";
+    EXPECT_EQ(drvshim_fake_ctx_stack_top(), stack_top_) << "a drvshim call changed the current context";
+    EXPECT_EQ(drvshim_fake_misuse_count(), 0u) << drvshim_fake_last_misuse();
+    EXPECT_EQ(drvshim_fake_live_contexts(), 0) << "a non-primary context leaked";
+    for (int d = 0; d < 2; ++d) {
+      const int refs = drvshim_fake_primary_refcount(d);
+      if (refs >= 0) {
+        EXPECT_EQ(refs, external_retains_[d]) << "primary context of device " << d << " not released";
+      }
+    }
+  }
+
+  // Records a retain made "by another component" so TearDown expects it.
+  void activate_externally(int device, unsigned flags) {
+    drvshim_fake_activate_primary_externally(device, flags);
+    ++external_retains_[device];
+  }
+  // A retain the driver kept because a release failed on purpose.
+  void note_leftover_retain(int device) { ++external_retains_[device]; }
+
+ private:
+  int stack_depth_ = 0;
+  void* stack_top_ = nullptr;
+  int external_retains_[2] = {0, 0};
+};
+
+}  // namespace drvshim_test

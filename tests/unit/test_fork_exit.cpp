@@ -1,0 +1,123 @@
+// fork() and process exit: objects from before fork are refused in the child
+// without calling the driver; objects destroyed during exit make no driver call.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+
+#include "fixture.hpp"
+
+using namespace drvshim;
+using namespace drvshim_test;
+
+namespace {
+
+// Runs `child` in a forked process; returns its exit code (or 128+signal).
+template <class F>
+int in_child(F&& child) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    int code = 99;
+    try {
+      code = child();
+    } catch (...) {
+      code = 98;
+    }
+    _exit(code);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+class Fork : public FakeDriverTest {};
+
+TEST_F(Fork, ObjectsFromBeforeForkAreRefusedInTheChildWithoutADriverCall) {
+  Driver drv = load_and_init();
+  PrimaryContext primary = drv.device(0).retain_primary_context();
+  const int code = in_child([&]() -> int {
+    const size_t calls_before = drvshim_fake_call_log_size();
+    try {
+      (void)drv.device_count();
+      return 1;
+    } catch (const UsedAfterForkError& e) {
+      if (std::string(e.what()).find("forked child") == std::string::npos) return 2;
+    }
+    try {
+      primary.ref().synchronize();
+      return 3;
+    } catch (const UsedAfterForkError&) {
+    }
+    try {
+      drv.init();
+      return 4;
+    } catch (const UsedAfterForkError&) {
+    }
+    primary.release();  // cleanup in the child: skipped, no driver call, no throw
+    if (drvshim_fake_call_log_size() != calls_before) return 5;
+    return 0;
+  });
+  EXPECT_EQ(code, 0) << "1: not refused, 2: message, 3: context call, 4: init, 5: the driver was called";
+  EXPECT_EQ(drv.device_count(), 1) << "the parent is unaffected";
+}
+
+TEST_F(Fork, AChildThatNeverUsedCudaInitialisesNormally) {
+  const int code = in_child([]() -> int {
+    Driver drv = load_and_init();
+    PrimaryContext p = drv.device(0).retain_primary_context();
+    return drv.device_count() == 1 && p ? 0 : 1;
+  });
+  EXPECT_EQ(code, 0);
+}
+
+// ---- process exit -------------------------------------------------------------------
+
+std::map<std::string, unsigned long long> read_report(const std::string& path) {
+  std::map<std::string, unsigned long long> out;
+  std::ifstream in(path);
+  std::string key;
+  unsigned long long value = 0;
+  while (in >> key >> value) out[key] = value;
+  return out;
+}
+
+struct ExitRun {
+  int code;
+  std::map<std::string, unsigned long long> report;
+};
+
+ExitRun run_exit_program(const char* mode) {
+  char path[] = "/tmp/drvshim_exit_report_XXXXXX";
+  const int fd = mkstemp(path);
+  close(fd);
+  const std::string cmd = std::string("DRVSHIM_FAKE_REPORT=") + path + " " DRVSHIM_TEST_EXIT_PROGRAM " " + mode;
+  const int status = std::system(cmd.c_str());
+  ExitRun run{WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), read_report(path)};
+  std::remove(path);
+  return run;
+}
+
+TEST(Exit, StaticObjectsDestroyedAfterMainMakeNoDriverCallAndDoNotCrash) {
+  const ExitRun run = run_exit_program("static-objects");
+  EXPECT_EQ(run.code, 0);
+  ASSERT_EQ(run.report.count("misuse"), 1u) << "the fake's exit report is missing";
+  EXPECT_EQ(run.report.at("misuse"), 0u);
+}
+
+TEST(Exit, ObjectsOutlivingADeinitialisedDriverMakeNoCall) {
+  const ExitRun run = run_exit_program("deinit-at-exit");
+  EXPECT_EQ(run.code, 0);
+  ASSERT_EQ(run.report.count("calls_while_deinitialized"), 1u);
+  EXPECT_EQ(run.report.at("calls_while_deinitialized"), 0u);
+}
+
+TEST(Exit, AfterTheDriverReportsDeinitialisedFurtherCleanupIsSkipped) {
+  const ExitRun run = run_exit_program("deinit-then-destroy");
+  EXPECT_EQ(run.code, 0);
+  ASSERT_EQ(run.report.count("calls_while_deinitialized"), 1u);
+  // The first release learns CUDA_ERROR_DEINITIALIZED; the other objects skip the driver.
+  EXPECT_EQ(run.report.at("calls_while_deinitialized"), 1u);
+}
+
+}  // namespace

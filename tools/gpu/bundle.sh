@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Builds, on the CPU machine, what the GPU machine runs, and copies it into
+# .gpu-bundle/ (git-ignored; name it in the device tool's `carry`). The layout
+# keeps the build tree's relative paths, so the $ORIGIN RPATHs still resolve.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${DRVSHIM_GPU_BUILD_DIR:-$root/build-gpu}
+bundle=$root/.gpu-bundle
+"$root/tools/setup-deps.sh"
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$build" -j"$(nproc)" --target drvshim drvshim-probe drvshim_gpu_tests
+rm -rf "$bundle"
+mkdir -p "$bundle/driver" "$bundle/tools" "$bundle/tests"
+cp -a "$build"/driver/libdrvshim.so* "$bundle/driver/"
+cp -a "$build/tools/drvshim-probe" "$bundle/tools/"
+cp -a "$build/tests/drvshim_gpu_tests" "$bundle/tests/"
+strip --strip-debug "$bundle"/driver/libdrvshim.so.*.* "$bundle/tools/drvshim-probe" "$bundle/tests/drvshim_gpu_tests"
+echo "bundle: $(du -sh "$bundle" | cut -f1) at $bundle (commit $(git -C "$root" rev-parse --short HEAD))"

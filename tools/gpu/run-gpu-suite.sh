@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Runs, on the GPU machine, everything that needs the real driver, from a
+# bundle built on the CPU machine (tools/gpu/bundle.sh), and writes every log
+# into one results folder:
+#   tools/gpu/run-gpu-suite.sh [BUNDLE_DIR] [RESULTS_DIR]
+# Defaults: .gpu-bundle and $OUT (the device tool's output folder) or ./gpu-results.
+# Exit code: non-zero when any GPU test failed.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+bundle=${1:-$root/.gpu-bundle}
+results=${2:-${OUT:-$root/gpu-results}}
+mkdir -p "$results"
+status=0
+
+{
+  echo "date:    $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "commit:  $(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)"
+  echo "host:    $(uname -srm)"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | sed 's/^/gpu:     /'
+} | tee "$results/machine.txt"
+
+echo "== drvshim-probe =="
+"$bundle/tools/drvshim-probe" 2>&1 | tee "$results/probe.txt"
+echo "probe exit code: ${PIPESTATUS[0]}" | tee -a "$results/probe.txt"
+
+echo "== GPU tests =="
+"$bundle/tests/drvshim_gpu_tests" --gtest_output="xml:$results/gpu_tests.xml" 2>&1 | tee "$results/gpu_tests.txt"
+rc=${PIPESTATUS[0]}
+[[ $rc -eq 0 ]] || status=1
+if grep -q "\[  SKIPPED \]" "$results/gpu_tests.txt"; then
+  echo "GPU tests were skipped: no usable driver here" | tee -a "$results/gpu_tests.txt"
+  status=1
+fi
+
+echo "== init trace (DRVSHIM_TRACE_FILE) =="
+DRVSHIM_TRACE_FILE="$results/probe_trace.jsonl" "$bundle/tools/drvshim-probe" >/dev/null 2>&1
+head -n 40 "$results/probe_trace.jsonl" 2>/dev/null
+
+echo "gpu suite exit status: $status"
+exit $status

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Builds everything and runs all tests (installing the build's packages first):
+#   1. the main build: unit tests against the fake driver, the export check,
+#      and the GPU tests (reported as skipped where there is no driver);
+#   2. the sanitizer lane: the unit tests rebuilt with ASan+UBSan and run again.
+# This is the README's test command and what .ci/run runs.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+"$root/tools/setup-deps.sh"
+jobs=$(nproc)
+
+echo "== main build =="
+build=${DRVSHIM_BUILD_DIR:-$root/build}
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake --build "$build" -j"$jobs"
+(cd "$build" && ctest --output-on-failure -j"$jobs" --timeout 300)
+
+echo "== sanitizer lane (ASan + UBSan) =="
+asan=${DRVSHIM_ASAN_BUILD_DIR:-$root/build-asan}
+cmake -S "$root" -B "$asan" -DCMAKE_BUILD_TYPE=Debug -DDRVSHIM_SANITIZE=ON -DDRVSHIM_BUILD_TOOLS=OFF
+cmake --build "$asan" -j"$jobs" --target drvshim_unit_tests drvshim_exit_program drvshim_fakecuda_nov2
+(cd "$asan" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --output-on-failure -j"$jobs" -L unit --timeout 300)
