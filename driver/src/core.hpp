@@ -83,6 +83,9 @@ struct DriverCore {
   std::mutex init_mutex;
   std::atomic<bool> initialized{false};
   std::atomic<std::int64_t> init_ns{0};
+  // The device count is fixed once cuInit ran (CUDA_VISIBLE_DEVICES is read
+  // there), so it is asked once: -1 until then.
+  mutable std::atomic<int> device_count{-1};
 
   // Latched when the driver answers CUDA_ERROR_DEINITIALIZED: cleanup then
   // makes no further driver call.

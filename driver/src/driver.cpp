@@ -291,8 +291,10 @@ std::int64_t Driver::init_duration_ns() const noexcept { return core_->init_ns.l
 
 int Driver::device_count() const {
   core_->require_init("Driver::device_count");
+  if (const int cached = core_->device_count.load(std::memory_order_relaxed); cached >= 0) return cached;
   int count = 0;
   DRVSHIM_TRY(*core_, cuDeviceGetCount, std::string(), &count);
+  core_->device_count.store(count, std::memory_order_relaxed);
   return count;
 }
 

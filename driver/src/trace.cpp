@@ -193,6 +193,24 @@ void mark(std::string_view event, std::string_view what) {
   add(std::move(rec));
 }
 
+std::string format_timeline(const std::vector<Record>& records) {
+  std::string out;
+  if (records.empty()) return out;
+  const std::int64_t t0 = records.front().timestamp_ns;
+  for (const auto& r : records) {
+    out += fmt::format("+{:9.3f} ms  {:<5}  ", static_cast<double>(r.timestamp_ns - t0) / 1e6, kind_name(r.kind));
+    if (r.kind == Kind::call) {
+      out += fmt::format("{}({}) -> {}  [{:.3f} ms]", r.api, r.args, result_name(r.result),
+                         static_cast<double>(r.duration_ns) / 1e6);
+      if (r.context != 0) out += fmt::format("  ctx 0x{:x}", r.context);
+    } else {
+      out += fmt::format("{}: {}", r.api, r.args);
+    }
+    out += '\n';
+  }
+  return out;
+}
+
 const char* kind_name(Kind kind) noexcept { return kind == Kind::call ? "call" : "event"; }
 
 std::string to_json(const Record& rec) {

@@ -465,6 +465,9 @@ CUresult fake_cuDevicePrimaryCtxRelease(CUdevice dev) {
     e.live.erase(p.ctx);
     p.active = false;
     p.ctx = nullptr;
+    // Seen on the H200 (driver 580.159.04): flags set before activation do not
+    // survive the deactivation by the last release (docs/contract-cases.md).
+    p.flags = 0;
   }
   return CUDA_SUCCESS;
 }

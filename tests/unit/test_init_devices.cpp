@@ -80,6 +80,14 @@ TEST_F(Devices, IdentityOfTheDiscreteProfile) {
   EXPECT_EQ(dev.uuid()[0], 0x10);
 }
 
+TEST_F(Devices, TheDeviceCountIsAskedOnce) {
+  Driver drv = load_and_init();
+  EXPECT_EQ(drv.device_count(), 1);
+  (void)drv.device(0);
+  (void)drv.devices();
+  EXPECT_EQ(drvshim_fake_call_count("cuDeviceGetCount"), 1u);
+}
+
 TEST_F(Devices, OrdinalOutOfRangeIsRefusedWithTheCount) {
   Driver drv = load_and_init();
   auto e = expect_throw<InvalidArgumentError>([&] { (void)drv.device(1); });
@@ -161,6 +169,34 @@ TEST_F(DualDevices, TwoDevicesWithDistinctIdentities) {
   EXPECT_EQ(devs[1].ordinal(), 1);
   EXPECT_NE(devs[0].uuid_string(), devs[1].uuid_string());
   EXPECT_NE(devs[0].pci_bus_id(), devs[1].pci_bus_id());
+}
+
+}  // namespace
+
+namespace {
+
+class Timeline : public drvshim_test::FakeDriverTest {};
+
+TEST_F(Timeline, ATypicalStartIsTracedStepByStep) {
+  using namespace drvshim;
+  trace::enable(true);
+  Driver drv = drvshim_test::load_and_init();
+  const Device dev = drv.device(0);
+  PrimaryContext primary = dev.retain_primary_context();
+  {
+    ScopedCurrentContext current(primary.ref());
+  }
+  std::vector<std::string> got;
+  for (const auto& r : trace::records()) got.push_back(r.api);
+  const std::vector<std::string> expected = {
+      "load",         "cuDriverGetVersion",       "resolve-table",            "cuInit",
+      "init",         "cuDeviceGetCount",         "cuDeviceGet",              "cuDevicePrimaryCtxGetState",
+      "cuDevicePrimaryCtxRetain", "activate-primary-context", "cuCtxPushCurrent", "cuCtxPopCurrent"};
+  EXPECT_EQ(got, expected);
+  const std::string text = trace::format_timeline(trace::records());
+  EXPECT_NE(text.find("call   cuInit(0) -> CUDA_SUCCESS"), std::string::npos) << text;
+  EXPECT_NE(text.find("event  activate-primary-context: device 0"), std::string::npos) << text;
+  EXPECT_EQ(text.rfind("+    0.000 ms  event  load: ", 0), 0u) << text;
 }
 
 }  // namespace

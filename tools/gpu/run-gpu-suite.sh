@@ -14,7 +14,7 @@ status=0
 
 {
   echo "date:    $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "commit:  $(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)"
+  echo "commit:  $(cat "$bundle/COMMIT" 2>/dev/null | tr '\n' ' ' || echo unknown)"
   echo "host:    $(uname -srm)"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | sed 's/^/gpu:     /'
 } | tee "$results/machine.txt"
@@ -23,14 +23,19 @@ echo "== drvshim-probe =="
 "$bundle/tools/drvshim-probe" 2>&1 | tee "$results/probe.txt"
 echo "probe exit code: ${PIPESTATUS[0]}" | tee -a "$results/probe.txt"
 
-echo "== GPU tests =="
-"$bundle/tests/drvshim_gpu_tests" --gtest_output="xml:$results/gpu_tests.xml" 2>&1 | tee "$results/gpu_tests.txt"
-rc=${PIPESTATUS[0]}
-[[ $rc -eq 0 ]] || status=1
-if grep -q "\[  SKIPPED \]" "$results/gpu_tests.txt"; then
-  echo "GPU tests were skipped: no usable driver here" | tee -a "$results/gpu_tests.txt"
-  status=1
-fi
+for suite in drvshim_gpu_tests drvshim_gpu_interop; do
+  echo "== $suite =="
+  "$bundle/tests/$suite" --gtest_output="xml:$results/$suite.xml" 2>&1 | tee "$results/$suite.txt"
+  [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+  if grep -q "\[  SKIPPED \]" "$results/$suite.txt"; then
+    echo "$suite: tests were skipped: no usable driver here" | tee -a "$results/$suite.txt"
+    status=1
+  fi
+done
+
+echo "== examples/init_order =="
+"$bundle/examples/init_order" 2>&1 | tee "$results/init_order.txt"
+[[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
 
 echo "== init trace (DRVSHIM_TRACE_FILE) =="
 DRVSHIM_TRACE_FILE="$results/probe_trace.jsonl" "$bundle/tools/drvshim-probe" >/dev/null 2>&1

@@ -71,6 +71,10 @@ DRVSHIM_API void mark(std::string_view event, std::string_view what);
 /// trace file holds.
 DRVSHIM_API std::string to_json(const Record& record);
 
+/// Renders records for people, one per line, with the time since the first
+/// record: "+  0.012 ms  call   cuInit(0) -> CUDA_SUCCESS  [103.028 ms]".
+DRVSHIM_API std::string format_timeline(const std::vector<Record>& records);
+
 /// The name of a kind ("call", "event").
 DRVSHIM_API const char* kind_name(Kind kind) noexcept;
 
