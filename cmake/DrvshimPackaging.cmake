@@ -18,5 +18,6 @@ write_basic_package_version_file("${PROJECT_BINARY_DIR}/drvshimConfigVersion.cma
 install(FILES "${PROJECT_BINARY_DIR}/drvshimConfig.cmake" "${PROJECT_BINARY_DIR}/drvshimConfigVersion.cmake"
   DESTINATION ${DRVSHIM_CMAKE_DIR})
 
+file(RELATIVE_PATH DRVSHIM_PC_PREFIX_FROM_PCDIR "${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig" "${CMAKE_INSTALL_PREFIX}")
 configure_file(cmake/drvshim.pc.in "${PROJECT_BINARY_DIR}/drvshim.pc" @ONLY)
 install(FILES "${PROJECT_BINARY_DIR}/drvshim.pc" DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Packaging test: installs drvshim into a temporary prefix, then builds and runs
+# three consumers against the fake driver: find_package on the installed tree,
+# add_subdirectory of the source tree, and plain g++ with pkg-config flags.
+# Also runs the export check on the installed library.
+#   run_consumers.sh SOURCE_DIR BUILD_DIR FAKE_DRIVER
+set -euo pipefail
+src=$1 build=$2 fake=$3
+work=$(mktemp -d /tmp/drvshim_packaging_XXXXXX)
+trap 'rm -rf "$work"' EXIT
+prefix=$work/prefix
+export DRVSHIM_LIBCUDA=$fake
+
+cmake --install "$build" --prefix "$prefix" >/dev/null
+libdir=$(dirname "$(find "$prefix" -name 'libdrvshim.so.0' | head -n1)")
+test -L "$libdir/libdrvshim.so" && test -e "$libdir/libdrvshim.so.0"
+readelf -d "$libdir/libdrvshim.so.0" | grep -q 'SONAME.*libdrvshim.so.0' || { echo "missing SONAME"; exit 1; }
+cmake -DLIB="$libdir/libdrvshim.so.0" -P "$src/tests/export_check.cmake"
+
+echo "-- consumer 1: find_package(drvshim) on the installed tree"
+cmake -S "$src/tests/packaging/consumer" -B "$work/c1" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake --build "$work/c1" >/dev/null
+LD_LIBRARY_PATH=$libdir "$work/c1/consumer"
+
+echo "-- consumer 2: add_subdirectory(drvshim)"
+cmake -S "$src/tests/packaging/subdir" -B "$work/c2" -DDRVSHIM_SOURCE_DIR="$src" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$work/c2" -j"$(nproc)" --target consumer >/dev/null
+"$work/c2/consumer"
+
+echo "-- consumer 3: g++ with pkg-config flags only"
+export PKG_CONFIG_PATH=$libdir/pkgconfig
+flags=$(pkg-config --cflags --libs drvshim)
+echo "   pkg-config: $flags"
+g++ "$src/tests/packaging/consumer/main.cpp" $flags -o "$work/c3"
+LD_LIBRARY_PATH=$libdir "$work/c3"
+echo "packaging: all three consumers built and ran"
