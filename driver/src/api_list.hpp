@@ -38,4 +38,32 @@
   X(cuCtxGetApiVersion, cuCtxGetApiVersion, 3020, Required)              \
   X(cuCtxGetId, cuCtxGetId, 12000, Optional)                             \
   X(cuCtxSynchronize, cuCtxSynchronize, 2000, Required)                  \
-  X(cuMemGetInfo, cuMemGetInfo, 3020, Required)
+  X(cuMemGetInfo, cuMemGetInfo, 3020, Required)                          \
+  X(cuCtxGetStreamPriorityRange, cuCtxGetStreamPriorityRange, 5050, Required) \
+  X(cuStreamCreateWithPriority, cuStreamCreateWithPriority, 5050, Required) \
+  X(cuStreamDestroy, cuStreamDestroy, 4000, Required)                    \
+  X(cuStreamSynchronize, cuStreamSynchronize, 2000, Required)            \
+  X(cuStreamQuery, cuStreamQuery, 2000, Required)                        \
+  X(cuMemAlloc, cuMemAlloc, 3020, Required)                              \
+  X(cuMemFree, cuMemFree, 3020, Required)                                \
+  X(cuMemsetD8, cuMemsetD8, 3020, Required)                              \
+  X(cuMemsetD16, cuMemsetD16, 3020, Required)                            \
+  X(cuMemsetD32, cuMemsetD32, 3020, Required)                            \
+  X(cuMemsetD8Async, cuMemsetD8Async, 3020, Required)                    \
+  X(cuMemsetD16Async, cuMemsetD16Async, 3020, Required)                  \
+  X(cuMemsetD32Async, cuMemsetD32Async, 3020, Required)                  \
+  X(cuMemcpyHtoD, cuMemcpyHtoD, 3020, Required)                          \
+  X(cuMemcpyDtoH, cuMemcpyDtoH, 3020, Required)                          \
+  X(cuMemcpyDtoD, cuMemcpyDtoD, 3020, Required)                          \
+  X(cuMemcpyHtoDAsync, cuMemcpyHtoDAsync, 3020, Required)                \
+  X(cuMemcpyDtoHAsync, cuMemcpyDtoHAsync, 3020, Required)                \
+  X(cuMemcpyDtoDAsync, cuMemcpyDtoDAsync, 3020, Required)                \
+  X(cuMemHostAlloc, cuMemHostAlloc, 2020, Required)                      \
+  X(cuMemFreeHost, cuMemFreeHost, 2000, Required)                        \
+  X(cuMemHostGetDevicePointer, cuMemHostGetDevicePointer, 3020, Required) \
+  X(cuMemHostRegister, cuMemHostRegister, 6050, Required)                \
+  X(cuMemHostUnregister, cuMemHostUnregister, 4000, Required)            \
+  X(cuMemAllocManaged, cuMemAllocManaged, 6000, Required)                \
+  X(cuMemAllocAsync, cuMemAllocAsync, 11020, Optional)                   \
+  X(cuMemFreeAsync, cuMemFreeAsync, 11020, Optional)                     \
+  X(cuPointerGetAttributes, cuPointerGetAttributes, 7000, Required)

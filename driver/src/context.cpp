@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "context_scope.hpp"
 #include "core.hpp"
 #include "log_internal.hpp"
 #include "trace_internal.hpp"
@@ -10,37 +11,6 @@ namespace drvshim {
 namespace {
 
 CUcontext native(std::uintptr_t address) noexcept { return reinterpret_cast<CUcontext>(address); }
-
-// The context policy in one place: make `ctx` current for one drvshim call
-// (push only when it is not current already) and restore the stack after.
-class ContextScope {
- public:
-  ContextScope(const detail::DriverCore& core, std::uintptr_t ctx, const char* api) : core_(core), ctx_(ctx) {
-    core.require_init(api);
-    CUcontext current = nullptr;
-    DRVSHIM_TRY(core, cuCtxGetCurrent, std::string(api), &current);
-    if (current != native(ctx)) {
-      DRVSHIM_TRY(core, cuCtxPushCurrent, fmt::format("{}: context 0x{:x}", api, ctx), native(ctx));
-      pushed_ = true;
-    }
-  }
-  ~ContextScope() {
-    if (!pushed_) return;
-    CUcontext popped = nullptr;
-    const CUresult r = DRVSHIM_CU(core_, cuCtxPopCurrent, &popped);
-    if (r != CUDA_SUCCESS || popped != native(ctx_)) {
-      detail::logf(log::Level::error, "restoring the context stack failed: cuCtxPopCurrent gave {} and context {}, expected 0x{:x}",
-                  result_name(static_cast<int>(r)), static_cast<const void*>(popped), ctx_);
-    }
-  }
-  ContextScope(const ContextScope&) = delete;
-  ContextScope& operator=(const ContextScope&) = delete;
-
- private:
-  const detail::DriverCore& core_;
-  std::uintptr_t ctx_;
-  bool pushed_ = false;
-};
 
 std::string ctx_objects(const ContextRef& c) {
   return fmt::format("{}context 0x{:x} on device {}", c.is_primary() ? "primary " : "", c.address(),
@@ -61,13 +31,13 @@ bool ContextRef::is_current() const {
 
 void ContextRef::synchronize() const {
   const auto& core = *device_.core();
-  ContextScope scope(core, address_, "ContextRef::synchronize");
+  detail::ContextScope scope(core, address_, "ContextRef::synchronize");
   DRVSHIM_TRY(core, cuCtxSynchronize, ctx_objects(*this));
 }
 
 MemoryInfo ContextRef::memory_info() const {
   const auto& core = *device_.core();
-  ContextScope scope(core, address_, "ContextRef::memory_info");
+  detail::ContextScope scope(core, address_, "ContextRef::memory_info");
   MemoryInfo info;
   DRVSHIM_TRY(core, cuMemGetInfo, ctx_objects(*this), &info.free, &info.total);
   return info;
@@ -83,7 +53,7 @@ unsigned ContextRef::api_version() const {
 
 ContextFlags ContextRef::flags() const {
   const auto& core = *device_.core();
-  ContextScope scope(core, address_, "ContextRef::flags");
+  detail::ContextScope scope(core, address_, "ContextRef::flags");
   unsigned flags = 0;
   DRVSHIM_TRY(core, cuCtxGetFlags, ctx_objects(*this), &flags);
   return static_cast<ContextFlags>(flags);

@@ -125,11 +125,36 @@ InvalidArgumentError::InvalidArgumentError(const std::string& api, const std::st
                                            const std::string& hint)
     : Error(ErrorKind::invalid_argument, fmt::format("{}: {}", api, summary), ErrorDetails{api, 0, {}, hint, false}) {}
 
-CudaError::CudaError(ErrorDetails details)
+CudaError::CudaError(ErrorDetails details) : CudaError(std::move(details), std::string()) {}
+
+CudaError::CudaError(ErrorDetails details, const std::string& extra)
     : Error(ErrorKind::cuda,
-            fmt::format("{}{} failed: {} ({}): {}", details.asynchronous ? "asynchronous error, detected at " : "",
-                        details.api, result_name(details.code), details.code, result_description(details.code)),
+            fmt::format("{}{} failed: {} ({}): {}{}", details.asynchronous ? "asynchronous error, detected at " : "",
+                        details.api, result_name(details.code), details.code, result_description(details.code),
+                        extra),
             details) {}
+
+UnsupportedError::UnsupportedError(const std::string& api, const std::string& summary, const std::string& objects,
+                                   const std::string& hint)
+    : Error(ErrorKind::unsupported, fmt::format("{}: {}", api, summary), ErrorDetails{api, 0, objects, hint, false}) {}
+
+namespace {
+std::string bytes_text(std::size_t n) {
+  if (n >= (std::size_t{1} << 30)) return fmt::format("{:.2f} GiB", static_cast<double>(n) / (1u << 30));
+  if (n >= (std::size_t{1} << 20)) return fmt::format("{:.2f} MiB", static_cast<double>(n) / (1u << 20));
+  return fmt::format("{} bytes", n);
+}
+}  // namespace
+
+OutOfMemoryError::OutOfMemoryError(ErrorDetails details, std::size_t requested, std::size_t free_bytes,
+                                   std::size_t total_bytes)
+    : CudaError(std::move(details),
+                total_bytes == 0 ? fmt::format(" (requested {})", bytes_text(requested))
+                                 : fmt::format(" (requested {}; the device has {} free of {})", bytes_text(requested),
+                                               bytes_text(free_bytes), bytes_text(total_bytes))),
+      requested_(requested),
+      free_(free_bytes),
+      total_(total_bytes) {}
 
 std::string Status::to_string() const {
   if (ok()) return "ok";

@@ -55,6 +55,16 @@ DRVSHIM_FAKE_API void drvshim_fake_clear_call_log(void);
 DRVSHIM_FAKE_API unsigned long long drvshim_fake_misuse_count(void);
 DRVSHIM_FAKE_API const char* drvshim_fake_last_misuse(void);
 
+/* The memory ledger (leak checks): live device allocations (cuMemAlloc,
+ * managed, stream-ordered), pinned host allocations, host registrations, streams. */
+DRVSHIM_FAKE_API int drvshim_fake_live_device_allocations(void);
+DRVSHIM_FAKE_API int drvshim_fake_live_pinned_allocations(void);
+DRVSHIM_FAKE_API int drvshim_fake_live_registrations(void);
+DRVSHIM_FAKE_API int drvshim_fake_live_streams(void);
+/* Frees every device and pinned allocation the fake still holds (after a test
+ * made a free fail on purpose). Returns how many there were. */
+DRVSHIM_FAKE_API int drvshim_fake_drop_allocations(void);
+
 /* Live non-primary contexts (leak check). */
 DRVSHIM_FAKE_API int drvshim_fake_live_contexts(void);
 /* A device's primary context: retain count and whether it is active. */

@@ -58,6 +58,27 @@ struct Primary {
   FakeCtx* ctx = nullptr;
 };
 
+enum class AllocKind { device, managed, async_pool, pinned };
+
+struct Alloc {
+  size_t size = 0;
+  AllocKind kind = AllocKind::device;
+  FakeCtx* ctx = nullptr;
+  unsigned flags = 0;
+};
+
+struct Registration {
+  size_t size = 0;
+  unsigned flags = 0;
+  FakeCtx* ctx = nullptr;
+};
+
+struct FakeStream {
+  FakeCtx* ctx = nullptr;
+  unsigned flags = 0;
+  int priority = 0;
+};
+
 struct Injection {
   std::string api;
   int remaining;  // calls of `api` still to pass before the failing one
@@ -77,6 +98,10 @@ struct Engine {
   std::vector<std::unique_ptr<FakeCtx>> all_contexts;  // never freed: handles stay unique (no ABA)
   unsigned long long next_ctx_id = 1;
   std::vector<Injection> injections;
+  std::map<uintptr_t, Alloc> allocs;             // device, managed, stream-ordered and pinned memory, by base
+  std::map<uintptr_t, Registration> registered;  // host registrations, by base
+  std::set<FakeStream*> streams;
+  std::vector<size_t> device_used;
   std::map<std::string, int> proc_status;
   std::map<std::string, unsigned long long> counts;
   std::vector<std::string> log;
@@ -259,6 +284,12 @@ bool apply_profile(Engine& e, const std::string& name) {
 }
 
 void reset_state(Engine& e) {
+  for (auto& [base, a] : e.allocs) std::free(reinterpret_cast<void*>(base));
+  e.allocs.clear();
+  e.registered.clear();
+  for (FakeStream* st : e.streams) delete st;
+  e.streams.clear();
+  e.device_used.assign(e.devices.size(), 0);
   e.initialized = false;
   e.primaries.assign(e.devices.size(), Primary{});
   e.live.clear();
@@ -664,6 +695,369 @@ CUresult fake_cuMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
   return CUDA_SUCCESS;
 }
 
+
+// ---- streams ------------------------------------------------------------------------------
+
+constexpr uintptr_t kLegacyStream = 0x1;
+constexpr uintptr_t kPerThreadStream = 0x2;
+
+// The stream's context, or the error for an unusable handle.
+CUresult stream_ctx(Engine& e, CUstream s, FakeCtx** out) {
+  const auto h = reinterpret_cast<uintptr_t>(s);
+  if (h == 0 || h == kLegacyStream || h == kPerThreadStream) return current(e, out);
+  auto* st = reinterpret_cast<FakeStream*>(s);
+  if (e.streams.count(st) == 0) {
+    misuse(e, "use of a destroyed or unknown stream");
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  *out = st->ctx;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuCtxGetStreamPriorityRange(int* least, int* greatest) {
+  FAKE_ENTER("cuCtxGetStreamPriorityRange");
+  FakeCtx* ctx = nullptr;
+  if (const CUresult r = current(e, &ctx); r != CUDA_SUCCESS) return r;
+  if (least != nullptr) *least = 0;
+  if (greatest != nullptr) *greatest = -5;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuStreamCreateWithPriority(CUstream* ps, unsigned flags, int priority) {
+  FAKE_ENTER("cuStreamCreateWithPriority");
+  if (ps == nullptr || flags > 1) return CUDA_ERROR_INVALID_VALUE;
+  FakeCtx* ctx = nullptr;
+  if (const CUresult r = current(e, &ctx); r != CUDA_SUCCESS) return r;
+  auto* st = new FakeStream{ctx, flags, std::clamp(priority, -5, 0)};
+  e.streams.insert(st);
+  *ps = reinterpret_cast<CUstream>(st);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuStreamDestroy(CUstream s) {
+  FAKE_ENTER("cuStreamDestroy");
+  auto* st = reinterpret_cast<FakeStream*>(s);
+  if (e.streams.count(st) == 0) {
+    misuse(e, "cuStreamDestroy of a destroyed or unknown stream");
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  e.streams.erase(st);
+  delete st;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuStreamSynchronize(CUstream s) {
+  FAKE_ENTER("cuStreamSynchronize");
+  FakeCtx* ctx = nullptr;
+  return stream_ctx(e, s, &ctx);
+}
+
+CUresult fake_cuStreamQuery(CUstream s) {
+  FAKE_ENTER("cuStreamQuery");
+  FakeCtx* ctx = nullptr;
+  return stream_ctx(e, s, &ctx);
+}
+
+// ---- memory ---------------------------------------------------------------------------------
+
+int attr(const Engine& e, int device, CUdevice_attribute a) {
+  const auto& attrs = e.devices[static_cast<size_t>(device)].attributes;
+  auto it = attrs.find(a);
+  return it == attrs.end() ? 0 : it->second;
+}
+
+// The allocation containing [p, p+n), if any.
+const std::pair<const uintptr_t, Alloc>* find_alloc(const Engine& e, uintptr_t p, size_t n) {
+  auto it = e.allocs.upper_bound(p);
+  if (it == e.allocs.begin()) return nullptr;
+  --it;
+  if (p >= it->first && p - it->first <= it->second.size && n <= it->second.size - (p - it->first)) return &*it;
+  return nullptr;
+}
+
+const std::pair<const uintptr_t, Registration>* find_registration(const Engine& e, uintptr_t p, size_t n) {
+  auto it = e.registered.upper_bound(p);
+  if (it == e.registered.begin()) return nullptr;
+  --it;
+  if (p >= it->first && p - it->first <= it->second.size && n <= it->second.size - (p - it->first)) return &*it;
+  return nullptr;
+}
+
+// Whether the device can address [p, p+n): device-side allocations, mapped
+// pinned memory, registered ranges (this fake always has unified addressing).
+bool device_accessible(const Engine& e, uintptr_t p, size_t n) {
+  if (const auto* a = find_alloc(e, p, n)) {
+    return a->second.kind != AllocKind::pinned || (a->second.flags & CU_MEMHOSTALLOC_DEVICEMAP) != 0 ||
+           attr(e, a->second.ctx->device, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING) != 0;
+  }
+  return find_registration(e, p, n) != nullptr;
+}
+
+CUresult new_alloc(Engine& e, FakeCtx* ctx, size_t size, AllocKind kind, unsigned flags, uintptr_t* out) {
+  const size_t device = static_cast<size_t>(ctx->device);
+  if (kind != AllocKind::pinned) {
+    const size_t total = e.devices[device].total_mem;
+    if (size > total - total / 64 - e.device_used[device]) return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  void* p = std::malloc(size);
+  if (p == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (kind != AllocKind::pinned) e.device_used[device] += size;
+  e.allocs[reinterpret_cast<uintptr_t>(p)] = Alloc{size, kind, ctx, flags};
+  *out = reinterpret_cast<uintptr_t>(p);
+  return CUDA_SUCCESS;
+}
+
+CUresult free_alloc(Engine& e, uintptr_t p, bool pinned, const char* api) {
+  auto it = e.allocs.find(p);
+  if (it == e.allocs.end() || (it->second.kind == AllocKind::pinned) != pinned) {
+    misuse(e, std::string(api) + " of a pointer that is not a live allocation of that kind");
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (!pinned) e.device_used[static_cast<size_t>(it->second.ctx->device)] -= it->second.size;
+  std::free(reinterpret_cast<void*>(it->first));
+  e.allocs.erase(it);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuMemAlloc(CUdeviceptr* dptr, size_t size) {
+  FAKE_ENTER("cuMemAlloc");
+  if (dptr == nullptr || size == 0) return CUDA_ERROR_INVALID_VALUE;
+  FakeCtx* ctx = nullptr;
+  if (const CUresult r = current(e, &ctx); r != CUDA_SUCCESS) return r;
+  uintptr_t p = 0;
+  if (const CUresult r = new_alloc(e, ctx, size, AllocKind::device, 0, &p); r != CUDA_SUCCESS) return r;
+  *dptr = p;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuMemFree(CUdeviceptr p) {
+  FAKE_ENTER("cuMemFree");
+  if (p == 0) return CUDA_SUCCESS;
+  FakeCtx* ctx = nullptr;
+  if (const CUresult r = current(e, &ctx); r != CUDA_SUCCESS) return r;
+  return free_alloc(e, static_cast<uintptr_t>(p), false, "cuMemFree");
+}
+
+CUresult fake_memset(Engine& e, CUdeviceptr dst, unsigned value, size_t n, size_t width) {
+  FakeCtx* ctx = nullptr;
+  if (const CUresult r = current(e, &ctx); r != CUDA_SUCCESS) return r;
+  const auto p = static_cast<uintptr_t>(dst);
+  if (p % width != 0 || !device_accessible(e, p, n * width)) return CUDA_ERROR_INVALID_VALUE;
+  auto* bytes = reinterpret_cast<unsigned char*>(p);
+  for (size_t i = 0; i < n; ++i) std::memcpy(bytes + i * width, &value, width);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuMemsetD8(CUdeviceptr d, unsigned char v, size_t n) {
+  FAKE_ENTER("cuMemsetD8");
+  return fake_memset(e, d, v, n, 1);
+}
+CUresult fake_cuMemsetD16(CUdeviceptr d, unsigned short v, size_t n) {
+  FAKE_ENTER("cuMemsetD16");
+  return fake_memset(e, d, v, n, 2);
+}
+CUresult fake_cuMemsetD32(CUdeviceptr d, unsigned v, size_t n) {
+  FAKE_ENTER("cuMemsetD32");
+  return fake_memset(e, d, v, n, 4);
+}
+CUresult fake_cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream s) {
+  FAKE_ENTER("cuMemsetD8Async");
+  FakeCtx* ctx = nullptr;
+  if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
+  return fake_memset(e, d, v, n, 1);
+}
+CUresult fake_cuMemsetD16Async(CUdeviceptr d, unsigned short v, size_t n, CUstream s) {
+  FAKE_ENTER("cuMemsetD16Async");
+  FakeCtx* ctx = nullptr;
+  if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
+  return fake_memset(e, d, v, n, 2);
+}
+CUresult fake_cuMemsetD32Async(CUdeviceptr d, unsigned v, size_t n, CUstream s) {
+  FAKE_ENTER("cuMemsetD32Async");
+  FakeCtx* ctx = nullptr;
+  if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
+  return fake_memset(e, d, v, n, 4);
+}
+
+// dst_dev/src_dev: whether each side must be device-accessible memory.
+CUresult fake_copy(Engine& e, uintptr_t dst, bool dst_dev, uintptr_t src, bool src_dev, size_t n) {
+  FakeCtx* ctx = nullptr;
+  if (const CUresult r = current(e, &ctx); r != CUDA_SUCCESS) return r;
+  if (n == 0) return CUDA_SUCCESS;
+  if ((dst_dev && !device_accessible(e, dst, n)) || (src_dev && !device_accessible(e, src, n))) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (dst == 0 || src == 0) return CUDA_ERROR_INVALID_VALUE;
+  std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuMemcpyHtoD(CUdeviceptr dst, const void* src, size_t n) {
+  FAKE_ENTER("cuMemcpyHtoD");
+  return fake_copy(e, static_cast<uintptr_t>(dst), true, reinterpret_cast<uintptr_t>(src), false, n);
+}
+CUresult fake_cuMemcpyDtoH(void* dst, CUdeviceptr src, size_t n) {
+  FAKE_ENTER("cuMemcpyDtoH");
+  return fake_copy(e, reinterpret_cast<uintptr_t>(dst), false, static_cast<uintptr_t>(src), true, n);
+}
+CUresult fake_cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+  FAKE_ENTER("cuMemcpyDtoD");
+  return fake_copy(e, static_cast<uintptr_t>(dst), true, static_cast<uintptr_t>(src), true, n);
+}
+CUresult fake_cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t n, CUstream s) {
+  FAKE_ENTER("cuMemcpyHtoDAsync");
+  FakeCtx* ctx = nullptr;
+  if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
+  return fake_copy(e, static_cast<uintptr_t>(dst), true, reinterpret_cast<uintptr_t>(src), false, n);
+}
+CUresult fake_cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t n, CUstream s) {
+  FAKE_ENTER("cuMemcpyDtoHAsync");
+  FakeCtx* ctx = nullptr;
+  if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
+  return fake_copy(e, reinterpret_cast<uintptr_t>(dst), false, static_cast<uintptr_t>(src), true, n);
+}
+CUresult fake_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+  FAKE_ENTER("cuMemcpyDtoDAsync");
+  FakeCtx* ctx = nullptr;
+  if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
+  return fake_copy(e, static_cast<uintptr_t>(dst), true, static_cast<uintptr_t>(src), true, n);
+}
+
+CUresult fake_cuMemHostAlloc(void** pp, size_t size, unsigned flags) {
+  FAKE_ENTER("cuMemHostAlloc");
+  if (pp == nullptr || size == 0 || (flags & ~0x7u) != 0) return CUDA_ERROR_INVALID_VALUE;
+  FakeCtx* ctx = nullptr;
+  if (const CUresult r = current(e, &ctx); r != CUDA_SUCCESS) return r;
+  if ((flags & CU_MEMHOSTALLOC_DEVICEMAP) != 0 && attr(e, ctx->device, CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY) == 0) {
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  uintptr_t p = 0;
+  if (const CUresult r = new_alloc(e, ctx, size, AllocKind::pinned, flags, &p); r != CUDA_SUCCESS) return r;
+  *pp = reinterpret_cast<void*>(p);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuMemFreeHost(void* p) {
+  FAKE_ENTER("cuMemFreeHost");
+  return free_alloc(e, reinterpret_cast<uintptr_t>(p), true, "cuMemFreeHost");
+}
+
+CUresult fake_cuMemHostGetDevicePointer(CUdeviceptr* pd, void* p, unsigned flags) {
+  FAKE_ENTER("cuMemHostGetDevicePointer");
+  if (pd == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  FakeCtx* ctx = nullptr;
+  if (const CUresult r = current(e, &ctx); r != CUDA_SUCCESS) return r;
+  const auto h = reinterpret_cast<uintptr_t>(p);
+  const auto* a = find_alloc(e, h, 1);
+  const bool mapped_pinned = a != nullptr && a->second.kind == AllocKind::pinned && device_accessible(e, h, 1);
+  if (!mapped_pinned && find_registration(e, h, 1) == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *pd = h;  // unified addressing: the device sees the host address
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuMemHostRegister(void* p, size_t size, unsigned flags) {
+  FAKE_ENTER("cuMemHostRegister");
+  FakeCtx* ctx = nullptr;
+  if (const CUresult r = current(e, &ctx); r != CUDA_SUCCESS) return r;
+  // The seed's failure: devices without host-register support refuse here.
+  if (attr(e, ctx->device, CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED) == 0) return CUDA_ERROR_NOT_SUPPORTED;
+  if (p == nullptr || size == 0 || (flags & ~0xFu) != 0) return CUDA_ERROR_INVALID_VALUE;
+  if ((flags & CU_MEMHOSTREGISTER_READ_ONLY) != 0 &&
+      attr(e, ctx->device, CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED) == 0) {
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  const auto h = reinterpret_cast<uintptr_t>(p);
+  // Any overlap with a registration or a pinned allocation is refused, as the driver does.
+  for (const auto& [base, reg] : e.registered) {
+    if (h < base + reg.size && base < h + size) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+  }
+  for (const auto& [base, a] : e.allocs) {
+    if (a.kind == AllocKind::pinned && h < base + a.size && base < h + size) {
+      return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+    }
+  }
+  e.registered[h] = Registration{size, flags, ctx};
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuMemHostUnregister(void* p) {
+  FAKE_ENTER("cuMemHostUnregister");
+  auto it = e.registered.find(reinterpret_cast<uintptr_t>(p));
+  if (it == e.registered.end()) return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+  e.registered.erase(it);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuMemAllocManaged(CUdeviceptr* dptr, size_t size, unsigned flags) {
+  FAKE_ENTER("cuMemAllocManaged");
+  if (dptr == nullptr || size == 0 || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  FakeCtx* ctx = nullptr;
+  if (const CUresult r = current(e, &ctx); r != CUDA_SUCCESS) return r;
+  if (attr(e, ctx->device, CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY) == 0) return CUDA_ERROR_NOT_SUPPORTED;
+  uintptr_t p = 0;
+  if (const CUresult r = new_alloc(e, ctx, size, AllocKind::managed, flags, &p); r != CUDA_SUCCESS) return r;
+  *dptr = p;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuMemAllocAsync(CUdeviceptr* dptr, size_t size, CUstream s) {
+  FAKE_ENTER("cuMemAllocAsync");
+  if (dptr == nullptr || size == 0) return CUDA_ERROR_INVALID_VALUE;
+  FakeCtx* ctx = nullptr;
+  if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
+  if (attr(e, ctx->device, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED) == 0) return CUDA_ERROR_NOT_SUPPORTED;
+  uintptr_t p = 0;
+  if (const CUresult r = new_alloc(e, ctx, size, AllocKind::async_pool, 0, &p); r != CUDA_SUCCESS) return r;
+  *dptr = p;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuMemFreeAsync(CUdeviceptr p, CUstream s) {
+  FAKE_ENTER("cuMemFreeAsync");
+  FakeCtx* ctx = nullptr;
+  if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
+  return free_alloc(e, static_cast<uintptr_t>(p), false, "cuMemFreeAsync");
+}
+
+template <class T>
+void put(void* dst, T v) {
+  if (dst != nullptr) std::memcpy(dst, &v, sizeof v);
+}
+
+CUresult fake_cuPointerGetAttributes(unsigned n, CUpointer_attribute* attrs, void** data, CUdeviceptr ptr) {
+  FAKE_ENTER("cuPointerGetAttributes");
+  if (attrs == nullptr || data == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const auto p = static_cast<uintptr_t>(ptr);
+  const auto* a = find_alloc(e, p, 1);
+  const auto* reg = a == nullptr ? find_registration(e, p, 1) : nullptr;
+  for (unsigned i = 0; i < n; ++i) {
+    void* d = data[i];
+    const bool known = a != nullptr || reg != nullptr;
+    FakeCtx* ctx = a != nullptr ? a->second.ctx : (reg != nullptr ? reg->second.ctx : nullptr);
+    const uintptr_t base = a != nullptr ? a->first : (reg != nullptr ? reg->first : 0);
+    const size_t size = a != nullptr ? a->second.size : (reg != nullptr ? reg->second.size : 0);
+    const bool host_side = reg != nullptr || (a != nullptr && a->second.kind == AllocKind::pinned);
+    switch (attrs[i]) {
+      case CU_POINTER_ATTRIBUTE_CONTEXT: put(d, as_cu(ctx)); break;
+      case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        put(d, static_cast<unsigned>(!known ? 0 : host_side ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE));
+        break;
+      case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: put(d, static_cast<CUdeviceptr>(known ? p : 0)); break;
+      case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+        put(d, (known && (host_side || a->second.kind == AllocKind::managed)) ? reinterpret_cast<void*>(p) : nullptr);
+        break;
+      case CU_POINTER_ATTRIBUTE_IS_MANAGED: put(d, a != nullptr && a->second.kind == AllocKind::managed); break;
+      case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: put(d, ctx != nullptr ? ctx->device : -2); break;
+      case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: put(d, static_cast<CUdeviceptr>(base)); break;
+      case CU_POINTER_ATTRIBUTE_RANGE_SIZE: put(d, size); break;
+      default: return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
 // ---- cuGetProcAddress ----------------------------------------------------------------
 
 struct ProcEntry {
@@ -713,6 +1107,34 @@ const std::vector<ProcEntry>& proc_table() {
       {"cuCtxGetId", 12000, erase_fn(&fake_cuCtxGetId)},
       {"cuCtxSynchronize", 2000, erase_fn(&fake_cuCtxSynchronize)},
       {"cuMemGetInfo", 3020, erase_fn(&fake_cuMemGetInfo)},
+      {"cuCtxGetStreamPriorityRange", 5050, erase_fn(&fake_cuCtxGetStreamPriorityRange)},
+      {"cuStreamCreateWithPriority", 5050, erase_fn(&fake_cuStreamCreateWithPriority)},
+      {"cuStreamDestroy", 4000, erase_fn(&fake_cuStreamDestroy)},
+      {"cuStreamSynchronize", 2000, erase_fn(&fake_cuStreamSynchronize)},
+      {"cuStreamQuery", 2000, erase_fn(&fake_cuStreamQuery)},
+      {"cuMemAlloc", 3020, erase_fn(&fake_cuMemAlloc)},
+      {"cuMemFree", 3020, erase_fn(&fake_cuMemFree)},
+      {"cuMemsetD8", 3020, erase_fn(&fake_cuMemsetD8)},
+      {"cuMemsetD16", 3020, erase_fn(&fake_cuMemsetD16)},
+      {"cuMemsetD32", 3020, erase_fn(&fake_cuMemsetD32)},
+      {"cuMemsetD8Async", 3020, erase_fn(&fake_cuMemsetD8Async)},
+      {"cuMemsetD16Async", 3020, erase_fn(&fake_cuMemsetD16Async)},
+      {"cuMemsetD32Async", 3020, erase_fn(&fake_cuMemsetD32Async)},
+      {"cuMemcpyHtoD", 3020, erase_fn(&fake_cuMemcpyHtoD)},
+      {"cuMemcpyDtoH", 3020, erase_fn(&fake_cuMemcpyDtoH)},
+      {"cuMemcpyDtoD", 3020, erase_fn(&fake_cuMemcpyDtoD)},
+      {"cuMemcpyHtoDAsync", 3020, erase_fn(&fake_cuMemcpyHtoDAsync)},
+      {"cuMemcpyDtoHAsync", 3020, erase_fn(&fake_cuMemcpyDtoHAsync)},
+      {"cuMemcpyDtoDAsync", 3020, erase_fn(&fake_cuMemcpyDtoDAsync)},
+      {"cuMemHostAlloc", 2020, erase_fn(&fake_cuMemHostAlloc)},
+      {"cuMemFreeHost", 2000, erase_fn(&fake_cuMemFreeHost)},
+      {"cuMemHostGetDevicePointer", 3020, erase_fn(&fake_cuMemHostGetDevicePointer)},
+      {"cuMemHostRegister", 6050, erase_fn(&fake_cuMemHostRegister)},
+      {"cuMemHostUnregister", 4000, erase_fn(&fake_cuMemHostUnregister)},
+      {"cuMemAllocManaged", 6000, erase_fn(&fake_cuMemAllocManaged)},
+      {"cuMemAllocAsync", 11020, erase_fn(&fake_cuMemAllocAsync)},
+      {"cuMemFreeAsync", 11020, erase_fn(&fake_cuMemFreeAsync)},
+      {"cuPointerGetAttributes", 7000, erase_fn(&fake_cuPointerGetAttributes)},
   };
   return table;
 }
@@ -879,6 +1301,43 @@ unsigned long long drvshim_fake_misuse_count(void) {
 const char* drvshim_fake_last_misuse(void) {
   ensure_profile_from_env();
   return engine().last_misuse.c_str();
+}
+
+static int count_allocs(bool pinned) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  return static_cast<int>(std::count_if(e.allocs.begin(), e.allocs.end(), [&](const auto& kv) {
+    return (kv.second.kind == AllocKind::pinned) == pinned;
+  }));
+}
+
+int drvshim_fake_live_device_allocations(void) { return count_allocs(false); }
+int drvshim_fake_live_pinned_allocations(void) { return count_allocs(true); }
+
+int drvshim_fake_drop_allocations(void) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  const int n = static_cast<int>(e.allocs.size());
+  for (auto& [base, a] : e.allocs) std::free(reinterpret_cast<void*>(base));
+  e.allocs.clear();
+  e.device_used.assign(e.devices.size(), 0);
+  return n;
+}
+
+int drvshim_fake_live_registrations(void) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  return static_cast<int>(e.registered.size());
+}
+
+int drvshim_fake_live_streams(void) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  return static_cast<int>(e.streams.size());
 }
 
 int drvshim_fake_live_contexts(void) {

@@ -70,6 +70,10 @@ class FakeDriverTest : public ::testing::Test {
     EXPECT_EQ(drvshim_fake_ctx_stack_top(), stack_top_) << "a drvshim call changed the current context";
     EXPECT_EQ(drvshim_fake_misuse_count(), 0u) << drvshim_fake_last_misuse();
     EXPECT_EQ(drvshim_fake_live_contexts(), 0) << "a non-primary context leaked";
+    EXPECT_EQ(drvshim_fake_live_device_allocations(), 0) << "device memory leaked";
+    EXPECT_EQ(drvshim_fake_live_pinned_allocations(), 0) << "pinned host memory leaked";
+    EXPECT_EQ(drvshim_fake_live_registrations(), 0) << "a host registration leaked";
+    EXPECT_EQ(drvshim_fake_live_streams(), 0) << "a stream leaked";
     for (int d = 0; d < 2; ++d) {
       const int refs = drvshim_fake_primary_refcount(d);
       if (refs >= 0) {

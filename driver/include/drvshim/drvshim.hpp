@@ -7,5 +7,7 @@
 #include <drvshim/error.hpp>
 #include <drvshim/export.hpp>
 #include <drvshim/log.hpp>
+#include <drvshim/memory.hpp>
+#include <drvshim/stream.hpp>
 #include <drvshim/trace.hpp>
 #include <drvshim/version.hpp>

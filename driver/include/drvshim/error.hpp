@@ -12,11 +12,14 @@
 ///      +-- UsedAfterForkError    an object from before fork() was used in the child
 ///      +-- ContextStateError     a context is not in the state the call needs
 ///      +-- InvalidArgumentError  bad input refused before the driver was called
+///      +-- UnsupportedError      the device or driver lacks the capability (checked before calling)
 ///      +-- CudaError             the driver returned an error code
+///           +-- OutOfMemoryError  an allocation failed for lack of memory
 ///
 /// Messages are built only when an error is raised; success paths format nothing.
 #include <drvshim/export.hpp>
 
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -40,6 +43,7 @@ enum class ErrorKind {
   used_after_fork,
   context_state,
   invalid_argument,
+  unsupported,
   cuda,
 };
 
@@ -147,10 +151,38 @@ class DRVSHIM_API InvalidArgumentError : public Error {
   InvalidArgumentError(const std::string& api, const std::string& summary, const std::string& hint = {});
 };
 
+/// The device or driver lacks a capability the call needs; drvshim checked it
+/// before calling the driver. The message names the device, the attribute
+/// that says so, and the way out.
+class DRVSHIM_API UnsupportedError : public Error {
+ public:
+  UnsupportedError(const std::string& api, const std::string& summary, const std::string& objects,
+                   const std::string& hint);
+};
+
 /// The driver returned an error code.
 class DRVSHIM_API CudaError : public Error {
  public:
   explicit CudaError(ErrorDetails details);
+
+ protected:
+  CudaError(ErrorDetails details, const std::string& extra);
+};
+
+/// An allocation failed with CUDA_ERROR_OUT_OF_MEMORY. Carries the size asked
+/// for and the device's free and total memory at the time (0 when unknown,
+/// e.g. for host allocations).
+class DRVSHIM_API OutOfMemoryError : public CudaError {
+ public:
+  OutOfMemoryError(ErrorDetails details, std::size_t requested, std::size_t free_bytes, std::size_t total_bytes);
+  std::size_t requested() const noexcept { return requested_; }
+  std::size_t free_bytes() const noexcept { return free_; }
+  std::size_t total_bytes() const noexcept { return total_; }
+
+ private:
+  std::size_t requested_;
+  std::size_t free_;
+  std::size_t total_;
 };
 
 /// The result of a no-throw operation (the twins used on cleanup paths):

@@ -1,0 +1,92 @@
+#pragma once
+/// @file stream.hpp
+/// Streams: ordered queues of work in a context. An owner (Stream) and a
+/// non-owning view (StreamRef); the legacy and per-thread default streams are
+/// explicit, named values.
+#include <drvshim/context.hpp>
+#include <drvshim/export.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace drvshim {
+
+/// How a created stream relates to the legacy default stream.
+enum class StreamFlags : unsigned {
+  blocking = 0x0,      ///< synchronises with the legacy default stream (CU_STREAM_DEFAULT)
+  non_blocking = 0x1,  ///< does not (CU_STREAM_NON_BLOCKING)
+};
+
+/// The valid priority range of a context's device: lower numbers are higher
+/// priority, so greatest <= least (cuCtxGetStreamPriorityRange).
+struct StreamPriorityRange {
+  int least = 0;
+  int greatest = 0;
+};
+
+/// cuCtxGetStreamPriorityRange for the context (made current for the call).
+DRVSHIM_API StreamPriorityRange stream_priority_range(const ContextRef& context);
+
+/// A non-owning view of a stream: cheap to copy, valid while its owner lives.
+class DRVSHIM_API StreamRef {
+ public:
+  /// The legacy default stream (CU_STREAM_LEGACY) of `context`: synchronises
+  /// with every blocking stream of the context.
+  static StreamRef legacy_default(const ContextRef& context) noexcept;
+  /// The per-thread default stream (CU_STREAM_PER_THREAD) of `context`.
+  static StreamRef per_thread_default(const ContextRef& context) noexcept;
+
+  /// The CUstream, as an opaque address (0x1 legacy, 0x2 per-thread default).
+  std::uintptr_t native() const noexcept { return handle_; }
+  const ContextRef& context() const noexcept { return context_; }
+  /// "legacy default stream", "per-thread default stream" or "stream 0x...".
+  std::string name() const;
+
+  /// Waits until all work queued on the stream is done (cuStreamSynchronize).
+  void synchronize() const;
+  /// Whether all queued work is done (cuStreamQuery: CUDA_SUCCESS true,
+  /// CUDA_ERROR_NOT_READY false); other results throw.
+  bool ready() const;
+
+  /// Internal.
+  StreamRef(ContextRef context, std::uintptr_t handle) noexcept : context_(std::move(context)), handle_(handle) {}
+
+ private:
+  ContextRef context_;
+  std::uintptr_t handle_;
+};
+
+/// A stream created by drvshim (move-only owner). Destroying it does not wait
+/// for queued work: the driver releases the stream once that work completes.
+class DRVSHIM_API Stream {
+ public:
+  /// cuStreamCreateWithPriority. Throws InvalidArgumentError when `priority` is
+  /// outside stream_priority_range(context) (the message gives the range).
+  static Stream create(const ContextRef& context, StreamFlags flags = StreamFlags::non_blocking, int priority = 0);
+
+  Stream(Stream&& other) noexcept;
+  Stream& operator=(Stream&& other) noexcept;
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  ~Stream();
+
+  explicit operator bool() const noexcept { return handle_ != 0; }
+  /// A view. Throws InvalidArgumentError on an empty owner.
+  StreamRef ref() const;
+  StreamFlags flags() const noexcept { return flags_; }
+  int priority() const noexcept { return priority_; }
+
+  /// cuStreamDestroy_v2; the owner becomes empty.
+  void destroy();
+  /// The no-throw twin.
+  Status destroy(std::nothrow_t) noexcept;
+
+ private:
+  Stream(ContextRef context, std::uintptr_t handle, StreamFlags flags, int priority) noexcept;
+  ContextRef context_;
+  std::uintptr_t handle_;
+  StreamFlags flags_;
+  int priority_;
+};
+
+}  // namespace drvshim

@@ -1,0 +1,45 @@
+#pragma once
+// The context policy in one place (docs/DESIGN.md, "context policy").
+#include <drvshim/error.hpp>
+
+#include <cstdint>
+
+#include "core.hpp"
+#include "log_internal.hpp"
+
+namespace drvshim::detail {
+
+inline CUcontext native_context(std::uintptr_t address) noexcept { return reinterpret_cast<CUcontext>(address); }
+
+// The context policy in one place: make `ctx` current for one drvshim call
+// (push only when it is not current already) and restore the stack after.
+class ContextScope {
+ public:
+  ContextScope(const DriverCore& core, std::uintptr_t ctx, const char* api) : core_(core), ctx_(ctx) {
+    core.require_init(api);
+    CUcontext current = nullptr;
+    DRVSHIM_TRY(core, cuCtxGetCurrent, std::string(api), &current);
+    if (current != native_context(ctx)) {
+      DRVSHIM_TRY(core, cuCtxPushCurrent, fmt::format("{}: context 0x{:x}", api, ctx), native_context(ctx));
+      pushed_ = true;
+    }
+  }
+  ~ContextScope() {
+    if (!pushed_) return;
+    CUcontext popped = nullptr;
+    const CUresult r = DRVSHIM_CU(core_, cuCtxPopCurrent, &popped);
+    if (r != CUDA_SUCCESS || popped != native_context(ctx_)) {
+      logf(log::Level::error, "restoring the context stack failed: cuCtxPopCurrent gave {} and context {}, expected 0x{:x}",
+                  result_name(static_cast<int>(r)), static_cast<const void*>(popped), ctx_);
+    }
+  }
+  ContextScope(const ContextScope&) = delete;
+  ContextScope& operator=(const ContextScope&) = delete;
+
+ private:
+  const DriverCore& core_;
+  std::uintptr_t ctx_;
+  bool pushed_ = false;
+};
+
+}  // namespace drvshim::detail
