@@ -25,7 +25,7 @@ echo "probe exit code: ${PIPESTATUS[0]}" | tee -a "$results/probe.txt"
 
 for suite in drvshim_gpu_tests drvshim_gpu_interop; do
   echo "== $suite =="
-  "$bundle/tests/$suite" --gtest_output="xml:$results/$suite.xml" 2>&1 | tee "$results/$suite.txt"
+  "$bundle/tests/$suite" 2>&1 | tee "$results/$suite.txt"
   [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
   if grep -q "\[  SKIPPED \]" "$results/$suite.txt"; then
     echo "$suite: tests were skipped: no usable driver here" | tee -a "$results/$suite.txt"
@@ -36,6 +36,12 @@ done
 echo "== examples/init_order =="
 "$bundle/examples/init_order" 2>&1 | tee "$results/init_order.txt"
 [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+
+if [[ ${DRVSHIM_SKIP_BENCH:-0} != 1 ]]; then
+  echo "== bench_transfers =="
+  "$bundle/tools/bench/bench_transfers" "$results/bench_transfers.md" 2>&1 | tee "$results/bench_transfers.txt"
+  [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+fi
 
 echo "== init trace (DRVSHIM_TRACE_FILE) =="
 DRVSHIM_TRACE_FILE="$results/probe_trace.jsonl" "$bundle/tools/drvshim-probe" >/dev/null 2>&1

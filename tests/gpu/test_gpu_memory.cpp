@@ -1,0 +1,176 @@
+// Memory on the real driver: every allocation kind with real transfers
+// checked by value (random data, never zeros), and the registration cases.
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "gpu_env.hpp"
+
+using namespace drvshim;
+
+namespace {
+
+std::vector<std::uint32_t> random_words(std::size_t n, std::uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::vector<std::uint32_t> v(n);
+  for (auto& x : v) x = static_cast<std::uint32_t>(gen()) | 1u;  // never zero
+  return v;
+}
+
+class GpuMemory : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    auto drv = drvshim_gpu::real_driver(why);
+    if (!drv) GTEST_SKIP() << why;
+    drv_.emplace(*drv);
+    primary_.emplace(drv_->device(0).retain_primary_context());
+  }
+  ContextRef ctx() const { return primary_->ref(); }
+  std::optional<Driver> drv_;
+  std::optional<PrimaryContext> primary_;
+};
+
+TEST_F(GpuMemory, DeviceBufferRoundTripSyncAndAsync) {
+  const std::size_t n = (16u << 20) / 4;
+  const auto in = random_words(n, 1);
+  auto a = DeviceBuffer::allocate(ctx(), n * 4);
+  auto b = DeviceBuffer::allocate(ctx(), n * 4);
+  copy(a.as<std::uint32_t>(), std::span<const std::uint32_t>(in));
+  copy(b.as<std::uint32_t>(), DeviceSpan<const std::uint32_t>(a.as<std::uint32_t>()));
+  std::vector<std::uint32_t> out(n, 0);
+  copy(std::span<std::uint32_t>(out), DeviceSpan<const std::uint32_t>(b.as<std::uint32_t>()));
+  EXPECT_EQ(out, in);
+  auto stream = Stream::create(ctx());
+  std::vector<std::uint32_t> out2(n, 0);
+  fill_async(stream.ref(), b.as<std::uint32_t>(), 0x01020304u);
+  copy_async(stream.ref(), std::span<std::uint32_t>(out2), DeviceSpan<const std::uint32_t>(b.as<std::uint32_t>()));
+  stream.ref().synchronize();
+  EXPECT_TRUE(std::all_of(out2.begin(), out2.end(), [](auto w) { return w == 0x01020304u; }));
+  fill(a.as<std::uint16_t>(), std::uint16_t{0xbeef});
+  fill(b.as<std::uint8_t>(), std::uint8_t{0x7f});
+  std::vector<std::uint16_t> halves(8);
+  copy(std::span<std::uint16_t>(halves), DeviceSpan<const std::uint16_t>(a.as<std::uint16_t>().subspan(100, 8)));
+  EXPECT_EQ(halves[7], 0xbeef);
+}
+
+TEST_F(GpuMemory, PinnedMappedRegisteredManagedAndPooledMemory) {
+  const std::size_t n = 1u << 20;
+  const auto in = random_words(n, 2);
+  auto dev = DeviceBuffer::allocate(ctx(), n * 4);
+
+  auto pinned = PinnedBuffer::allocate(ctx(), n * 4, HostAllocFlags::portable);
+  std::copy(in.begin(), in.end(), pinned.as<std::uint32_t>().begin());
+  copy(dev.as<std::uint32_t>(), std::span<const std::uint32_t>(pinned.as<std::uint32_t>()));
+
+  auto mapped = MappedBuffer::allocate(ctx(), n * 4);
+  std::printf("[ info     ] mapped buffer: host %p, device 0x%llx, identical %d\n", mapped.data(),
+              static_cast<unsigned long long>(mapped.device_address()), mapped.pointers_identical() ? 1 : 0);
+  EXPECT_TRUE(mapped.pointers_identical()) << "the H200 has unified addressing";
+  copy(mapped.device_as<std::uint32_t>(), DeviceSpan<const std::uint32_t>(dev.as<std::uint32_t>()));
+  EXPECT_TRUE(std::equal(in.begin(), in.end(), mapped.as<std::uint32_t>().begin())) << "device-to-mapped copy";
+
+  std::vector<std::uint32_t> pageable(n, 0);
+  {
+    auto reg = RegisteredRange::register_range(ctx(), pageable.data(), n * 4, HostRegisterFlags::device_map);
+    EXPECT_EQ(reg.device_address(), reinterpret_cast<std::uintptr_t>(pageable.data()));
+    EXPECT_EQ(inspect_pointer(*drv_, pageable.data()).kind, MemoryKind::page_locked_host);
+    copy(std::span<std::uint32_t>(pageable), DeviceSpan<const std::uint32_t>(dev.as<std::uint32_t>()));
+  }
+  EXPECT_EQ(pageable, in);
+  EXPECT_EQ(inspect_pointer(*drv_, pageable.data()).kind, MemoryKind::pageable_host);
+
+  auto managed = ManagedBuffer::allocate(ctx(), n * 4);
+  copy(managed.as<std::uint32_t>(), DeviceSpan<const std::uint32_t>(dev.as<std::uint32_t>()));
+  ctx().synchronize();
+  EXPECT_EQ(static_cast<const std::uint32_t*>(managed.data())[n - 1], in[n - 1]);
+  EXPECT_EQ(inspect_pointer(*drv_, managed.data()).kind, MemoryKind::managed);
+
+  auto stream = Stream::create(ctx());
+  {
+    auto pooled = AsyncDeviceBuffer::allocate(stream.ref(), n * 4);
+    copy_async(stream.ref(), pooled.as<std::uint32_t>(), DeviceSpan<const std::uint32_t>(dev.as<std::uint32_t>()));
+    std::vector<std::uint32_t> out(n, 0);
+    copy_async(stream.ref(), std::span<std::uint32_t>(out), DeviceSpan<const std::uint32_t>(pooled.as<std::uint32_t>()));
+    stream.ref().synchronize();
+    EXPECT_EQ(out, in);
+  }
+  stream.ref().synchronize();
+  const auto info = inspect_pointer(*drv_, dev.address() + 12);
+  std::printf("[ info     ] %s\n", info.to_string().c_str());
+  EXPECT_EQ(info.kind, MemoryKind::device);
+  EXPECT_EQ(info.range_start, dev.address());
+  EXPECT_EQ(info.range_size, n * 4);
+  EXPECT_EQ(info.context, ctx().address());
+  EXPECT_EQ(inspect_pointer(*drv_, pinned.data()).kind, MemoryKind::page_locked_host);
+}
+
+TEST_F(GpuMemory, OutOfMemoryCarriesTheNumbers) {
+  try {
+    (void)DeviceBuffer::allocate(ctx(), std::size_t{1} << 40);
+    FAIL() << "a 1 TiB allocation succeeded";
+  } catch (const OutOfMemoryError& e) {
+    std::printf("[ info     ] %s\n", e.what());
+    EXPECT_GT(e.total_bytes(), std::size_t{100} << 30);
+    EXPECT_GT(e.free_bytes(), 0u);
+  }
+}
+
+std::string outcome(const std::function<void()>& f) {
+  try {
+    f();
+    return "ok";
+  } catch (const CudaError& e) {
+    return e.code_name();
+  } catch (const InvalidArgumentError&) {
+    return "invalid-argument";
+  } catch (const UnsupportedError&) {
+    return "unsupported";
+  }
+}
+
+// The same table as tests/unit/test_memory.cpp (Register.TableOfCases).
+TEST_F(GpuMemory, RegistrationContractCases) {
+  struct Case {
+    const char* name;
+    std::size_t offset, bytes, offset2, bytes2;
+    const char* expected;
+  };
+  const std::vector<Case> cases = {
+      {"page-aligned range", 0, 8192, 0, 0, "ok"},
+      {"unaligned start and size", 100, 5000, 0, 0, "ok"},
+      {"zero size", 0, 0, 0, 0, "invalid-argument"},
+      {"identical range twice", 0, 4096, 0, 4096, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED"},
+      {"interior overlap", 0, 16384, 4096, 4096, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED"},
+      {"partial overlap at the end", 4096, 8192, 8192, 8192, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED"},
+      {"adjacent ranges", 0, 8192, 8192, 8192, "ok"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::uint8_t> block(65536 + 4096);
+    auto* base = reinterpret_cast<std::uint8_t*>((reinterpret_cast<std::uintptr_t>(block.data()) + 4095) &
+                                                 ~std::uintptr_t{4095});
+    std::optional<RegisteredRange> first;
+    std::string got = outcome([&] { first.emplace(RegisteredRange::register_range(ctx(), base + c.offset, c.bytes)); });
+    if (got == "ok" && c.bytes2 != 0) {
+      got = outcome([&] { (void)RegisteredRange::register_range(ctx(), base + c.offset2, c.bytes2); });
+    }
+    std::printf("[ contract ] register: %-28s observed=%-42s expected=%s\n", c.name, got.c_str(), c.expected);
+    EXPECT_EQ(got, c.expected) << c.name;
+  }
+  std::vector<std::uint8_t> block(8192);
+  {
+    auto r = RegisteredRange::register_range(ctx(), block.data(), block.size());
+  }
+  const Status twice = unregister_host_range(ctx(), block.data());
+  std::printf("[ contract ] unregister an unregistered range: %s\n", twice.to_string().c_str());
+  EXPECT_EQ(twice.code(), 713);
+  auto pinned = PinnedBuffer::allocate(ctx(), 8192);
+  const std::string again = outcome([&] { (void)RegisteredRange::register_range(ctx(), pinned.data(), 4096); });
+  std::printf("[ contract ] register pinned memory: %s\n", again.c_str());
+  EXPECT_EQ(again, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED");
+}
+
+}  // namespace
