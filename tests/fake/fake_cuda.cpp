@@ -971,10 +971,10 @@ CUresult fake_cuMemHostRegister(void* p, size_t size, unsigned flags) {
   for (const auto& [base, reg] : e.registered) {
     if (h < base + reg.size && base < h + size) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
   }
+  // Memory from cuMemHostAlloc is refused with INVALID_VALUE (seen on the H200,
+  // driver 580.159.04; docs/contract-cases.md), not ALREADY_REGISTERED.
   for (const auto& [base, a] : e.allocs) {
-    if (a.kind == AllocKind::pinned && h < base + a.size && base < h + size) {
-      return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
-    }
+    if (a.kind == AllocKind::pinned && h < base + a.size && base < h + size) return CUDA_ERROR_INVALID_VALUE;
   }
   e.registered[h] = Registration{size, flags, ctx};
   return CUDA_SUCCESS;
@@ -1044,7 +1044,12 @@ CUresult fake_cuPointerGetAttributes(unsigned n, CUpointer_attribute* attrs, voi
       case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
         put(d, static_cast<unsigned>(!known ? 0 : host_side ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE));
         break;
-      case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: put(d, static_cast<CUdeviceptr>(known ? p : 0)); break;
+      case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: {
+        // As the driver: the address "in the current context", so 0 without one.
+        FakeCtx* cur = nullptr;
+        put(d, static_cast<CUdeviceptr>(known && current(e, &cur) == CUDA_SUCCESS ? p : 0));
+        break;
+      }
       case CU_POINTER_ATTRIBUTE_HOST_POINTER:
         put(d, (known && (host_side || a->second.kind == AllocKind::managed)) ? reinterpret_cast<void*>(p) : nullptr);
         break;

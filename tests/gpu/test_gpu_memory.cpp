@@ -105,6 +105,7 @@ TEST_F(GpuMemory, PinnedMappedRegisteredManagedAndPooledMemory) {
   EXPECT_EQ(info.range_start, dev.address());
   EXPECT_EQ(info.range_size, n * 4);
   EXPECT_EQ(info.context, ctx().address());
+  EXPECT_EQ(info.device_address, dev.address() + 12);
   EXPECT_EQ(inspect_pointer(*drv_, pinned.data()).kind, MemoryKind::page_locked_host);
 }
 
@@ -170,7 +171,7 @@ TEST_F(GpuMemory, RegistrationContractCases) {
   auto pinned = PinnedBuffer::allocate(ctx(), 8192);
   const std::string again = outcome([&] { (void)RegisteredRange::register_range(ctx(), pinned.data(), 4096); });
   std::printf("[ contract ] register pinned memory: %s\n", again.c_str());
-  EXPECT_EQ(again, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED");
+  EXPECT_EQ(again, "CUDA_ERROR_INVALID_VALUE");
 }
 
 }  // namespace

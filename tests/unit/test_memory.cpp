@@ -195,6 +195,8 @@ TEST_F(Memory, PointerInspectionTellsTheKinds) {
   EXPECT_EQ(d.range_size, 64u);
   EXPECT_EQ(d.context, ctx().address());
   EXPECT_EQ(d.device_ordinal, 0);
+  EXPECT_EQ(d.device_address, dev.address() + 8) << "asked inside the pointer's own context";
+  EXPECT_EQ(drvshim_fake_ctx_stack_depth(), 0);
   EXPECT_EQ(inspect_pointer(*drv_, pinned.data()).kind, MemoryKind::page_locked_host);
   EXPECT_EQ(inspect_pointer(*drv_, managed.data()).kind, MemoryKind::managed);
   const auto p = inspect_pointer(*drv_, pageable.data());
@@ -286,7 +288,7 @@ TEST_F(Register, UnregisteringTwiceAndForeignPointers) {
 TEST_F(Register, PinnedMemoryCannotBeRegisteredAgain) {
   auto pinned = PinnedBuffer::allocate(ctx(), 8192);
   EXPECT_EQ(outcome([&] { (void)RegisteredRange::register_range(ctx(), pinned.data(), 4096); }),
-            "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED");
+            "CUDA_ERROR_INVALID_VALUE");
 }
 
 TEST_F(Register, ReadOnlyRegistrationIsCheckedAgainstItsAttribute) {

@@ -39,7 +39,7 @@ echo "== examples/init_order =="
 
 if [[ ${DRVSHIM_SKIP_BENCH:-0} != 1 ]]; then
   echo "== bench_transfers =="
-  "$bundle/tools/bench/bench_transfers" "$results/bench_transfers.md" 2>&1 | tee "$results/bench_transfers.txt"
+  "$bundle/tools/bench_transfers" "$results/bench_transfers.md" 2>&1 | tee "$results/bench_transfers.txt"
   [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
 fi
 
