@@ -21,6 +21,7 @@
   X(cuDeviceTotalMem, cuDeviceTotalMem, 3020, Required)                  \
   X(cuDeviceGetAttribute, cuDeviceGetAttribute, 2000, Required)          \
   X(cuDeviceGetPCIBusId, cuDeviceGetPCIBusId, 4010, Required)            \
+  X(cuDeviceCanAccessPeer, cuDeviceCanAccessPeer, 4000, Required)        \
   X(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, 7000, Required)  \
   X(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease, 11000, Required) \
   X(cuDevicePrimaryCtxSetFlags, cuDevicePrimaryCtxSetFlags, 11000, Required) \

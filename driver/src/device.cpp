@@ -233,6 +233,14 @@ HostMappingSummary Device::host_mapping() const {
   return s;
 }
 
+bool Device::can_access_peer(const Device& peer) const {
+  core_->require_init("Device::can_access_peer");
+  int can = 0;
+  DRVSHIM_TRY(*core_, cuDeviceCanAccessPeer, fmt::format("device {} to peer {}", ordinal_, peer.ordinal()), &can,
+              handle_, peer.native());
+  return can != 0;
+}
+
 PrimaryContextState Device::primary_context_state() const {
   core_->require_init("Device::primary_context_state");
   unsigned flags = 0;

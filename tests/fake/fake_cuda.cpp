@@ -470,6 +470,14 @@ CUresult fake_cuDeviceGetPCIBusId(char* bus, int len, CUdevice dev) {
   return CUDA_SUCCESS;
 }
 
+CUresult fake_cuDeviceCanAccessPeer(int* can, CUdevice dev, CUdevice peer) {
+  FAKE_ENTER("cuDeviceCanAccessPeer");
+  if (can == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(e, dev) || !valid_device(e, peer)) return CUDA_ERROR_INVALID_DEVICE;
+  *can = dev != peer ? 1 : 0;  // the dual profile's two H200s are peers; a device is not its own peer
+  return CUDA_SUCCESS;
+}
+
 CUresult fake_cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
   FAKE_ENTER("cuDevicePrimaryCtxRetain");
   if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -1094,6 +1102,7 @@ const std::vector<ProcEntry>& proc_table() {
       {"cuDeviceTotalMem", 3020, erase_fn(&fake_cuDeviceTotalMem)},
       {"cuDeviceGetAttribute", 2000, erase_fn(&fake_cuDeviceGetAttribute)},
       {"cuDeviceGetPCIBusId", 4010, erase_fn(&fake_cuDeviceGetPCIBusId)},
+      {"cuDeviceCanAccessPeer", 4000, erase_fn(&fake_cuDeviceCanAccessPeer)},
       {"cuDevicePrimaryCtxRetain", 7000, erase_fn(&fake_cuDevicePrimaryCtxRetain)},
       {"cuDevicePrimaryCtxRelease", 11000, erase_fn(&fake_cuDevicePrimaryCtxRelease)},
       {"cuDevicePrimaryCtxSetFlags", 11000, erase_fn(&fake_cuDevicePrimaryCtxSetFlags)},

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "fixture.hpp"
 
@@ -169,6 +170,50 @@ TEST_F(Loader, ALibraryThatIsNotADriverIsRefused) {
   options.path = "libm.so.6";
   auto e = expect_throw<DriverTooOldError>([&] { Driver::load(options); });
   EXPECT_NE(std::string(e.what()).find("not a CUDA driver"), std::string::npos) << e.what();
+}
+
+}  // namespace
+
+namespace {
+
+TEST(NvrtcLoader, AMissingLibraryListsThePathsTried) {
+  drvshim::NvrtcLoadOptions options;
+  options.path = "/nonexistent/libnvrtc.so.13";
+  try {
+    (void)drvshim::Nvrtc::load(options);
+    FAIL() << "loaded a library that does not exist";
+  } catch (const drvshim::NvrtcNotFoundError& e) {
+    ASSERT_EQ(e.paths_tried().size(), 1u);
+    EXPECT_EQ(e.paths_tried()[0], "/nonexistent/libnvrtc.so.13");
+    EXPECT_NE(e.dl_errors()[0].find("No such file"), std::string::npos);
+    EXPECT_NE(e.hint().find("DRVSHIM_LIBNVRTC"), std::string::npos);
+  }
+}
+
+TEST(NvrtcLoader, TheToolkitsNvrtcLoadsWithItsBuiltinsAndArchitectures) {
+  drvshim::Nvrtc nv = [] {
+    try {
+      return drvshim::Nvrtc::load();
+    } catch (const drvshim::NvrtcNotFoundError& e) {
+      throw std::runtime_error(e.what());
+    }
+  }();
+  EXPECT_EQ(nv.version_major(), drvshim::library_version().cuda_header_version / 1000);
+  EXPECT_NE(nv.builtins_path().find("libnvrtc-builtins.so"), std::string::npos);
+  EXPECT_FALSE(nv.supported_architectures().empty());
+  EXPECT_NE(std::find(nv.supported_architectures().begin(), nv.supported_architectures().end(), 90),
+            nv.supported_architectures().end());
+}
+
+TEST(NvrtcLoader, ALibraryWithoutNvrtcIsRefusedNamingTheMissingFunction) {
+  drvshim::NvrtcLoadOptions options;
+  options.path = "libm.so.6";
+  try {
+    (void)drvshim::Nvrtc::load(options);
+    FAIL();
+  } catch (const drvshim::NvrtcNotFoundError& e) {
+    EXPECT_NE(std::string(e.what()).find("nvrtcVersion"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

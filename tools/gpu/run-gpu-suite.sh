@@ -22,6 +22,8 @@ status=0
 echo "== drvshim-probe =="
 "$bundle/tools/drvshim-probe" 2>&1 | tee "$results/probe.txt"
 echo "probe exit code: ${PIPESTATUS[0]}" | tee -a "$results/probe.txt"
+"$bundle/tools/drvshim-probe" --json --bandwidth > "$results/probe.json" 2>/dev/null
+echo "probe --json --bandwidth exit code: $?"
 
 for suite in drvshim_gpu_tests drvshim_gpu_interop; do
   echo "== $suite =="
@@ -39,7 +41,7 @@ echo "== examples/init_order =="
 
 if [[ ${DRVSHIM_SKIP_BENCH:-0} != 1 ]]; then
   echo "== bench_transfers =="
-  "$bundle/tools/bench_transfers" "$results/bench_transfers.md" 2>&1 | tee "$results/bench_transfers.txt"
+  "$bundle/tools/bench_transfers" "$results/bench_transfers.md" 2>&1
   [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
 fi
 

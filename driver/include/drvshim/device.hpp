@@ -185,6 +185,8 @@ class DRVSHIM_API Device {
   AttributeValue attribute(DeviceAttribute attribute) const;
   /// The host-mapping summary (12 attribute reads).
   HostMappingSummary host_mapping() const;
+  /// Whether this device can access `peer`'s memory directly (cuDeviceCanAccessPeer).
+  bool can_access_peer(const Device& peer) const;
 
   /// cuDevicePrimaryCtxGetState: flags and whether the primary context is
   /// active, without creating or retaining it.

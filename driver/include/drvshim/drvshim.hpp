@@ -8,6 +8,7 @@
 #include <drvshim/export.hpp>
 #include <drvshim/log.hpp>
 #include <drvshim/memory.hpp>
+#include <drvshim/nvrtc.hpp>
 #include <drvshim/stream.hpp>
 #include <drvshim/trace.hpp>
 #include <drvshim/version.hpp>
