@@ -45,6 +45,15 @@
   X(cuStreamDestroy, cuStreamDestroy, 4000, Required)                    \
   X(cuStreamSynchronize, cuStreamSynchronize, 2000, Required)            \
   X(cuStreamQuery, cuStreamQuery, 2000, Required)                        \
+  X(cuStreamWaitEvent, cuStreamWaitEvent, 3020, Required)                \
+  X(cuLaunchHostFunc, cuLaunchHostFunc, 10000, Required)                 \
+  X(cuEventCreate, cuEventCreate, 2000, Required)                        \
+  X(cuEventDestroy, cuEventDestroy, 4000, Required)                      \
+  X(cuEventRecord, cuEventRecord, 2000, Required)                        \
+  X(cuEventQuery, cuEventQuery, 2000, Required)                          \
+  X(cuEventSynchronize, cuEventSynchronize, 2000, Required)              \
+  X(cuEventElapsedTime, cuEventElapsedTime, 12080, Optional)             \
+  X(cuEventElapsedTimeLegacy, cuEventElapsedTime, 2000, Optional)        \
   X(cuMemAlloc, cuMemAlloc, 3020, Required)                              \
   X(cuMemFree, cuMemFree, 3020, Required)                                \
   X(cuMemsetD8, cuMemsetD8, 3020, Required)                              \

@@ -17,6 +17,7 @@ class ContextScope {
  public:
   ContextScope(const DriverCore& core, std::uintptr_t ctx, const char* api) : core_(core), ctx_(ctx) {
     core.require_init(api);
+    core.check_not_poisoned(ctx, api);
     CUcontext current = nullptr;
     DRVSHIM_TRY(core, cuCtxGetCurrent, std::string(api), &current);
     if (current != native_context(ctx)) {

@@ -94,6 +94,29 @@ struct DriverCore {
   mutable std::mutex ledger_mutex;
   std::map<int, PrimaryLedger> ledgers;
 
+  // DRVSHIM_SYNC_EACH_OP=1 (read at load): synchronise after each submitted operation.
+  bool sync_each_op = false;
+
+  // Contexts poisoned by a sticky error: address -> (code, API that reported it).
+  struct Poison {
+    int code;
+    std::string api;
+  };
+  mutable std::mutex poison_mutex;
+  mutable std::map<std::uintptr_t, Poison> poisoned;
+  mutable std::atomic<bool> any_poisoned{false};
+  // Throws ContextPoisonedError when `context` is poisoned.
+  void check_not_poisoned(std::uintptr_t context, const char* api) const;
+  bool is_poisoned(std::uintptr_t context) const noexcept;
+  // Whether a destructor of an object in `context` may call the driver.
+  bool cleanup_allowed_in(std::uintptr_t context) const noexcept {
+    return cleanup_allowed() && !(any_poisoned.load() && is_poisoned(context));
+  }
+
+  // Exceptions thrown by host callbacks, by stream, reported at the next synchronize.
+  mutable std::mutex callback_mutex;
+  mutable std::map<std::uintptr_t, std::string> callback_errors;
+
   bool has(Api id) const noexcept { return slots[index(id)] != nullptr; }
   bool forked() const noexcept { return fork_generation != current_fork_generation(); }
   // Whether a destructor may call the driver: not during exit, not in a forked
@@ -125,6 +148,8 @@ void append_any(std::string& out, T v) {
     append_arg(out, v);
   } else if constexpr (std::is_null_pointer_v<T>) {
     append_arg(out, static_cast<const void*>(nullptr));
+  } else if constexpr (std::is_pointer_v<T> && std::is_function_v<std::remove_pointer_t<T>>) {
+    append_arg(out, reinterpret_cast<const void*>(v));
   } else if constexpr (std::is_pointer_v<T>) {
     append_arg(out, static_cast<const void*>(v));
   } else if constexpr (std::is_enum_v<T>) {
@@ -185,8 +210,14 @@ inline CUresult invoke(const DriverCore& core, A... a) {
 }
 
 // Builds and throws the error for a failed call. `objects` names what was involved.
+// A sticky result (is_sticky_error) poisons the calling thread's current
+// context and is reported as an asynchronous error detected at `api`.
 [[noreturn]] void raise(const DriverCore& core, int result, const char* api, std::string objects,
                         std::string hint = {});
+
+// After a submitted operation: with DRVSHIM_SYNC_EACH_OP=1, synchronises
+// `stream` and blames a failure on the operation `api` itself.
+void after_submit(const DriverCore& core, CUstream stream, const char* api, const std::string& objects);
 
 }  // namespace drvshim::detail
 

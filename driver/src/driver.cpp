@@ -57,8 +57,72 @@ void ObservedCall::finish(Api id, CUresult result, std::string args) noexcept {
 
 void throw_used_after_fork(const char* api) { throw UsedAfterForkError(api); }
 
+namespace {
+
+// The calling thread's current context, read directly (not traced): where a
+// sticky error landed.
+std::uintptr_t current_context_raw(const DriverCore& core) noexcept {
+  const AnyFn raw = core.slots[index(Api::k_cuCtxGetCurrent)];
+  if (raw == nullptr || !core.initialized.load()) return 0;
+  PFN_cuCtxGetCurrent_v4000 get_current;
+  std::memcpy(&get_current, &raw, sizeof(get_current));
+  CUcontext ctx = nullptr;
+  return get_current(&ctx) == CUDA_SUCCESS ? reinterpret_cast<std::uintptr_t>(ctx) : 0;
+}
+
+void poison(const DriverCore& core, int result, const char* api) noexcept {
+  const std::uintptr_t ctx = current_context_raw(core);
+  if (ctx == 0) return;
+  try {
+    std::lock_guard<std::mutex> lock(core.poison_mutex);
+    if (core.poisoned.emplace(ctx, DriverCore::Poison{result, api}).second) {
+      logf(log::Level::error,
+           "context 0x{:x} is poisoned by {} ({}) reported at {}: later calls on it fail fast and its objects are "
+           "leaked rather than destroyed",
+           ctx, result_name(result), result, api);
+      trace::mark("context-poisoned", fmt::format("context 0x{:x}, {} at {}", ctx, result_name(result), api));
+    }
+    core.any_poisoned.store(true);
+  } catch (...) {
+  }
+}
+
+}  // namespace
+
+bool DriverCore::is_poisoned(std::uintptr_t context) const noexcept {
+  std::lock_guard<std::mutex> lock(poison_mutex);
+  return poisoned.count(context) != 0;
+}
+
+void DriverCore::check_not_poisoned(std::uintptr_t context, const char* api) const {
+  if (!any_poisoned.load(std::memory_order_relaxed)) return;
+  std::lock_guard<std::mutex> lock(poison_mutex);
+  const auto it = poisoned.find(context);
+  if (it == poisoned.end()) return;
+  throw ContextPoisonedError(api, it->second.code, it->second.api, fmt::format("context 0x{:x}", context));
+}
+
+void after_submit(const DriverCore& core, CUstream stream, const char* api, const std::string& objects) {
+  if (!core.sync_each_op) return;
+  const CUresult r = DRVSHIM_CU(core, cuStreamSynchronize, stream);
+  if (r == CUDA_SUCCESS) return;
+  if (is_sticky_error(static_cast<int>(r))) poison(core, static_cast<int>(r), api);
+  // Named on purpose: the synchronisation right after submission pins the failure on this operation.
+  throw CudaError(ErrorDetails{api, static_cast<int>(r),
+                               objects + "; detected by DRVSHIM_SYNC_EACH_OP=1 right after submission",
+                               {}, false});
+}
+
 void raise(const DriverCore& core, int result, const char* api, std::string objects, std::string hint) {
   logf(log::Level::debug, "{} failed with {} ({}) [{}]", api, result_name(result), result, objects);
+  if (is_sticky_error(result)) {
+    poison(core, result, api);
+    if (hint.empty()) {
+      hint = "this error was caused by earlier asynchronous work (a kernel or copy already queued), not by this "
+             "call; the context is now unusable; run with DRVSHIM_SYNC_EACH_OP=1 to name the operation";
+    }
+    throw CudaError(ErrorDetails{api, result, std::move(objects), std::move(hint), true});
+  }
   if (result == CUDA_ERROR_STUB_LIBRARY) throw StubLibraryError(api, core.loaded_path);
   if (result == CUDA_ERROR_NOT_INITIALIZED) {
     throw MissingStepError(api, "Driver::init()",
@@ -219,6 +283,10 @@ Driver Driver::load(const LoadOptions& options) {
     throw DriverNotFoundError(candidates, errors);
   }
   core->loaded_path = real_path_of(core->handle, core->requested_path);
+  if (const char* sync = std::getenv("DRVSHIM_SYNC_EACH_OP"); sync != nullptr && std::string_view(sync) == "1") {
+    core->sync_each_op = true;
+    logf(log::Level::warn, "DRVSHIM_SYNC_EACH_OP=1: every submitted operation is followed by a synchronisation");
+  }
   trace::mark("load", fmt::format("dlopen(\"{}\") -> {}", core->requested_path, core->loaded_path));
   logf(log::Level::info, "loaded {} from {}", core->requested_path, core->loaded_path);
 

@@ -129,9 +129,9 @@ CudaError::CudaError(ErrorDetails details) : CudaError(std::move(details), std::
 
 CudaError::CudaError(ErrorDetails details, const std::string& extra)
     : Error(ErrorKind::cuda,
-            fmt::format("{}{} failed: {} ({}): {}{}", details.asynchronous ? "asynchronous error, detected at " : "",
-                        details.api, result_name(details.code), details.code, result_description(details.code),
-                        extra),
+            fmt::format("{}{}: {} ({}): {}{}", details.asynchronous ? "asynchronous error, detected at " : "",
+                        details.asynchronous ? details.api : details.api + " failed", result_name(details.code),
+                        details.code, result_description(details.code), extra),
             details) {}
 
 UnsupportedError::UnsupportedError(const std::string& api, const std::string& summary, const std::string& objects,
@@ -155,6 +155,39 @@ OutOfMemoryError::OutOfMemoryError(ErrorDetails details, std::size_t requested, 
       requested_(requested),
       free_(free_bytes),
       total_(total_bytes) {}
+
+bool is_sticky_error(int code) noexcept {
+  switch (code) {
+    case 700:  // ILLEGAL_ADDRESS
+    case 702:  // LAUNCH_TIMEOUT
+    case 710:  // ASSERT
+    case 714:  // HARDWARE_STACK_ERROR
+    case 715:  // ILLEGAL_INSTRUCTION
+    case 716:  // MISALIGNED_ADDRESS
+    case 717:  // INVALID_ADDRESS_SPACE
+    case 718:  // INVALID_PC
+    case 719:  // LAUNCH_FAILED
+      return true;
+    default:
+      return false;
+  }
+}
+
+ContextPoisonedError::ContextPoisonedError(const std::string& api, int original_code, const std::string& original_api,
+                                           const std::string& objects)
+    : Error(ErrorKind::context_poisoned,
+            fmt::format("{} refused: the context was poisoned by {} ({}) reported at {}; every later call on it fails",
+                        api, result_name(original_code), original_code, original_api),
+            ErrorDetails{api, original_code, objects,
+                         "an earlier kernel or operation faulted; the context cannot be used again: destroy it (or "
+                         "reset the device's primary context) and recreate your objects, or restart the process; run "
+                         "with DRVSHIM_SYNC_EACH_OP=1 to find the operation that faulted",
+                         true}) {}
+
+HostCallbackError::HostCallbackError(const std::string& api, const std::string& stream, const std::string& message)
+    : Error(ErrorKind::host_callback,
+            fmt::format("a host callback on {} threw: {} (reported at {})", stream, message, api),
+            ErrorDetails{api, 0, stream, "host callbacks must not throw; catch inside the callback", true}) {}
 
 std::string Status::to_string() const {
   if (ok()) return "ok";

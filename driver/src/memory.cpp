@@ -148,6 +148,7 @@ void copy_to_device(const ContextRef& ctx, DevicePtr dst, std::size_t dst_bytes,
     DRVSHIM_TRY(core, cuMemcpyHtoD, objects(), dst, src, bytes);
   } else {
     DRVSHIM_TRY(core, cuMemcpyHtoDAsync, objects() + ", " + stream->name(), dst, src, bytes, native_stream(stream));
+    after_submit(core, native_stream(stream), "cuMemcpyHtoDAsync", objects());
   }
 }
 
@@ -164,6 +165,7 @@ void copy_to_host(const ContextRef& ctx, void* dst, std::size_t dst_bytes, Devic
     DRVSHIM_TRY(core, cuMemcpyDtoH, objects(), dst, src, bytes);
   } else {
     DRVSHIM_TRY(core, cuMemcpyDtoHAsync, objects() + ", " + stream->name(), dst, src, bytes, native_stream(stream));
+    after_submit(core, native_stream(stream), "cuMemcpyDtoHAsync", objects());
   }
 }
 
@@ -183,6 +185,7 @@ void copy_device_to_device(const ContextRef& ctx, DevicePtr dst, std::size_t dst
     DRVSHIM_TRY(core, cuMemcpyDtoD, objects(), dst, src, bytes);
   } else {
     DRVSHIM_TRY(core, cuMemcpyDtoDAsync, objects() + ", " + stream->name(), dst, src, bytes, native_stream(stream));
+    after_submit(core, native_stream(stream), "cuMemcpyDtoDAsync", objects());
   }
 }
 
@@ -222,6 +225,7 @@ void fill_device(const ContextRef& ctx, DevicePtr dst, std::size_t count, std::s
     default:
       throw InvalidArgumentError(api, fmt::format("element size {} is not 1, 2 or 4", element_size));
   }
+  if (stream != nullptr) after_submit(core, s, api, objects());
 }
 
 }  // namespace detail
@@ -283,7 +287,7 @@ Status DeviceBuffer::free(std::nothrow_t) noexcept {
   const auto address = std::exchange(address_, 0);
   retire_owner_id(id_);
   const auto& core = core_of(context_);
-  if (!core.cleanup_allowed()) return {};
+  if (!core.cleanup_allowed_in(context_.address())) return {};
   try {
     detail::ContextScope scope(core, context_.address(), "DeviceBuffer::free");
     const CUresult r = DRVSHIM_CU(core, cuMemFree, address);
@@ -368,7 +372,7 @@ Status PinnedBuffer::free(std::nothrow_t) noexcept {
   if (data_ == nullptr) return {};
   void* p = std::exchange(data_, nullptr);
   const auto& core = core_of(context_);
-  if (!core.cleanup_allowed()) return {};
+  if (!core.cleanup_allowed_in(context_.address())) return {};
   // cuMemFreeHost needs no current context.
   const CUresult r = DRVSHIM_CU(core, cuMemFreeHost, p);
   core.note_result(r);
@@ -504,13 +508,13 @@ void RegisteredRange::unregister() {
 Status RegisteredRange::unregister(std::nothrow_t) noexcept {
   if (data_ == nullptr) return {};
   void* p = std::exchange(data_, nullptr);
-  if (!core_of(context_).cleanup_allowed()) return {};
+  if (!core_of(context_).cleanup_allowed_in(context_.address())) return {};
   return unregister_host_range(context_, p);
 }
 
 Status unregister_host_range(const ContextRef& context, void* data) noexcept {
   const auto& core = core_of(context);
-  if (!core.cleanup_allowed()) return {};
+  if (!core.cleanup_allowed_in(context.address())) return {};
   try {
     detail::ContextScope scope(core, context.address(), "unregister_host_range");
     const CUresult r = DRVSHIM_CU(core, cuMemHostUnregister, data);
@@ -577,7 +581,7 @@ Status ManagedBuffer::free(std::nothrow_t) noexcept {
   if (address_ == 0) return {};
   const auto address = std::exchange(address_, 0);
   const auto& core = core_of(context_);
-  if (!core.cleanup_allowed()) return {};
+  if (!core.cleanup_allowed_in(context_.address())) return {};
   try {
     detail::ContextScope scope(core, context_.address(), "ManagedBuffer::free");
     const CUresult r = DRVSHIM_CU(core, cuMemFree, address);
@@ -643,7 +647,7 @@ Status AsyncDeviceBuffer::free(std::nothrow_t) noexcept {
   if (address_ == 0) return {};
   const auto address = std::exchange(address_, 0);
   const auto& core = core_of(stream_.context());
-  if (!core.cleanup_allowed()) return {};
+  if (!core.cleanup_allowed_in(stream_.context().address())) return {};
   try {
     detail::ContextScope scope(core, stream_.context().address(), "AsyncDeviceBuffer::free");
     const CUresult r = DRVSHIM_CU(core, cuMemFreeAsync, address, reinterpret_cast<CUstream>(stream_.native()));

@@ -1,5 +1,7 @@
+#include <drvshim/event.hpp>
 #include <drvshim/stream.hpp>
 
+#include <memory>
 #include <utility>
 
 #include "context_scope.hpp"
@@ -36,19 +38,87 @@ std::string StreamRef::name() const {
   return fmt::format("stream 0x{:x}", handle_);
 }
 
-void StreamRef::synchronize() const {
-  const auto& core = *context_.device().core();
-  detail::ContextScope scope(core, context_.address(), "StreamRef::synchronize");
-  DRVSHIM_TRY(core, cuStreamSynchronize, name(), native_stream(handle_));
+namespace {
+
+// Reports (once) an exception a host callback of this stream threw.
+void report_callback_error(const detail::DriverCore& core, std::uintptr_t handle, const char* api,
+                           const std::string& name) {
+  std::string message;
+  {
+    std::lock_guard<std::mutex> lock(core.callback_mutex);
+    const auto it = core.callback_errors.find(handle);
+    if (it == core.callback_errors.end()) return;
+    message = std::move(it->second);
+    core.callback_errors.erase(it);
+  }
+  throw HostCallbackError(api, name, message);
 }
 
-bool StreamRef::ready() const {
+struct HostCallback {
+  std::function<void()> fn;
+  std::shared_ptr<const detail::DriverCore> core;  // the callback may outlive every other drvshim object
+  std::uintptr_t stream;
+  std::string stream_name;
+};
+
+// Runs on a driver thread. Nothing may escape: an exception here would
+// terminate the process, so it is kept for the stream's next synchronize.
+void run_host_callback(void* data) noexcept {
+  std::unique_ptr<HostCallback> cb(static_cast<HostCallback*>(data));
+  std::string error;
+  try {
+    cb->fn();
+    return;
+  } catch (const std::exception& e) {
+    error = e.what();
+  } catch (...) {
+    error = "an exception not derived from std::exception";
+  }
+  detail::logf(log::Level::error, "a host callback on {} threw: {}", cb->stream_name, error);
+  try {
+    std::lock_guard<std::mutex> lock(cb->core->callback_mutex);
+    auto& slot = cb->core->callback_errors[cb->stream];
+    if (slot.empty()) slot = std::move(error);  // the first one is reported; later ones are in the log
+  } catch (...) {
+  }
+}
+
+}  // namespace
+
+void StreamRef::synchronize() const {
   const auto& core = *context_.device().core();
-  detail::ContextScope scope(core, context_.address(), "StreamRef::ready");
+  {
+    detail::ContextScope scope(core, context_.address(), "StreamRef::synchronize");
+    DRVSHIM_TRY(core, cuStreamSynchronize, name(), native_stream(handle_));
+  }
+  report_callback_error(core, handle_, "cuStreamSynchronize", name());
+}
+
+StreamStatus StreamRef::query() const {
+  const auto& core = *context_.device().core();
+  detail::ContextScope scope(core, context_.address(), "StreamRef::query");
   const CUresult r = DRVSHIM_CU(core, cuStreamQuery, native_stream(handle_));
-  if (r == CUDA_SUCCESS) return true;
-  if (r == CUDA_ERROR_NOT_READY) return false;
+  if (r == CUDA_SUCCESS) return StreamStatus::ready;
+  if (r == CUDA_ERROR_NOT_READY) return StreamStatus::not_ready;
   detail::raise(core, static_cast<int>(r), "cuStreamQuery", name());
+}
+
+void StreamRef::wait(const EventRef& event) const {
+  const auto& core = *context_.device().core();
+  detail::ContextScope scope(core, context_.address(), "StreamRef::wait");
+  DRVSHIM_TRY(core, cuStreamWaitEvent, fmt::format("{} waits for {}", name(), event.name()),
+              native_stream(handle_), reinterpret_cast<CUevent>(event.native()), 0u);
+}
+
+void StreamRef::launch_host_func(std::function<void()> callback) const {
+  if (!callback) throw InvalidArgumentError("StreamRef::launch_host_func", "the callback is empty");
+  const auto& core = *context_.device().core();
+  detail::ContextScope scope(core, context_.address(), "StreamRef::launch_host_func");
+  auto cb = std::make_unique<HostCallback>(
+      HostCallback{std::move(callback), context_.device().core(), handle_, name()});
+  DRVSHIM_TRY(core, cuLaunchHostFunc, name(), native_stream(handle_), &run_host_callback, cb.get());
+  (void)cb.release();  // the driver owns the call now; run_host_callback frees it
+  detail::after_submit(core, native_stream(handle_), "cuLaunchHostFunc", name());
 }
 
 Stream::Stream(ContextRef context, std::uintptr_t handle, StreamFlags flags, int priority) noexcept
@@ -107,8 +177,12 @@ Status Stream::destroy(std::nothrow_t) noexcept {
   if (handle_ == 0) return {};
   const auto handle = std::exchange(handle_, 0);
   const auto& core = *context_.device().core();
-  if (!core.cleanup_allowed()) return {};
+  if (!core.cleanup_allowed_in(context_.address())) return {};
   // cuStreamDestroy needs no current context and does not wait for queued work.
+  {
+    std::lock_guard<std::mutex> lock(core.callback_mutex);
+    core.callback_errors.erase(handle);  // a later stream may get the same handle
+  }
   const CUresult r = DRVSHIM_CU(core, cuStreamDestroy, native_stream(handle));
   core.note_result(r);
   if (r != CUDA_SUCCESS) {

@@ -61,6 +61,17 @@ DRVSHIM_FAKE_API int drvshim_fake_live_device_allocations(void);
 DRVSHIM_FAKE_API int drvshim_fake_live_pinned_allocations(void);
 DRVSHIM_FAKE_API int drvshim_fake_live_registrations(void);
 DRVSHIM_FAKE_API int drvshim_fake_live_streams(void);
+/* Streams with controllable completion. A held stream's queued work does not
+ * complete: cuStreamQuery and its events' queries answer CUDA_ERROR_NOT_READY
+ * and host functions wait; releasing (on = 0) or synchronising completes it,
+ * running the host functions in order. */
+DRVSHIM_FAKE_API void drvshim_fake_stream_hold(void* stream, int on);
+/* The stream's next query or synchronize reports `code` as the failure of
+ * earlier work; a sticky code (700, 710, 714-719) also poisons its context:
+ * every later call in it returns the code. */
+DRVSHIM_FAKE_API void drvshim_fake_stream_fail(void* stream, int code);
+DRVSHIM_FAKE_API int drvshim_fake_live_events(void);
+
 /* Frees every device and pinned allocation the fake still holds (after a test
  * made a free fail on purpose). Returns how many there were. */
 DRVSHIM_FAKE_API int drvshim_fake_drop_allocations(void);

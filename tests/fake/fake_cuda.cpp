@@ -7,6 +7,7 @@
 #include <cuda.h>
 
 #include <algorithm>
+#include <chrono>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +17,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fake_control.h"
@@ -49,6 +51,7 @@ struct FakeCtx {
   unsigned flags = 0;
   bool primary = false;
   unsigned long long id = 0;
+  int sticky = 0;  // a poisoning error: every later call in this context returns it
 };
 
 struct Primary {
@@ -73,10 +76,29 @@ struct Registration {
   FakeCtx* ctx = nullptr;
 };
 
+struct FakeEvent;
+
+struct HostFn {
+  CUhostFn fn;
+  void* data;
+};
+
 struct FakeStream {
   FakeCtx* ctx = nullptr;
   unsigned flags = 0;
   int priority = 0;
+  bool held = false;               // queued work does not complete until released (or synchronised)
+  std::vector<HostFn> pending_fns;  // host functions waiting for the stream, in order
+  std::vector<FakeEvent*> pending_events;
+  int fail_with = 0;               // the next query/synchronize reports this asynchronous error
+};
+
+struct FakeEvent {
+  FakeCtx* ctx = nullptr;
+  unsigned flags = 0;
+  bool recorded = false;
+  bool pending = false;
+  std::chrono::steady_clock::time_point at;
 };
 
 struct Injection {
@@ -101,6 +123,7 @@ struct Engine {
   std::map<uintptr_t, Alloc> allocs;             // device, managed, stream-ordered and pinned memory, by base
   std::map<uintptr_t, Registration> registered;  // host registrations, by base
   std::set<FakeStream*> streams;
+  std::set<FakeEvent*> events;
   std::vector<size_t> device_used;
   std::map<std::string, int> proc_status;
   std::map<std::string, unsigned long long> counts;
@@ -289,6 +312,8 @@ void reset_state(Engine& e) {
   e.registered.clear();
   for (FakeStream* st : e.streams) delete st;
   e.streams.clear();
+  for (FakeEvent* ev : e.events) delete ev;
+  e.events.clear();
   e.device_used.assign(e.devices.size(), 0);
   e.initialized = false;
   e.primaries.assign(e.devices.size(), Primary{});
@@ -342,7 +367,7 @@ CUresult enter(Engine& e, const char* api, bool needs_init = true) {
 #define FAKE_ENTER_AS(name, needs_init)                       \
   ensure_profile_from_env();                                  \
   Engine& e = engine();                                       \
-  std::lock_guard<std::mutex> lock(e.mutex);                  \
+  std::unique_lock<std::mutex> lock(e.mutex);                 \
   if (const CUresult r_ = enter(e, name, needs_init); r_ != CUDA_SUCCESS) return r_
 
 #define FAKE_ENTER(name) FAKE_ENTER_AS(name, true)
@@ -637,6 +662,7 @@ CUresult current(Engine& e, FakeCtx** out) {
   auto& stack = ctx_stack(e);
   if (stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
   if (!is_live(e, stack.back())) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+  if (stack.back()->sticky != 0) return static_cast<CUresult>(stack.back()->sticky);
   *out = stack.back();
   return CUDA_SUCCESS;
 }
@@ -736,10 +762,44 @@ CUresult fake_cuStreamCreateWithPriority(CUstream* ps, unsigned flags, int prior
   if (ps == nullptr || flags > 1) return CUDA_ERROR_INVALID_VALUE;
   FakeCtx* ctx = nullptr;
   if (const CUresult r = current(e, &ctx); r != CUDA_SUCCESS) return r;
-  auto* st = new FakeStream{ctx, flags, std::clamp(priority, -5, 0)};
+  auto* st = new FakeStream;
+  st->ctx = ctx;
+  st->flags = flags;
+  st->priority = std::clamp(priority, -5, 0);
   e.streams.insert(st);
   *ps = reinterpret_cast<CUstream>(st);
   return CUDA_SUCCESS;
+}
+
+// Completes a held stream's queued work: events get their time, host
+// functions are returned to be run (in order) after the engine lock is dropped.
+std::vector<HostFn> complete(FakeStream* st) {
+  const auto now = std::chrono::steady_clock::now();
+  for (FakeEvent* ev : st->pending_events) {
+    ev->pending = false;
+    ev->at = now;
+  }
+  st->pending_events.clear();
+  std::vector<HostFn> fns;
+  fns.swap(st->pending_fns);
+  return fns;
+}
+
+void run_host_fns(const std::vector<HostFn>& fns) {
+  for (const auto& f : fns) f.fn(f.data);
+}
+
+FakeStream* user_stream(Engine& e, CUstream s) {
+  auto* st = reinterpret_cast<FakeStream*>(s);
+  return e.streams.count(st) != 0 ? st : nullptr;
+}
+
+// The asynchronous error injected on a stream, reported once; sticky ones poison its context.
+CUresult take_failure(FakeStream* st) {
+  if (st == nullptr || st->fail_with == 0) return CUDA_SUCCESS;
+  const int code = std::exchange(st->fail_with, 0);
+  if (code == 700 || code == 719 || (code >= 714 && code <= 718) || code == 710) st->ctx->sticky = code;
+  return static_cast<CUresult>(code);
 }
 
 CUresult fake_cuStreamDestroy(CUstream s) {
@@ -749,21 +809,161 @@ CUresult fake_cuStreamDestroy(CUstream s) {
     misuse(e, "cuStreamDestroy of a destroyed or unknown stream");
     return CUDA_ERROR_INVALID_HANDLE;
   }
+  // As the driver: destroying a stream with pending work returns at once; the
+  // work still completes (here: right away, after the stream is gone).
+  const auto fns = complete(st);
   e.streams.erase(st);
   delete st;
+  lock.unlock();
+  run_host_fns(fns);
   return CUDA_SUCCESS;
 }
 
 CUresult fake_cuStreamSynchronize(CUstream s) {
   FAKE_ENTER("cuStreamSynchronize");
   FakeCtx* ctx = nullptr;
-  return stream_ctx(e, s, &ctx);
+  if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
+  FakeStream* st = user_stream(e, s);
+  std::vector<HostFn> fns;
+  if (st != nullptr) fns = complete(st);  // synchronising waits for the queued work
+  const CUresult failure = take_failure(st);
+  lock.unlock();
+  run_host_fns(fns);
+  return failure;
 }
 
 CUresult fake_cuStreamQuery(CUstream s) {
   FAKE_ENTER("cuStreamQuery");
   FakeCtx* ctx = nullptr;
-  return stream_ctx(e, s, &ctx);
+  if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
+  FakeStream* st = user_stream(e, s);
+  if (const CUresult failure = take_failure(st); failure != CUDA_SUCCESS) return failure;
+  return st != nullptr && st->held ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+}
+
+CUresult fake_cuLaunchHostFunc(CUstream s, CUhostFn fn, void* data) {
+  FAKE_ENTER("cuLaunchHostFunc");
+  if (fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  FakeCtx* ctx = nullptr;
+  if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
+  FakeStream* st = user_stream(e, s);
+  if (st != nullptr && st->held) {
+    st->pending_fns.push_back(HostFn{fn, data});
+    return CUDA_SUCCESS;
+  }
+  lock.unlock();
+  fn(data);  // the stream is idle: the function runs now, outside the engine lock
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuStreamWaitEvent(CUstream s, CUevent ev, unsigned flags) {
+  FAKE_ENTER("cuStreamWaitEvent");
+  FakeCtx* ctx = nullptr;
+  if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
+  if (e.events.count(reinterpret_cast<FakeEvent*>(ev)) == 0) {
+    misuse(e, "cuStreamWaitEvent on a destroyed or unknown event");
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  return flags > 1 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+// ---- events ----------------------------------------------------------------------------------
+
+FakeEvent* live_event(Engine& e, CUevent ev) {
+  auto* p = reinterpret_cast<FakeEvent*>(ev);
+  return e.events.count(p) != 0 ? p : nullptr;
+}
+
+CUresult fake_cuEventCreate(CUevent* pe, unsigned flags) {
+  FAKE_ENTER("cuEventCreate");
+  if (pe == nullptr || (flags & ~0x7u) != 0) return CUDA_ERROR_INVALID_VALUE;
+  if ((flags & CU_EVENT_INTERPROCESS) != 0 && (flags & CU_EVENT_DISABLE_TIMING) == 0) return CUDA_ERROR_INVALID_VALUE;
+  FakeCtx* ctx = nullptr;
+  if (const CUresult r = current(e, &ctx); r != CUDA_SUCCESS) return r;
+  auto* ev = new FakeEvent;
+  ev->ctx = ctx;
+  ev->flags = flags;
+  e.events.insert(ev);
+  *pe = reinterpret_cast<CUevent>(ev);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuEventDestroy(CUevent ev) {
+  FAKE_ENTER("cuEventDestroy");
+  FakeEvent* p = live_event(e, ev);
+  if (p == nullptr) {
+    misuse(e, "cuEventDestroy of a destroyed or unknown event");
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  for (FakeStream* st : e.streams) {
+    auto& pend = st->pending_events;
+    pend.erase(std::remove(pend.begin(), pend.end(), p), pend.end());
+  }
+  e.events.erase(p);
+  delete p;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuEventRecord(CUevent ev, CUstream s) {
+  FAKE_ENTER("cuEventRecord");
+  FakeEvent* p = live_event(e, ev);
+  if (p == nullptr) {
+    misuse(e, "cuEventRecord of a destroyed or unknown event");
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  FakeCtx* ctx = nullptr;
+  if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
+  p->recorded = true;
+  FakeStream* st = user_stream(e, s);
+  if (st != nullptr && st->held) {
+    p->pending = true;
+    st->pending_events.push_back(p);
+  } else {
+    p->pending = false;
+    p->at = std::chrono::steady_clock::now();
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuEventQuery(CUevent ev) {
+  FAKE_ENTER("cuEventQuery");
+  FakeEvent* p = live_event(e, ev);
+  if (p == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (p->ctx->sticky != 0) return static_cast<CUresult>(p->ctx->sticky);
+  return p->pending ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+}
+
+CUresult fake_cuEventSynchronize(CUevent ev) {
+  FAKE_ENTER("cuEventSynchronize");
+  FakeEvent* p = live_event(e, ev);
+  if (p == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (p->ctx->sticky != 0) return static_cast<CUresult>(p->ctx->sticky);
+  std::vector<HostFn> fns;
+  if (p->pending) {
+    for (FakeStream* st : e.streams) {
+      if (std::find(st->pending_events.begin(), st->pending_events.end(), p) != st->pending_events.end()) {
+        auto more = complete(st);  // waiting for the event waits for its stream's earlier work
+        fns.insert(fns.end(), more.begin(), more.end());
+      }
+    }
+  }
+  lock.unlock();
+  run_host_fns(fns);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuEventElapsedTime(float* ms, CUevent a, CUevent b) {
+  FAKE_ENTER("cuEventElapsedTime");
+  FakeEvent* s0 = live_event(e, a);
+  FakeEvent* s1 = live_event(e, b);
+  if (ms == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (s0 == nullptr || s1 == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (((s0->flags | s1->flags) & CU_EVENT_DISABLE_TIMING) != 0 || !s0->recorded || !s1->recorded) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  if (s0->pending || s1->pending) return CUDA_ERROR_NOT_READY;
+  *ms = std::chrono::duration<float, std::milli>(s1->at - s0->at).count();
+  return CUDA_SUCCESS;
 }
 
 // ---- memory ---------------------------------------------------------------------------------
@@ -1126,6 +1326,14 @@ const std::vector<ProcEntry>& proc_table() {
       {"cuStreamDestroy", 4000, erase_fn(&fake_cuStreamDestroy)},
       {"cuStreamSynchronize", 2000, erase_fn(&fake_cuStreamSynchronize)},
       {"cuStreamQuery", 2000, erase_fn(&fake_cuStreamQuery)},
+      {"cuStreamWaitEvent", 3020, erase_fn(&fake_cuStreamWaitEvent)},
+      {"cuLaunchHostFunc", 10000, erase_fn(&fake_cuLaunchHostFunc)},
+      {"cuEventCreate", 2000, erase_fn(&fake_cuEventCreate)},
+      {"cuEventDestroy", 4000, erase_fn(&fake_cuEventDestroy)},
+      {"cuEventRecord", 2000, erase_fn(&fake_cuEventRecord)},
+      {"cuEventQuery", 2000, erase_fn(&fake_cuEventQuery)},
+      {"cuEventSynchronize", 2000, erase_fn(&fake_cuEventSynchronize)},
+      {"cuEventElapsedTime", 2000, erase_fn(&fake_cuEventElapsedTime)},
       {"cuMemAlloc", 3020, erase_fn(&fake_cuMemAlloc)},
       {"cuMemFree", 3020, erase_fn(&fake_cuMemFree)},
       {"cuMemsetD8", 3020, erase_fn(&fake_cuMemsetD8)},
@@ -1338,6 +1546,33 @@ int drvshim_fake_drop_allocations(void) {
   e.allocs.clear();
   e.device_used.assign(e.devices.size(), 0);
   return n;
+}
+
+void drvshim_fake_stream_hold(void* stream, int on) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::unique_lock<std::mutex> lock(e.mutex);
+  FakeStream* st = user_stream(e, reinterpret_cast<CUstream>(stream));
+  if (st == nullptr) return;
+  st->held = on != 0;
+  if (on != 0) return;
+  const auto fns = complete(st);
+  lock.unlock();
+  run_host_fns(fns);
+}
+
+void drvshim_fake_stream_fail(void* stream, int code) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  if (FakeStream* st = user_stream(e, reinterpret_cast<CUstream>(stream))) st->fail_with = code;
+}
+
+int drvshim_fake_live_events(void) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  return static_cast<int>(e.events.size());
 }
 
 int drvshim_fake_live_registrations(void) {

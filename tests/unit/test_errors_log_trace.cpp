@@ -36,7 +36,7 @@ TEST_F(Errors, CudaErrorCarriesApiCodeNameDescriptionObjectsAndHint) {
                 " [device 0, 1048576 bytes]. Hint: free memory first");
   CudaError async(ErrorDetails{"cuStreamSynchronize", 719, "stream 0x1", "", true});
   EXPECT_TRUE(async.asynchronous());
-  EXPECT_EQ(std::string(async.what()).rfind("asynchronous error, detected at cuStreamSynchronize failed", 0), 0u)
+  EXPECT_EQ(std::string(async.what()).rfind("asynchronous error, detected at cuStreamSynchronize: CUDA_ERROR_LAUNCH_FAILED (719)", 0), 0u)
       << async.what();
 }
 

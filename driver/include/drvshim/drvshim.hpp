@@ -5,6 +5,7 @@
 #include <drvshim/device.hpp>
 #include <drvshim/driver.hpp>
 #include <drvshim/error.hpp>
+#include <drvshim/event.hpp>
 #include <drvshim/export.hpp>
 #include <drvshim/log.hpp>
 #include <drvshim/memory.hpp>

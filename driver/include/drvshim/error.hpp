@@ -13,6 +13,8 @@
 ///      +-- ContextStateError     a context is not in the state the call needs
 ///      +-- InvalidArgumentError  bad input refused before the driver was called
 ///      +-- UnsupportedError      the device or driver lacks the capability (checked before calling)
+///      +-- ContextPoisonedError  an earlier error made the context unusable (illegal address and kin)
+///      +-- HostCallbackError     a host callback queued on a stream threw
 ///      +-- CudaError             the driver returned an error code
 ///           +-- OutOfMemoryError  an allocation failed for lack of memory
 ///
@@ -44,6 +46,8 @@ enum class ErrorKind {
   context_state,
   invalid_argument,
   unsupported,
+  context_poisoned,
+  host_callback,
   cuda,
 };
 
@@ -159,6 +163,26 @@ class DRVSHIM_API UnsupportedError : public Error {
   UnsupportedError(const std::string& api, const std::string& summary, const std::string& objects,
                    const std::string& hint);
 };
+
+/// The context was poisoned by an earlier error that the driver makes sticky
+/// (CUDA_ERROR_ILLEGAL_ADDRESS and its kin): every later call on it fails, so
+/// drvshim fails fast without calling the driver. code() is the original error.
+class DRVSHIM_API ContextPoisonedError : public Error {
+ public:
+  ContextPoisonedError(const std::string& api, int original_code, const std::string& original_api,
+                       const std::string& objects);
+};
+
+/// A host callback (StreamRef::launch_host_func) threw; reported on the next
+/// synchronize of its stream, with the exception's message.
+class DRVSHIM_API HostCallbackError : public Error {
+ public:
+  HostCallbackError(const std::string& api, const std::string& stream, const std::string& message);
+};
+
+/// Whether a CUresult is one the driver makes sticky: after it the context is
+/// unusable (illegal address, launch failure, hardware traps, ...).
+DRVSHIM_API bool is_sticky_error(int code) noexcept;
 
 /// The driver returned an error code.
 class DRVSHIM_API CudaError : public Error {

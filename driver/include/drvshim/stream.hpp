@@ -7,9 +7,18 @@
 #include <drvshim/export.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace drvshim {
+
+class EventRef;
+
+/// What cuStreamQuery says about a stream.
+enum class StreamStatus {
+  ready,      ///< all queued work is done
+  not_ready,  ///< work is still queued or running
+};
 
 /// How a created stream relates to the legacy default stream.
 enum class StreamFlags : unsigned {
@@ -43,10 +52,23 @@ class DRVSHIM_API StreamRef {
   std::string name() const;
 
   /// Waits until all work queued on the stream is done (cuStreamSynchronize).
+  /// An error caused by earlier work is a CudaError marked asynchronous
+  /// ("asynchronous error, detected at cuStreamSynchronize ..."); an exception
+  /// thrown by a host callback of this stream is reported here as a
+  /// HostCallbackError (once).
   void synchronize() const;
-  /// Whether all queued work is done (cuStreamQuery: CUDA_SUCCESS true,
-  /// CUDA_ERROR_NOT_READY false); other results throw.
-  bool ready() const;
+  /// cuStreamQuery: ready or not ready; a failure of earlier work throws like synchronize().
+  StreamStatus query() const;
+  /// query() == StreamStatus::ready.
+  bool ready() const { return query() == StreamStatus::ready; }
+  /// Makes later work on this stream wait until `event` completes (cuStreamWaitEvent).
+  void wait(const EventRef& event) const;
+  /// Queues `callback` to run on a driver thread once earlier work on the
+  /// stream completes (cuLaunchHostFunc). drvshim owns the closure (moved to
+  /// the heap, freed after it runs). The callback must not call CUDA; an
+  /// exception it throws is caught, logged, and reported by the next
+  /// synchronize() of this stream; it never terminates the process.
+  void launch_host_func(std::function<void()> callback) const;
 
   /// Internal.
   StreamRef(ContextRef context, std::uintptr_t handle) noexcept : context_(std::move(context)), handle_(handle) {}

@@ -1,0 +1,112 @@
+#pragma once
+/// @file event.hpp
+/// Events: mark, wait for and time points in streams. An owner (Event), a
+/// view (EventRef), elapsed time as std::chrono durations, and a small timer.
+#include <drvshim/context.hpp>
+#include <drvshim/export.hpp>
+#include <drvshim/stream.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace drvshim {
+
+namespace detail {
+struct EventState;
+}  // namespace detail
+
+/// Flags of cuEventCreate (CU_EVENT_*).
+enum class EventFlags : unsigned {
+  none = 0x0,
+  blocking_sync = 0x1,   ///< synchronize() blocks the thread instead of spinning
+  disable_timing = 0x2,  ///< no timestamps: cheaper, but elapsed() refuses it
+  interprocess = 0x4,    ///< shareable between processes; needs disable_timing
+};
+constexpr EventFlags operator|(EventFlags a, EventFlags b) noexcept {
+  return static_cast<EventFlags>(static_cast<unsigned>(a) | static_cast<unsigned>(b));
+}
+constexpr bool has(EventFlags set, EventFlags flag) noexcept {
+  return (static_cast<unsigned>(set) & static_cast<unsigned>(flag)) != 0;
+}
+/// "blocking_sync|disable_timing", or "none".
+DRVSHIM_API std::string to_string(EventFlags flags);
+
+/// Milliseconds as the driver measures them (about half a microsecond resolution).
+using Milliseconds = std::chrono::duration<double, std::milli>;
+
+/// A non-owning view of an event; valid while its owner lives.
+class DRVSHIM_API EventRef {
+ public:
+  std::uintptr_t native() const noexcept;
+  const ContextRef& context() const noexcept { return context_; }
+  EventFlags flags() const noexcept;
+  /// Whether record() was ever called on this event.
+  bool recorded() const noexcept;
+  /// "event 0x..."
+  std::string name() const;
+
+  /// Captures the work queued so far on `stream` (cuEventRecord).
+  void record(const StreamRef& stream) const;
+  /// Whether the captured work is done (cuEventQuery); errors of that work throw.
+  bool query() const;
+  /// Waits until the captured work is done (cuEventSynchronize).
+  void synchronize() const;
+
+  /// Internal.
+  EventRef(ContextRef context, std::shared_ptr<detail::EventState> state) noexcept
+      : context_(std::move(context)), state_(std::move(state)) {}
+
+ private:
+  ContextRef context_;
+  std::shared_ptr<detail::EventState> state_;
+};
+
+/// The time between two recorded events (cuEventElapsedTime), as a duration.
+/// Throws InvalidArgumentError, before calling the driver, when either event
+/// was created with disable_timing or was never recorded; NOT_READY work throws
+/// CudaError(CUDA_ERROR_NOT_READY).
+DRVSHIM_API Milliseconds elapsed(const EventRef& start, const EventRef& end);
+
+/// An event created by drvshim (move-only owner). Destroying it with work
+/// still pending neither waits nor fails: the driver releases it later.
+class DRVSHIM_API Event {
+ public:
+  /// cuEventCreate. Throws InvalidArgumentError for interprocess without disable_timing.
+  static Event create(const ContextRef& context, EventFlags flags = EventFlags::none);
+
+  Event(Event&& other) noexcept;
+  Event& operator=(Event&& other) noexcept;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  ~Event();
+
+  explicit operator bool() const noexcept;
+  /// A view. Throws InvalidArgumentError on an empty owner.
+  EventRef ref() const;
+  /// cuEventDestroy_v2; the owner becomes empty.
+  void destroy();
+  Status destroy(std::nothrow_t) noexcept;
+
+ private:
+  Event(ContextRef context, std::shared_ptr<detail::EventState> state) noexcept;
+  ContextRef context_;
+  std::shared_ptr<detail::EventState> state_;
+};
+
+/// Times work on a stream: records a start event at construction and an end
+/// event at stop(), which waits for it and returns the elapsed time.
+class DRVSHIM_API EventTimer {
+ public:
+  explicit EventTimer(const StreamRef& stream);
+  /// Records the end event, waits for it, returns end - start.
+  Milliseconds stop();
+
+ private:
+  StreamRef stream_;
+  Event start_;
+  Event end_;
+};
+
+}  // namespace drvshim

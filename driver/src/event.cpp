@@ -1,0 +1,170 @@
+#include <drvshim/event.hpp>
+
+#include <atomic>
+#include <utility>
+
+#include "context_scope.hpp"
+#include "core.hpp"
+#include "log_internal.hpp"
+
+namespace drvshim {
+namespace detail {
+
+struct EventState {
+  std::uintptr_t handle = 0;
+  EventFlags flags = EventFlags::none;
+  std::atomic<bool> recorded{false};
+};
+
+}  // namespace detail
+
+namespace {
+
+CUevent native_event(std::uintptr_t h) noexcept { return reinterpret_cast<CUevent>(h); }
+const detail::DriverCore& core_of(const ContextRef& ctx) noexcept { return *ctx.device().core(); }
+
+}  // namespace
+
+std::string to_string(EventFlags flags) {
+  const unsigned bits = static_cast<unsigned>(flags);
+  if (bits == 0) return "none";
+  std::string out;
+  const auto add = [&](unsigned bit, const char* name) {
+    if ((bits & bit) != 0) out += out.empty() ? name : std::string("|") + name;
+  };
+  add(0x1, "blocking_sync");
+  add(0x2, "disable_timing");
+  add(0x4, "interprocess");
+  return out;
+}
+
+std::uintptr_t EventRef::native() const noexcept { return state_->handle; }
+EventFlags EventRef::flags() const noexcept { return state_->flags; }
+bool EventRef::recorded() const noexcept { return state_->recorded.load(); }
+std::string EventRef::name() const { return fmt::format("event 0x{:x}", state_->handle); }
+
+void EventRef::record(const StreamRef& stream) const {
+  const auto& core = core_of(context_);
+  detail::ContextScope scope(core, context_.address(), "EventRef::record");
+  DRVSHIM_TRY(core, cuEventRecord, fmt::format("{} on {}", name(), stream.name()), native_event(state_->handle),
+              reinterpret_cast<CUstream>(stream.native()));
+  state_->recorded.store(true);
+  detail::after_submit(core, reinterpret_cast<CUstream>(stream.native()), "cuEventRecord", name());
+}
+
+bool EventRef::query() const {
+  const auto& core = core_of(context_);
+  detail::ContextScope scope(core, context_.address(), "EventRef::query");
+  const CUresult r = DRVSHIM_CU(core, cuEventQuery, native_event(state_->handle));
+  if (r == CUDA_SUCCESS) return true;
+  if (r == CUDA_ERROR_NOT_READY) return false;
+  detail::raise(core, static_cast<int>(r), "cuEventQuery", name());
+}
+
+void EventRef::synchronize() const {
+  const auto& core = core_of(context_);
+  detail::ContextScope scope(core, context_.address(), "EventRef::synchronize");
+  DRVSHIM_TRY(core, cuEventSynchronize, name(), native_event(state_->handle));
+}
+
+Milliseconds elapsed(const EventRef& start, const EventRef& end) {
+  for (const EventRef* e : {&start, &end}) {
+    if (has(e->flags(), EventFlags::disable_timing)) {
+      throw InvalidArgumentError("elapsed", fmt::format("{} was created with disable_timing: it has no timestamp", e->name()),
+                                 "create both events with EventFlags::none (or blocking_sync) to time with them");
+    }
+    if (!e->recorded()) {
+      throw InvalidArgumentError("elapsed", fmt::format("{} was never recorded", e->name()),
+                                 "record both events on a stream (EventRef::record) before asking for the time between them");
+    }
+  }
+  const auto& core = core_of(start.context());
+  detail::ContextScope scope(core, start.context().address(), "elapsed");
+  float ms = 0.0f;
+  const std::string objects = fmt::format("from {} to {}", start.name(), end.name());
+  if (core.has(detail::Api::k_cuEventElapsedTime)) {
+    DRVSHIM_TRY(core, cuEventElapsedTime, objects, &ms, native_event(start.native()), native_event(end.native()));
+  } else {
+    core.require_function(detail::Api::k_cuEventElapsedTimeLegacy, "elapsed");
+    DRVSHIM_TRY(core, cuEventElapsedTimeLegacy, objects, &ms, native_event(start.native()), native_event(end.native()));
+  }
+  return Milliseconds(static_cast<double>(ms));
+}
+
+Event::Event(ContextRef context, std::shared_ptr<detail::EventState> state) noexcept
+    : context_(std::move(context)), state_(std::move(state)) {}
+
+Event Event::create(const ContextRef& context, EventFlags flags) {
+  if (has(flags, EventFlags::interprocess) && !has(flags, EventFlags::disable_timing)) {
+    throw InvalidArgumentError("Event::create", "an interprocess event must also disable timing",
+                               "use EventFlags::interprocess | EventFlags::disable_timing");
+  }
+  if ((static_cast<unsigned>(flags) & ~0x7u) != 0) {
+    throw InvalidArgumentError("Event::create", fmt::format("unknown flag bits 0x{:x}", static_cast<unsigned>(flags)));
+  }
+  const auto& core = core_of(context);
+  detail::ContextScope scope(core, context.address(), "Event::create");
+  CUevent ev = nullptr;
+  DRVSHIM_TRY(core, cuEventCreate, fmt::format("flags {}, device {}", to_string(flags), context.device().ordinal()), &ev,
+              static_cast<unsigned>(flags));
+  auto state = std::make_shared<detail::EventState>();
+  state->handle = reinterpret_cast<std::uintptr_t>(ev);
+  state->flags = flags;
+  return Event(context, std::move(state));
+}
+
+Event::Event(Event&& other) noexcept : context_(other.context_), state_(std::move(other.state_)) {}
+
+Event& Event::operator=(Event&& other) noexcept {
+  if (this != &other) {
+    (void)destroy(std::nothrow);
+    context_ = other.context_;
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+Event::~Event() { (void)destroy(std::nothrow); }
+
+Event::operator bool() const noexcept { return state_ != nullptr && state_->handle != 0; }
+
+EventRef Event::ref() const {
+  if (!*this) {
+    throw InvalidArgumentError("Event::ref", "this Event is empty (moved from or destroyed)", "create one with Event::create()");
+  }
+  return EventRef(context_, state_);
+}
+
+void Event::destroy() {
+  const Status s = destroy(std::nothrow);
+  if (!s.ok()) detail::raise(core_of(context_), s.code(), s.api(), "event");
+}
+
+Status Event::destroy(std::nothrow_t) noexcept {
+  if (!*this) return {};
+  const auto handle = std::exchange(state_->handle, 0);
+  state_.reset();
+  const auto& core = core_of(context_);
+  if (!core.cleanup_allowed_in(context_.address())) return {};
+  // cuEventDestroy does not wait for the recorded work; the driver frees the event when it completes.
+  const CUresult r = DRVSHIM_CU(core, cuEventDestroy, native_event(handle));
+  core.note_result(r);
+  if (r != CUDA_SUCCESS) {
+    detail::logf(log::Level::warn, "cuEventDestroy(0x{:x}) failed with {} ({})", handle,
+                 result_name(static_cast<int>(r)), static_cast<int>(r));
+  }
+  return Status("cuEventDestroy", static_cast<int>(r));
+}
+
+EventTimer::EventTimer(const StreamRef& stream)
+    : stream_(stream), start_(Event::create(stream.context())), end_(Event::create(stream.context())) {
+  start_.ref().record(stream_);
+}
+
+Milliseconds EventTimer::stop() {
+  end_.ref().record(stream_);
+  end_.ref().synchronize();
+  return elapsed(start_.ref(), end_.ref());
+}
+
+}  // namespace drvshim
