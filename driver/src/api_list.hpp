@@ -76,4 +76,17 @@
   X(cuMemAllocManaged, cuMemAllocManaged, 6000, Required)                \
   X(cuMemAllocAsync, cuMemAllocAsync, 11020, Optional)                   \
   X(cuMemFreeAsync, cuMemFreeAsync, 11020, Optional)                     \
-  X(cuPointerGetAttributes, cuPointerGetAttributes, 7000, Required)
+  X(cuPointerGetAttributes, cuPointerGetAttributes, 7000, Required)      \
+  X(cuModuleLoadDataEx, cuModuleLoadDataEx, 2010, Required)              \
+  X(cuModuleUnload, cuModuleUnload, 2000, Required)                      \
+  X(cuModuleGetFunction, cuModuleGetFunction, 2000, Required)            \
+  X(cuModuleGetGlobal, cuModuleGetGlobal, 3020, Required)                \
+  X(cuModuleGetFunctionCount, cuModuleGetFunctionCount, 12040, Optional) \
+  X(cuModuleEnumerateFunctions, cuModuleEnumerateFunctions, 12040, Optional) \
+  X(cuModuleGetLoadingMode, cuModuleGetLoadingMode, 11070, Optional)     \
+  X(cuFuncGetName, cuFuncGetName, 12030, Optional)                       \
+  X(cuFuncGetParamInfo, cuFuncGetParamInfo, 12040, Optional)             \
+  X(cuFuncGetAttribute, cuFuncGetAttribute, 2020, Required)              \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor, cuOccupancyMaxActiveBlocksPerMultiprocessor, 6050, Required) \
+  X(cuLaunchKernel, cuLaunchKernel, 4000, Required)                      \
+  X(cuLaunchKernelEx, cuLaunchKernelEx, 11060, Optional)

@@ -72,6 +72,21 @@ DRVSHIM_FAKE_API void drvshim_fake_stream_hold(void* stream, int on);
 DRVSHIM_FAKE_API void drvshim_fake_stream_fail(void* stream, int code);
 DRVSHIM_FAKE_API int drvshim_fake_live_events(void);
 
+/* Kernels. The fake loads PTX (entry names, parameter sizes and globals are
+ * parsed from the text; CUBIN and fatbin images are refused with
+ * CUDA_ERROR_INVALID_IMAGE) and runs kernels through CPU implementations
+ * registered by entry name; a launch of an unregistered kernel does nothing. */
+typedef struct drvshim_fake_launch {
+  unsigned grid[3];
+  unsigned block[3];
+  unsigned shared_bytes;
+} drvshim_fake_launch;
+typedef void (*drvshim_fake_kernel_fn)(const drvshim_fake_launch* launch, void** args);
+DRVSHIM_FAKE_API void drvshim_fake_register_kernel(const char* name, drvshim_fake_kernel_fn fn);
+DRVSHIM_FAKE_API int drvshim_fake_live_modules(void);
+/* Launches made so far (since the last reset). */
+DRVSHIM_FAKE_API unsigned long long drvshim_fake_launch_count(void);
+
 /* Frees every device and pinned allocation the fake still holds (after a test
  * made a free fail on purpose). Returns how many there were. */
 DRVSHIM_FAKE_API int drvshim_fake_drop_allocations(void);

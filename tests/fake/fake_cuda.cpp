@@ -61,7 +61,7 @@ struct Primary {
   FakeCtx* ctx = nullptr;
 };
 
-enum class AllocKind { device, managed, async_pool, pinned };
+enum class AllocKind { device, managed, async_pool, pinned, module_global };
 
 struct Alloc {
   size_t size = 0;
@@ -101,6 +101,20 @@ struct FakeEvent {
   std::chrono::steady_clock::time_point at;
 };
 
+struct FakeFunction;
+
+struct FakeModule {
+  FakeCtx* ctx = nullptr;
+  std::vector<FakeFunction*> functions;
+  std::map<std::string, std::pair<uintptr_t, size_t>> globals;
+};
+
+struct FakeFunction {
+  FakeModule* module = nullptr;
+  std::string name;
+  std::vector<std::pair<size_t, size_t>> params;  // offset, size
+};
+
 struct Injection {
   std::string api;
   int remaining;  // calls of `api` still to pass before the failing one
@@ -124,6 +138,9 @@ struct Engine {
   std::map<uintptr_t, Registration> registered;  // host registrations, by base
   std::set<FakeStream*> streams;
   std::set<FakeEvent*> events;
+  std::set<FakeModule*> modules;
+  std::map<std::string, drvshim_fake_kernel_fn> kernels;  // CPU implementations, by entry name
+  unsigned long long launches = 0;
   std::vector<size_t> device_used;
   std::map<std::string, int> proc_status;
   std::map<std::string, unsigned long long> counts;
@@ -314,6 +331,12 @@ void reset_state(Engine& e) {
   e.streams.clear();
   for (FakeEvent* ev : e.events) delete ev;
   e.events.clear();
+  for (FakeModule* m : e.modules) {
+    for (FakeFunction* f : m->functions) delete f;
+    delete m;  // its globals were freed with the allocations above
+  }
+  e.modules.clear();
+  e.launches = 0;
   e.device_used.assign(e.devices.size(), 0);
   e.initialized = false;
   e.primaries.assign(e.devices.size(), Primary{});
@@ -1017,7 +1040,8 @@ CUresult new_alloc(Engine& e, FakeCtx* ctx, size_t size, AllocKind kind, unsigne
 
 CUresult free_alloc(Engine& e, uintptr_t p, bool pinned, const char* api) {
   auto it = e.allocs.find(p);
-  if (it == e.allocs.end() || (it->second.kind == AllocKind::pinned) != pinned) {
+  if (it == e.allocs.end() || (it->second.kind == AllocKind::pinned) != pinned ||
+      it->second.kind == AllocKind::module_global) {
     misuse(e, std::string(api) + " of a pointer that is not a live allocation of that kind");
     return CUDA_ERROR_INVALID_VALUE;
   }
@@ -1271,6 +1295,297 @@ CUresult fake_cuPointerGetAttributes(unsigned n, CUpointer_attribute* attrs, voi
   return CUDA_SUCCESS;
 }
 
+
+// ---- modules and launches ------------------------------------------------------------------------
+
+size_t ptx_type_size(const std::string& t) {
+  if (t == ".u64" || t == ".s64" || t == ".b64" || t == ".f64") return 8;
+  if (t == ".u32" || t == ".s32" || t == ".b32" || t == ".f32") return 4;
+  if (t == ".u16" || t == ".s16" || t == ".b16" || t == ".f16") return 2;
+  if (t == ".u8" || t == ".s8" || t == ".b8") return 1;
+  return 0;
+}
+
+// One declaration such as ".param .align 8 .b8 p[24]" or ".global .u32 counter":
+// returns (size, alignment), or (0, 0) when it cannot be read.
+std::pair<size_t, size_t> ptx_decl(const std::string& decl) {
+  std::vector<std::string> words;
+  std::string w;
+  for (char c : decl) {
+    if (c == ' ' || c == '\t' || c == ',' || c == ';') {
+      if (!w.empty()) words.push_back(w);
+      w.clear();
+    } else {
+      w += c;
+    }
+  }
+  if (!w.empty()) words.push_back(w);
+  size_t align = 0;
+  size_t elem = 0;
+  size_t count = 1;
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (words[i] == ".align" && i + 1 < words.size()) align = std::strtoul(words[i + 1].c_str(), nullptr, 10);
+    if (const size_t sz = ptx_type_size(words[i]); sz != 0) elem = sz;
+    const auto lb = words[i].find('[');
+    if (lb != std::string::npos && elem != 0) count = std::strtoul(words[i].c_str() + lb + 1, nullptr, 10);
+  }
+  if (elem == 0) return {0, 0};
+  return {elem * count, align != 0 ? align : elem};
+}
+
+std::string ptx_name(const std::string& decl) {
+  // The last word, without an array suffix.
+  auto end = decl.find_last_not_of(" \t;,)");
+  if (end == std::string::npos) return {};
+  auto start = decl.find_last_of(" \t", end);
+  std::string name = decl.substr(start == std::string::npos ? 0 : start + 1, end - (start == std::string::npos ? 0 : start + 1) + 1);
+  if (auto lb = name.find('['); lb != std::string::npos) name.resize(lb);
+  return name;
+}
+
+// Parses entries and globals; returns an error text for unreadable PTX.
+std::string parse_ptx(const std::string& ptx, FakeModule& m) {
+  if (ptx.find(".version") == std::string::npos) return "ptxas fatal : Parsing error: missing .version directive";
+  if (const auto bad = ptx.find("syntax_error"); bad != std::string::npos) {
+    const auto line = 1 + std::count(ptx.begin(), ptx.begin() + static_cast<long>(bad), '\n');
+    return "ptxas application ptx input, line " + std::to_string(line) + "; fatal   : Parsing error near 'syntax_error': syntax error";
+  }
+  size_t pos = 0;
+  while ((pos = ptx.find(".entry", pos)) != std::string::npos) {
+    const auto open = ptx.find('(', pos);
+    const auto close = ptx.find(')', open);
+    if (open == std::string::npos || close == std::string::npos) return "ptxas fatal : unterminated .entry";
+    auto* f = new FakeFunction;
+    f->module = &m;
+    std::string head = ptx.substr(pos + 6, open - pos - 6);
+    head.erase(0, head.find_first_not_of(" \t\n"));
+    head.erase(head.find_last_not_of(" \t\n") + 1);
+    f->name = head;
+    size_t offset = 0;
+    std::string params = ptx.substr(open + 1, close - open - 1);
+    size_t p = 0;
+    while ((p = params.find(".param", p)) != std::string::npos) {
+      const auto end = params.find_first_of(",", p);
+      const auto decl = params.substr(p + 6, (end == std::string::npos ? params.size() : end) - p - 6);
+      const auto [size, align] = ptx_decl(decl);
+      if (size == 0) {
+        delete f;
+        return "ptxas fatal : unreadable parameter '" + decl + "'";
+      }
+      offset = (offset + align - 1) / align * align;
+      f->params.emplace_back(offset, size);
+      offset += size;
+      p += 6;
+    }
+    m.functions.push_back(f);
+    pos = close;
+  }
+  pos = 0;
+  while ((pos = ptx.find(".global", pos)) != std::string::npos) {
+    const auto end = ptx.find(';', pos);
+    const auto decl = ptx.substr(pos + 7, end - pos - 7);
+    pos = end;
+    const auto [size, align] = ptx_decl(decl);
+    if (size == 0) continue;
+    void* mem = std::calloc(1, size);
+    m.globals[ptx_name(decl)] = {reinterpret_cast<uintptr_t>(mem), size};
+  }
+  return {};
+}
+
+void write_log(unsigned n, CUjit_option* opts, void** values, CUjit_option buffer, CUjit_option size_opt,
+               const std::string& text) {
+  char* buf = nullptr;
+  size_t cap = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    if (opts[i] == buffer) buf = static_cast<char*>(values[i]);
+    if (opts[i] == size_opt) cap = reinterpret_cast<uintptr_t>(values[i]);
+  }
+  if (buf != nullptr && cap > 0) std::snprintf(buf, cap, "%s", text.c_str());
+}
+
+CUresult fake_cuModuleLoadDataEx(CUmodule* pm, const void* image, unsigned n, CUjit_option* opts, void** values) {
+  FAKE_ENTER("cuModuleLoadDataEx");
+  if (pm == nullptr || image == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  FakeCtx* ctx = nullptr;
+  if (const CUresult r = current(e, &ctx); r != CUDA_SUCCESS) return r;
+  const auto* bytes = static_cast<const unsigned char*>(image);
+  if (bytes[0] == 0x7f || (bytes[0] == 0x50 && bytes[1] == 0xed)) return CUDA_ERROR_INVALID_IMAGE;
+  const std::string ptx(static_cast<const char*>(image));
+  auto* m = new FakeModule;
+  m->ctx = ctx;
+  const std::string error = parse_ptx(ptx, *m);
+  for (unsigned i = 0; i < n; ++i) {
+    if (opts[i] == CU_JIT_WALL_TIME) *static_cast<float*>(values[i]) = 0.25f;
+  }
+  if (!error.empty()) {
+    for (FakeFunction* f : m->functions) delete f;
+    for (auto& [name, g] : m->globals) std::free(reinterpret_cast<void*>(g.first));
+    delete m;
+    write_log(n, opts, values, CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, error);
+    return CUDA_ERROR_INVALID_PTX;
+  }
+  write_log(n, opts, values, CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+            "ptxas info    : fake JIT: " + std::to_string(m->functions.size()) + " entry function(s)");
+  // Globals are device memory of the module: copies and memsets may target them.
+  for (const auto& [name, g] : m->globals) e.allocs[g.first] = Alloc{g.second, AllocKind::module_global, ctx, 0};
+  e.modules.insert(m);
+  *pm = reinterpret_cast<CUmodule>(m);
+  return CUDA_SUCCESS;
+}
+
+FakeModule* live_module(Engine& e, CUmodule m) {
+  auto* p = reinterpret_cast<FakeModule*>(m);
+  return e.modules.count(p) != 0 ? p : nullptr;
+}
+
+FakeFunction* live_function(Engine& e, CUfunction f) {
+  auto* p = reinterpret_cast<FakeFunction*>(f);
+  for (FakeModule* m : e.modules) {
+    if (std::find(m->functions.begin(), m->functions.end(), p) != m->functions.end()) return p;
+  }
+  return nullptr;
+}
+
+CUresult fake_cuModuleUnload(CUmodule hm) {
+  FAKE_ENTER("cuModuleUnload");
+  FakeModule* m = live_module(e, hm);
+  if (m == nullptr) {
+    misuse(e, "cuModuleUnload of an unloaded or unknown module");
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  for (FakeFunction* f : m->functions) delete f;
+  for (auto& [name, g] : m->globals) {
+    e.allocs.erase(g.first);
+    std::free(reinterpret_cast<void*>(g.first));
+  }
+  e.modules.erase(m);
+  delete m;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuModuleGetFunction(CUfunction* pf, CUmodule hm, const char* name) {
+  FAKE_ENTER("cuModuleGetFunction");
+  FakeModule* m = live_module(e, hm);
+  if (pf == nullptr || name == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (m == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  for (FakeFunction* f : m->functions) {
+    if (f->name == name) {
+      *pf = reinterpret_cast<CUfunction>(f);
+      return CUDA_SUCCESS;
+    }
+  }
+  return CUDA_ERROR_NOT_FOUND;
+}
+
+CUresult fake_cuModuleGetGlobal(CUdeviceptr* dptr, size_t* bytes, CUmodule hm, const char* name) {
+  FAKE_ENTER("cuModuleGetGlobal");
+  FakeModule* m = live_module(e, hm);
+  if (m == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  auto it = m->globals.find(name != nullptr ? name : "");
+  if (it == m->globals.end()) return CUDA_ERROR_NOT_FOUND;
+  if (dptr != nullptr) *dptr = it->second.first;
+  if (bytes != nullptr) *bytes = it->second.second;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuModuleGetFunctionCount(unsigned* count, CUmodule hm) {
+  FAKE_ENTER("cuModuleGetFunctionCount");
+  FakeModule* m = live_module(e, hm);
+  if (m == nullptr || count == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *count = static_cast<unsigned>(m->functions.size());
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuModuleEnumerateFunctions(CUfunction* fs, unsigned n, CUmodule hm) {
+  FAKE_ENTER("cuModuleEnumerateFunctions");
+  FakeModule* m = live_module(e, hm);
+  if (m == nullptr || fs == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  for (unsigned i = 0; i < n && i < m->functions.size(); ++i) fs[i] = reinterpret_cast<CUfunction>(m->functions[i]);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuModuleGetLoadingMode(CUmoduleLoadingMode* mode) {
+  FAKE_ENTER("cuModuleGetLoadingMode");
+  if (mode == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *mode = CU_MODULE_LAZY_LOADING;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuFuncGetName(const char** name, CUfunction hf) {
+  FAKE_ENTER("cuFuncGetName");
+  FakeFunction* f = live_function(e, hf);
+  if (f == nullptr || name == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  *name = f->name.c_str();
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuFuncGetParamInfo(CUfunction hf, size_t index, size_t* offset, size_t* size) {
+  FAKE_ENTER("cuFuncGetParamInfo");
+  FakeFunction* f = live_function(e, hf);
+  if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (index >= f->params.size()) return CUDA_ERROR_INVALID_VALUE;
+  if (offset != nullptr) *offset = f->params[index].first;
+  if (size != nullptr) *size = f->params[index].second;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuFuncGetAttribute(int* value, CUfunction_attribute attribute, CUfunction hf) {
+  FAKE_ENTER("cuFuncGetAttribute");
+  if (live_function(e, hf) == nullptr || value == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  switch (attribute) {
+    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *value = 1024; break;
+    case CU_FUNC_ATTRIBUTE_NUM_REGS: *value = 32; break;
+    default: *value = 0;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, CUfunction hf, int block_size, size_t) {
+  FAKE_ENTER("cuOccupancyMaxActiveBlocksPerMultiprocessor");
+  if (live_function(e, hf) == nullptr || blocks == nullptr || block_size <= 0) return CUDA_ERROR_INVALID_VALUE;
+  *blocks = std::min(32, 2048 / block_size);
+  return CUDA_SUCCESS;
+}
+
+CUresult do_launch(Engine& e, std::unique_lock<std::mutex>& lock, CUfunction hf, const unsigned grid[3],
+                   const unsigned block[3], unsigned shared, CUstream s, void** args) {
+  FakeFunction* f = live_function(e, hf);
+  if (f == nullptr) {
+    misuse(e, "launch of a function whose module is unloaded or unknown");
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  FakeCtx* ctx = nullptr;
+  if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
+  if (block[0] * block[1] * block[2] > 1024 || grid[0] * grid[1] * grid[2] == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (!f->params.empty() && args == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ++e.launches;
+  auto it = e.kernels.find(f->name);
+  if (it == e.kernels.end()) return CUDA_SUCCESS;
+  const drvshim_fake_kernel_fn impl = it->second;
+  drvshim_fake_launch launch{{grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]}, shared};
+  lock.unlock();
+  impl(&launch, args);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                             unsigned bz, unsigned shared, CUstream s, void** args, void** extra) {
+  FAKE_ENTER("cuLaunchKernel");
+  if (extra != nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  const unsigned grid[3] = {gx, gy, gz};
+  const unsigned block[3] = {bx, by, bz};
+  return do_launch(e, lock, f, grid, block, shared, s, args);
+}
+
+CUresult fake_cuLaunchKernelEx(const CUlaunchConfig* c, CUfunction f, void** args, void** extra) {
+  FAKE_ENTER("cuLaunchKernelEx");
+  if (c == nullptr || extra != nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const unsigned grid[3] = {c->gridDimX, c->gridDimY, c->gridDimZ};
+  const unsigned block[3] = {c->blockDimX, c->blockDimY, c->blockDimZ};
+  return do_launch(e, lock, f, grid, block, c->sharedMemBytes, c->hStream, args);
+}
+
 // ---- cuGetProcAddress ----------------------------------------------------------------
 
 struct ProcEntry {
@@ -1357,6 +1672,19 @@ const std::vector<ProcEntry>& proc_table() {
       {"cuMemAllocAsync", 11020, erase_fn(&fake_cuMemAllocAsync)},
       {"cuMemFreeAsync", 11020, erase_fn(&fake_cuMemFreeAsync)},
       {"cuPointerGetAttributes", 7000, erase_fn(&fake_cuPointerGetAttributes)},
+      {"cuModuleLoadDataEx", 2010, erase_fn(&fake_cuModuleLoadDataEx)},
+      {"cuModuleUnload", 2000, erase_fn(&fake_cuModuleUnload)},
+      {"cuModuleGetFunction", 2000, erase_fn(&fake_cuModuleGetFunction)},
+      {"cuModuleGetGlobal", 3020, erase_fn(&fake_cuModuleGetGlobal)},
+      {"cuModuleGetFunctionCount", 12040, erase_fn(&fake_cuModuleGetFunctionCount)},
+      {"cuModuleEnumerateFunctions", 12040, erase_fn(&fake_cuModuleEnumerateFunctions)},
+      {"cuModuleGetLoadingMode", 11070, erase_fn(&fake_cuModuleGetLoadingMode)},
+      {"cuFuncGetName", 12030, erase_fn(&fake_cuFuncGetName)},
+      {"cuFuncGetParamInfo", 12040, erase_fn(&fake_cuFuncGetParamInfo)},
+      {"cuFuncGetAttribute", 2020, erase_fn(&fake_cuFuncGetAttribute)},
+      {"cuOccupancyMaxActiveBlocksPerMultiprocessor", 6050, erase_fn(&fake_cuOccupancyMaxActiveBlocksPerMultiprocessor)},
+      {"cuLaunchKernel", 4000, erase_fn(&fake_cuLaunchKernel)},
+      {"cuLaunchKernelEx", 11060, erase_fn(&fake_cuLaunchKernelEx)},
   };
   return table;
 }
@@ -1541,9 +1869,16 @@ int drvshim_fake_drop_allocations(void) {
   ensure_profile_from_env();
   Engine& e = engine();
   std::lock_guard<std::mutex> lock(e.mutex);
-  const int n = static_cast<int>(e.allocs.size());
-  for (auto& [base, a] : e.allocs) std::free(reinterpret_cast<void*>(base));
-  e.allocs.clear();
+  int n = 0;
+  for (auto it = e.allocs.begin(); it != e.allocs.end();) {
+    if (it->second.kind == AllocKind::module_global) {  // belongs to a loaded module
+      ++it;
+      continue;
+    }
+    std::free(reinterpret_cast<void*>(it->first));
+    it = e.allocs.erase(it);
+    ++n;
+  }
   e.device_used.assign(e.devices.size(), 0);
   return n;
 }
@@ -1573,6 +1908,27 @@ int drvshim_fake_live_events(void) {
   Engine& e = engine();
   std::lock_guard<std::mutex> lock(e.mutex);
   return static_cast<int>(e.events.size());
+}
+
+void drvshim_fake_register_kernel(const char* name, drvshim_fake_kernel_fn fn) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  e.kernels[name] = fn;
+}
+
+int drvshim_fake_live_modules(void) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  return static_cast<int>(e.modules.size());
+}
+
+unsigned long long drvshim_fake_launch_count(void) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  return e.launches;
 }
 
 int drvshim_fake_live_registrations(void) {

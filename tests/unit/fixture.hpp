@@ -75,6 +75,7 @@ class FakeDriverTest : public ::testing::Test {
     EXPECT_EQ(drvshim_fake_live_registrations(), 0) << "a host registration leaked";
     EXPECT_EQ(drvshim_fake_live_streams(), 0) << "a stream leaked";
     EXPECT_EQ(drvshim_fake_live_events(), 0) << "an event leaked";
+    EXPECT_EQ(drvshim_fake_live_modules(), 0) << "a module leaked";
     for (int d = 0; d < 2; ++d) {
       const int refs = drvshim_fake_primary_refcount(d);
       if (refs >= 0) {

@@ -9,6 +9,7 @@
 #include <drvshim/export.hpp>
 #include <drvshim/log.hpp>
 #include <drvshim/memory.hpp>
+#include <drvshim/module.hpp>
 #include <drvshim/nvrtc.hpp>
 #include <drvshim/stream.hpp>
 #include <drvshim/trace.hpp>

@@ -1,0 +1,166 @@
+#pragma once
+/// @file module.hpp
+/// Modules and kernels: load compiled GPU code (CUBIN, PTX, fatbin) with the
+/// JIT's logs captured, find kernels by name (a missing one lists what the
+/// module has), read their attributes and parameter layout, and launch them:
+/// a typed launch that checks the arguments against the kernel's real
+/// parameter layout before the driver sees them, and a raw launch.
+#include <drvshim/context.hpp>
+#include <drvshim/export.hpp>
+#include <drvshim/memory.hpp>
+#include <drvshim/stream.hpp>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace drvshim {
+
+namespace detail {
+struct ModuleState;
+struct KernelState;
+}  // namespace detail
+
+/// What a module image is.
+enum class ModuleFormat { cubin, ptx, fatbin };
+DRVSHIM_API const char* to_string(ModuleFormat format) noexcept;
+
+/// Recognises an image by its contents: ELF (CUBIN), the fatbin magic, or PTX
+/// text. Throws InvalidArgumentError for anything else (and for an empty image).
+DRVSHIM_API ModuleFormat detect_module_format(std::span<const std::byte> image);
+
+/// The JIT's output for a module load: its info and error logs and wall time.
+struct JitLog {
+  std::string info;
+  std::string error;
+  float wall_ms = 0.0f;
+};
+
+/// cuModuleGetLoadingMode: "lazy" or "eager" (CUDA_MODULE_LOADING); "unknown"
+/// when the driver predates the query.
+DRVSHIM_API std::string module_loading_mode(const class Driver& driver);
+
+/// One kernel parameter: its offset and size in the parameter buffer.
+struct ParamInfo {
+  std::size_t offset = 0;
+  std::size_t size = 0;
+};
+
+/// Grid or block dimensions.
+struct Dim3 {
+  unsigned x = 1, y = 1, z = 1;
+  std::uint64_t count() const noexcept { return std::uint64_t{x} * y * z; }
+};
+
+/// How to launch: grid, block, dynamic shared memory, stream, and optionally
+/// cluster dimensions (then cuLaunchKernelEx is used).
+struct LaunchConfig {
+  Dim3 grid;
+  Dim3 block;
+  unsigned shared_bytes = 0;
+  std::optional<StreamRef> stream;  ///< empty: the legacy default stream of the kernel's context
+  std::optional<Dim3> cluster;
+};
+
+/// A kernel of a loaded module: a cheap view that caches what it read (the
+/// parameter layout and the block limit are read once per kernel).
+class DRVSHIM_API Kernel {
+ public:
+  const std::string& name() const noexcept;
+  std::uintptr_t native() const noexcept;
+  const ContextRef& context() const noexcept { return context_; }
+
+  /// cuFuncGetAttribute for the common attributes.
+  int registers() const;
+  int static_shared_bytes() const;
+  int max_threads_per_block() const;
+  int local_bytes() const;
+  /// cuOccupancyMaxActiveBlocksPerMultiprocessor.
+  int max_active_blocks_per_sm(unsigned block_threads, std::size_t dynamic_shared_bytes = 0) const;
+  /// The parameter layout from cuFuncGetParamInfo (CUDA 12.4+); std::nullopt
+  /// ("unknown") where the driver cannot tell.
+  const std::optional<std::vector<ParamInfo>>& params() const;
+
+  /// Internal.
+  Kernel(ContextRef context, std::shared_ptr<detail::KernelState> state) noexcept
+      : context_(std::move(context)), state_(std::move(state)) {}
+  const std::shared_ptr<detail::KernelState>& state() const noexcept { return state_; }
+
+ private:
+  ContextRef context_;
+  std::shared_ptr<detail::KernelState> state_;
+};
+
+/// A loaded module (move-only owner; cuModuleUnload on destruction). Its
+/// kernels must not be launched after it is unloaded.
+class DRVSHIM_API Module {
+ public:
+  /// cuModuleLoadDataEx with JIT options capturing the info and error logs and
+  /// the wall time. A failed load throws CudaError whose message carries the
+  /// JIT error log. PTX is checked to be NUL-terminated text.
+  static Module load(const ContextRef& context, std::span<const std::byte> image);
+  /// Reads `path` and loads it. Throws InvalidArgumentError naming the path when it cannot be read.
+  static Module load_file(const ContextRef& context, const std::string& path);
+
+  Module(Module&&) noexcept;
+  Module& operator=(Module&&) noexcept;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+  ~Module();
+
+  explicit operator bool() const noexcept;
+  ModuleFormat format() const noexcept;
+  const JitLog& jit_log() const noexcept;
+  /// The kernels the module has (cuModuleEnumerateFunctions, CUDA 12.4+); empty when unknown.
+  std::vector<std::string> kernel_names() const;
+  /// cuModuleGetFunction. A missing name throws InvalidArgumentError listing
+  /// the module's kernels where the driver can enumerate them.
+  Kernel kernel(const std::string& name) const;
+  /// cuModuleGetGlobal as a typed device view (its size must be a multiple of sizeof(T)).
+  template <class T>
+  DeviceSpan<T> global(const std::string& name) const {
+    const auto [address, bytes] = global_bytes(name);
+    if (bytes % sizeof(T) != 0) throw_global_size(name, bytes, sizeof(T));
+    return DeviceSpan<T>(context_, address, bytes / sizeof(T), 0);
+  }
+  /// cuModuleUnload; the owner becomes empty.
+  void unload();
+  Status unload(std::nothrow_t) noexcept;
+
+ private:
+  Module(ContextRef context, std::shared_ptr<detail::ModuleState> state) noexcept;
+  std::pair<DevicePtr, std::size_t> global_bytes(const std::string& name) const;
+  [[noreturn]] static void throw_global_size(const std::string& name, std::size_t bytes, std::size_t element);
+  ContextRef context_;
+  std::shared_ptr<detail::ModuleState> state_;
+};
+
+/// Launches with arguments the caller packed: `args[i]` points at parameter i
+/// (cuLaunchKernel, or cuLaunchKernelEx with a cluster). The block size is
+/// checked against the kernel's limit before the launch.
+DRVSHIM_API void launch_raw(const Kernel& kernel, const LaunchConfig& config, void** args);
+
+namespace detail {
+DRVSHIM_API void check_launch_args(const Kernel& kernel, std::span<const std::size_t> sizes);
+}  // namespace detail
+
+/// Launches with C++ arguments. Where the kernel's parameter layout is known,
+/// their count and sizes are checked first: a mismatch throws
+/// InvalidArgumentError naming the argument index and the expected and given
+/// sizes, and the driver is not called. Pass device views as their address()
+/// (a DevicePtr) or as raw pointers.
+template <class... Args>
+void launch(const Kernel& kernel, const LaunchConfig& config, const Args&... args) {
+  static_assert((std::is_trivially_copyable_v<Args> && ...), "kernel arguments must be trivially copyable");
+  const std::array<std::size_t, sizeof...(Args)> sizes{sizeof(Args)...};
+  detail::check_launch_args(kernel, sizes);
+  std::array<void*, sizeof...(Args) + 1> pointers{const_cast<void*>(static_cast<const void*>(&args))..., nullptr};
+  launch_raw(kernel, config, pointers.data());
+}
+
+}  // namespace drvshim

@@ -1,0 +1,357 @@
+#include <drvshim/driver.hpp>
+#include <drvshim/module.hpp>
+
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <mutex>
+#include <utility>
+
+#include "context_scope.hpp"
+#include "core.hpp"
+#include "log_internal.hpp"
+#include "trace_internal.hpp"
+
+namespace drvshim {
+namespace detail {
+
+struct ModuleState {
+  std::uintptr_t handle = 0;
+  ModuleFormat format = ModuleFormat::ptx;
+  JitLog log;
+};
+
+struct KernelState {
+  std::uintptr_t function = 0;
+  std::string name;
+  std::optional<std::vector<ParamInfo>> params;  // read once, at lookup
+  int max_threads = 0;                           // read once, at lookup
+};
+
+}  // namespace detail
+
+namespace {
+
+const detail::DriverCore& core_of(const ContextRef& ctx) noexcept { return *ctx.device().core(); }
+CUfunction fn(const Kernel& k) noexcept { return reinterpret_cast<CUfunction>(k.native()); }
+CUmodule mod(std::uintptr_t h) noexcept { return reinterpret_cast<CUmodule>(h); }
+
+constexpr std::uint32_t kFatbinMagic = 0xBA55ED50u;
+
+int function_attribute(const Kernel& k, CUfunction_attribute attribute, const char* what) {
+  const auto& core = core_of(k.context());
+  detail::ContextScope scope(core, k.context().address(), "Kernel attribute");
+  int value = 0;
+  DRVSHIM_TRY(core, cuFuncGetAttribute, fmt::format("kernel {}, attribute {}", k.name(), what), &value, attribute, fn(k));
+  return value;
+}
+
+}  // namespace
+
+const char* to_string(ModuleFormat format) noexcept {
+  switch (format) {
+    case ModuleFormat::cubin: return "cubin";
+    case ModuleFormat::ptx: return "ptx";
+    case ModuleFormat::fatbin: return "fatbin";
+  }
+  return "unknown";
+}
+
+ModuleFormat detect_module_format(std::span<const std::byte> image) {
+  if (image.size() >= 4) {
+    const auto* b = reinterpret_cast<const unsigned char*>(image.data());
+    if (b[0] == 0x7f && b[1] == 'E' && b[2] == 'L' && b[3] == 'F') return ModuleFormat::cubin;
+    std::uint32_t magic = 0;
+    std::memcpy(&magic, b, 4);
+    if (magic == kFatbinMagic) return ModuleFormat::fatbin;
+    const std::string_view text(reinterpret_cast<const char*>(b), std::min<std::size_t>(image.size(), 4096));
+    if (text.find(".version") != std::string_view::npos || text.find(".target") != std::string_view::npos ||
+        text.find(".entry") != std::string_view::npos) {
+      return ModuleFormat::ptx;
+    }
+  }
+  throw InvalidArgumentError("detect_module_format",
+                             fmt::format("the {}-byte image is neither a CUBIN (ELF), a fatbin nor PTX text", image.size()),
+                             "load what nvcc -cubin, -fatbin or -ptx (or NVRTC) produced");
+}
+
+std::string module_loading_mode(const Driver& driver) {
+  const auto& core = *driver.core();
+  core.require_init("module_loading_mode");
+  if (!core.has(detail::Api::k_cuModuleGetLoadingMode)) return "unknown";
+  CUmoduleLoadingMode mode{};
+  DRVSHIM_TRY(core, cuModuleGetLoadingMode, std::string(), &mode);
+  return mode == CU_MODULE_LAZY_LOADING ? "lazy" : "eager";
+}
+
+// ---- Kernel ------------------------------------------------------------------------------------
+
+const std::string& Kernel::name() const noexcept { return state_->name; }
+std::uintptr_t Kernel::native() const noexcept { return state_->function; }
+int Kernel::registers() const { return function_attribute(*this, CU_FUNC_ATTRIBUTE_NUM_REGS, "registers"); }
+int Kernel::static_shared_bytes() const {
+  return function_attribute(*this, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, "static shared bytes");
+}
+int Kernel::max_threads_per_block() const { return state_->max_threads; }
+int Kernel::local_bytes() const { return function_attribute(*this, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, "local bytes"); }
+const std::optional<std::vector<ParamInfo>>& Kernel::params() const { return state_->params; }
+
+int Kernel::max_active_blocks_per_sm(unsigned block_threads, std::size_t dynamic_shared_bytes) const {
+  const auto& core = core_of(context_);
+  detail::ContextScope scope(core, context_.address(), "Kernel::max_active_blocks_per_sm");
+  int blocks = 0;
+  DRVSHIM_TRY(core, cuOccupancyMaxActiveBlocksPerMultiprocessor,
+              fmt::format("kernel {}, {} threads, {} dynamic shared bytes", name(), block_threads, dynamic_shared_bytes),
+              &blocks, fn(*this), static_cast<int>(block_threads), dynamic_shared_bytes);
+  return blocks;
+}
+
+// ---- Module ------------------------------------------------------------------------------------
+
+Module::Module(ContextRef context, std::shared_ptr<detail::ModuleState> state) noexcept
+    : context_(std::move(context)), state_(std::move(state)) {}
+
+Module Module::load(const ContextRef& context, std::span<const std::byte> image) {
+  const ModuleFormat format = detect_module_format(image);
+  std::string ptx_copy;
+  const void* data = image.data();
+  if (format == ModuleFormat::ptx && (image.empty() || image.back() != std::byte{0})) {
+    // The driver reads PTX as a C string: give it a terminated copy.
+    ptx_copy.assign(reinterpret_cast<const char*>(image.data()), image.size());
+    data = ptx_copy.c_str();
+  }
+  const auto& core = core_of(context);
+  detail::ContextScope scope(core, context.address(), "Module::load");
+  constexpr std::size_t kLogBytes = 16384;
+  std::string info(kLogBytes, '\0');
+  std::string error(kLogBytes, '\0');
+  float wall = 0.0f;
+  CUjit_option options[] = {CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, CU_JIT_ERROR_LOG_BUFFER,
+                            CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_WALL_TIME, CU_JIT_LOG_VERBOSE};
+  void* values[] = {info.data(),
+                    reinterpret_cast<void*>(static_cast<std::uintptr_t>(kLogBytes)),
+                    error.data(),
+                    reinterpret_cast<void*>(static_cast<std::uintptr_t>(kLogBytes)),
+                    &wall,
+                    reinterpret_cast<void*>(std::uintptr_t{1})};
+  CUmodule module = nullptr;
+  const CUresult r = DRVSHIM_CU(core, cuModuleLoadDataEx, &module, data, 6u, options, values);
+  info.resize(std::strlen(info.c_str()));
+  error.resize(std::strlen(error.c_str()));
+  if (r != CUDA_SUCCESS) {
+    detail::raise(core, static_cast<int>(r), "cuModuleLoadDataEx",
+                  fmt::format("{} image of {} bytes, {}; JIT error log: {}", to_string(format), image.size(),
+                              fmt::format("device {}", context.device().ordinal()),
+                              error.empty() ? std::string("(empty)") : error),
+                  format == ModuleFormat::ptx ? "fix the PTX (the JIT log above names the line), or compile it for "
+                                                "the device's architecture ahead of time"
+                                              : "the image may target another architecture than the device's");
+  }
+  auto state = std::make_shared<detail::ModuleState>();
+  state->handle = reinterpret_cast<std::uintptr_t>(module);
+  state->format = format;
+  state->log = JitLog{std::move(info), std::move(error), wall};
+  trace::mark("load-module", fmt::format("{} image, {} bytes, JIT {:.3f} ms, module 0x{:x}", to_string(format),
+                                         image.size(), wall, state->handle));
+  return Module(context, std::move(state));
+}
+
+Module Module::load_file(const ContextRef& context, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw InvalidArgumentError("Module::load_file", fmt::format("cannot read \"{}\"", path),
+                               "check the path; modules are CUBIN, fatbin or PTX files");
+  }
+  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return load(context, std::as_bytes(std::span<const char>(bytes)));
+}
+
+Module::Module(Module&& o) noexcept : context_(o.context_), state_(std::move(o.state_)) {}
+
+Module& Module::operator=(Module&& o) noexcept {
+  if (this != &o) {
+    (void)unload(std::nothrow);
+    context_ = o.context_;
+    state_ = std::move(o.state_);
+  }
+  return *this;
+}
+
+Module::~Module() { (void)unload(std::nothrow); }
+
+Module::operator bool() const noexcept { return state_ != nullptr; }
+ModuleFormat Module::format() const noexcept { return state_->format; }
+const JitLog& Module::jit_log() const noexcept { return state_->log; }
+
+std::vector<std::string> Module::kernel_names() const {
+  const auto& core = core_of(context_);
+  std::vector<std::string> names;
+  if (!core.has(detail::Api::k_cuModuleGetFunctionCount) || !core.has(detail::Api::k_cuModuleEnumerateFunctions) ||
+      !core.has(detail::Api::k_cuFuncGetName)) {
+    return names;
+  }
+  detail::ContextScope scope(core, context_.address(), "Module::kernel_names");
+  unsigned count = 0;
+  DRVSHIM_TRY(core, cuModuleGetFunctionCount, std::string("module"), &count, mod(state_->handle));
+  std::vector<CUfunction> functions(count);
+  if (count != 0) {
+    DRVSHIM_TRY(core, cuModuleEnumerateFunctions, std::string("module"), functions.data(), count, mod(state_->handle));
+  }
+  for (CUfunction f : functions) {
+    const char* name = nullptr;
+    DRVSHIM_TRY(core, cuFuncGetName, std::string("module function"), &name, f);
+    if (name != nullptr) names.emplace_back(name);
+  }
+  return names;
+}
+
+Kernel Module::kernel(const std::string& name) const {
+  if (!state_) throw InvalidArgumentError("Module::kernel", "this Module is empty (moved from or unloaded)");
+  const auto& core = core_of(context_);
+  CUfunction f = nullptr;
+  {
+    detail::ContextScope scope(core, context_.address(), "Module::kernel");
+    const CUresult r = DRVSHIM_CU(core, cuModuleGetFunction, &f, mod(state_->handle), name.c_str());
+    if (r == CUDA_ERROR_NOT_FOUND) {
+      const auto names = kernel_names();
+      std::string list;
+      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+      throw InvalidArgumentError(
+          "cuModuleGetFunction", fmt::format("the module has no kernel named \"{}\"", name),
+          names.empty() ? "the driver cannot list the module's kernels; check the name (C++ kernels have mangled "
+                          "names unless declared extern \"C\")"
+                        : fmt::format("its kernels are: {} (C++ kernels have mangled names unless declared extern \"C\")", list));
+    }
+    if (r != CUDA_SUCCESS) detail::raise(core, static_cast<int>(r), "cuModuleGetFunction", fmt::format("kernel \"{}\"", name));
+  }
+  auto state = std::make_shared<detail::KernelState>();
+  state->function = reinterpret_cast<std::uintptr_t>(f);
+  state->name = name;
+  Kernel k(context_, state);
+  state->max_threads = function_attribute(k, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, "max threads per block");
+  if (core.has(detail::Api::k_cuFuncGetParamInfo)) {
+    detail::ContextScope scope(core, context_.address(), "Module::kernel");
+    std::vector<ParamInfo> params;
+    for (std::size_t i = 0;; ++i) {
+      ParamInfo p;
+      const CUresult r = DRVSHIM_CU(core, cuFuncGetParamInfo, f, i, &p.offset, &p.size);
+      if (r == CUDA_ERROR_INVALID_VALUE) break;  // past the last parameter
+      if (r != CUDA_SUCCESS) {
+        detail::raise(core, static_cast<int>(r), "cuFuncGetParamInfo", fmt::format("kernel {}, parameter {}", name, i));
+      }
+      params.push_back(p);
+    }
+    state->params = std::move(params);
+  }
+  return k;
+}
+
+std::pair<DevicePtr, std::size_t> Module::global_bytes(const std::string& name) const {
+  const auto& core = core_of(context_);
+  detail::ContextScope scope(core, context_.address(), "Module::global");
+  CUdeviceptr address = 0;
+  std::size_t bytes = 0;
+  DRVSHIM_TRY(core, cuModuleGetGlobal, fmt::format("global \"{}\"", name), &address, &bytes, mod(state_->handle),
+              name.c_str());
+  return {address, bytes};
+}
+
+void Module::throw_global_size(const std::string& name, std::size_t bytes, std::size_t element) {
+  throw InvalidArgumentError("Module::global",
+                             fmt::format("global \"{}\" has {} bytes, not a multiple of the element size {}", name,
+                                         bytes, element));
+}
+
+void Module::unload() {
+  const Status s = unload(std::nothrow);
+  if (!s.ok()) detail::raise(core_of(context_), s.code(), s.api(), "module");
+}
+
+Status Module::unload(std::nothrow_t) noexcept {
+  if (!state_) return {};
+  const auto handle = state_->handle;
+  state_.reset();
+  const auto& core = core_of(context_);
+  if (!core.cleanup_allowed_in(context_.address())) return {};
+  try {
+    detail::ContextScope scope(core, context_.address(), "Module::unload");
+    const CUresult r = DRVSHIM_CU(core, cuModuleUnload, mod(handle));
+    core.note_result(r);
+    return Status("cuModuleUnload", static_cast<int>(r));
+  } catch (const Error& e) {
+    return Status("cuCtxPushCurrent", e.code() != 0 ? e.code() : CUDA_ERROR_UNKNOWN);
+  }
+}
+
+// ---- launch ------------------------------------------------------------------------------------------
+
+namespace detail {
+
+void check_launch_args(const Kernel& kernel, std::span<const std::size_t> sizes) {
+  const auto& params = kernel.params();
+  if (!params) return;  // layout unknown to this driver: nothing to check against
+  if (params->size() != sizes.size()) {
+    throw InvalidArgumentError("launch", fmt::format("kernel {} takes {} argument(s), {} given", kernel.name(),
+                                                     params->size(), sizes.size()));
+  }
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    if ((*params)[i].size != sizes[i]) {
+      throw InvalidArgumentError("launch",
+                                 fmt::format("kernel {}: argument {} has {} bytes, the kernel expects {} bytes",
+                                             kernel.name(), i, sizes[i], (*params)[i].size),
+                                 "pass the type the kernel declares (device buffers as their DevicePtr address)");
+    }
+  }
+}
+
+}  // namespace detail
+
+void launch_raw(const Kernel& kernel, const LaunchConfig& config, void** args) {
+  const auto threads = config.block.count();
+  if (threads == 0 || config.grid.count() == 0) {
+    throw InvalidArgumentError("launch", fmt::format("kernel {}: empty grid or block", kernel.name()));
+  }
+  if (threads > static_cast<std::uint64_t>(kernel.max_threads_per_block())) {
+    throw InvalidArgumentError("launch",
+                               fmt::format("kernel {}: a block of {} threads ({}x{}x{}) exceeds the kernel's limit of {}",
+                                           kernel.name(), threads, config.block.x, config.block.y, config.block.z,
+                                           kernel.max_threads_per_block()),
+                               "use smaller blocks (the limit depends on the kernel's register use)");
+  }
+  const ContextRef& ctx = kernel.context();
+  const auto& core = core_of(ctx);
+  const StreamRef stream = config.stream ? *config.stream : StreamRef::legacy_default(ctx);
+  const auto cu_stream = reinterpret_cast<CUstream>(stream.native());
+  detail::ContextScope scope(core, ctx.address(), "launch");
+  const auto objects = [&] {
+    return fmt::format("kernel {}, grid {}x{}x{}, block {}x{}x{}, {} shared bytes, {}", kernel.name(), config.grid.x,
+                       config.grid.y, config.grid.z, config.block.x, config.block.y, config.block.z,
+                       config.shared_bytes, stream.name());
+  };
+  if (config.cluster) {
+    core.require_function(detail::Api::k_cuLaunchKernelEx, "launch with cluster dimensions");
+    CUlaunchAttribute attr{};
+    attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr.value.clusterDim.x = config.cluster->x;
+    attr.value.clusterDim.y = config.cluster->y;
+    attr.value.clusterDim.z = config.cluster->z;
+    CUlaunchConfig lc{};
+    lc.gridDimX = config.grid.x;
+    lc.gridDimY = config.grid.y;
+    lc.gridDimZ = config.grid.z;
+    lc.blockDimX = config.block.x;
+    lc.blockDimY = config.block.y;
+    lc.blockDimZ = config.block.z;
+    lc.sharedMemBytes = config.shared_bytes;
+    lc.hStream = cu_stream;
+    lc.attrs = &attr;
+    lc.numAttrs = 1;
+    DRVSHIM_TRY(core, cuLaunchKernelEx, objects(), &lc, fn(kernel), args, nullptr);
+  } else {
+    DRVSHIM_TRY(core, cuLaunchKernel, objects(), fn(kernel), config.grid.x, config.grid.y, config.grid.z,
+                config.block.x, config.block.y, config.block.z, config.shared_bytes, cu_stream, args, nullptr);
+  }
+  detail::after_submit(core, cu_stream, "launch", objects());
+}
+
+}  // namespace drvshim

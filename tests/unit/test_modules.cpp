@@ -1,0 +1,208 @@
+// Modules and launches against the fake: PTX parsed for entries, parameter
+// layouts and globals; kernels run as registered CPU implementations.
+#include <cstring>
+#include <numeric>
+#include <optional>
+#include <vector>
+
+#include "fixture.hpp"
+
+using namespace drvshim;
+using namespace drvshim_test;
+
+namespace {
+
+constexpr const char* kPtx = R"(
+.version 8.0
+.target sm_90
+.address_size 64
+.global .align 4 .u32 launches_seen;
+.visible .entry vadd(
+    .param .u64 vadd_param_0,
+    .param .u64 vadd_param_1,
+    .param .u64 vadd_param_2,
+    .param .u32 vadd_param_3
+)
+{
+    ret;
+}
+.visible .entry scale(
+    .param .u64 scale_param_0,
+    .param .f32 scale_param_1,
+    .param .align 8 .b8 scale_param_2[24]
+)
+{
+    ret;
+}
+)";
+
+// The CPU implementation of vadd: c[i] = a[i] + b[i] for every thread of the grid.
+void vadd_cpu(const drvshim_fake_launch* l, void** args) {
+  const auto* a = *static_cast<const float* const*>(args[0]);
+  const auto* b = *static_cast<const float* const*>(args[1]);
+  auto* c = *static_cast<float* const*>(args[2]);
+  const unsigned n = *static_cast<const unsigned*>(args[3]);
+  const unsigned threads = l->grid[0] * l->block[0];
+  for (unsigned i = 0; i < n && i < threads; ++i) c[i] = a[i] + b[i];
+}
+
+std::span<const std::byte> bytes_of(const char* text) { return std::as_bytes(std::span<const char>(text, std::strlen(text))); }
+
+class Modules : public FakeDriverTest {
+ protected:
+  void SetUp() override {
+    FakeDriverTest::SetUp();
+    drvshim_fake_register_kernel("vadd", &vadd_cpu);
+    drv_.emplace(load_and_init());
+    primary_.emplace(drv_->device(0).retain_primary_context());
+  }
+  void TearDown() override {
+    primary_.reset();
+    drv_.reset();
+    FakeDriverTest::TearDown();
+  }
+  ContextRef ctx() const { return primary_->ref(); }
+  std::optional<Driver> drv_;
+  std::optional<PrimaryContext> primary_;
+};
+
+TEST_F(Modules, FormatsAreRecognisedByContent) {
+  EXPECT_EQ(detect_module_format(bytes_of(kPtx)), ModuleFormat::ptx);
+  const unsigned char elf[] = {0x7f, 'E', 'L', 'F', 2, 1, 1, 0};
+  EXPECT_EQ(detect_module_format(std::as_bytes(std::span<const unsigned char>(elf))), ModuleFormat::cubin);
+  const unsigned char fatbin[] = {0x50, 0xed, 0x55, 0xba, 1, 0, 0x10, 0};
+  EXPECT_EQ(detect_module_format(std::as_bytes(std::span<const unsigned char>(fatbin))), ModuleFormat::fatbin);
+  expect_throw<InvalidArgumentError>([] { (void)detect_module_format(bytes_of("hello world")); });
+}
+
+TEST_F(Modules, PtxLoadsWithItsLogAndKernelsAreFoundAndDescribed) {
+  auto m = Module::load(ctx(), bytes_of(kPtx));
+  EXPECT_EQ(m.format(), ModuleFormat::ptx);
+  EXPECT_NE(m.jit_log().info.find("2 entry function(s)"), std::string::npos) << m.jit_log().info;
+  EXPECT_GT(m.jit_log().wall_ms, 0.0f);
+  EXPECT_EQ(m.kernel_names(), (std::vector<std::string>{"vadd", "scale"}));
+  const Kernel k = m.kernel("scale");
+  ASSERT_TRUE(k.params().has_value());
+  ASSERT_EQ(k.params()->size(), 3u);
+  EXPECT_EQ((*k.params())[1].offset, 8u);
+  EXPECT_EQ((*k.params())[1].size, 4u);
+  EXPECT_EQ((*k.params())[2].offset, 16u) << "aligned to 8";
+  EXPECT_EQ((*k.params())[2].size, 24u);
+  EXPECT_EQ(k.max_threads_per_block(), 1024);
+  EXPECT_EQ(k.registers(), 32);
+  EXPECT_EQ(k.max_active_blocks_per_sm(256), 8);
+  EXPECT_EQ(module_loading_mode(*drv_), "lazy");
+}
+
+TEST_F(Modules, AMissingKernelListsTheModulesKernels) {
+  auto m = Module::load(ctx(), bytes_of(kPtx));
+  auto e = expect_throw<InvalidArgumentError>([&] { (void)m.kernel("vad"); });
+  EXPECT_NE(std::string(e.what()).find("no kernel named \"vad\""), std::string::npos);
+  EXPECT_NE(e.hint().find("its kernels are: vadd, scale"), std::string::npos) << e.hint();
+}
+
+TEST_F(Modules, APtxSyntaxErrorCarriesTheJitLog) {
+  const std::string bad = std::string(kPtx) + "\nsyntax_error here;\n";
+  auto e = expect_throw<CudaError>([&] { (void)Module::load(ctx(), bytes_of(bad.c_str())); });
+  EXPECT_EQ(e.code(), 218);
+  EXPECT_NE(std::string(e.what()).find("JIT error log: ptxas application ptx input, line"), std::string::npos) << e.what();
+  EXPECT_NE(std::string(e.what()).find("syntax error"), std::string::npos);
+}
+
+TEST_F(Modules, UnreadableFilesAreNamed) {
+  auto e = expect_throw<InvalidArgumentError>([&] { (void)Module::load_file(ctx(), "/nonexistent/k.ptx"); });
+  EXPECT_NE(std::string(e.what()).find("/nonexistent/k.ptx"), std::string::npos);
+}
+
+TEST_F(Modules, ATypedLaunchRunsAndComputes) {
+  auto m = Module::load(ctx(), bytes_of(kPtx));
+  const Kernel vadd = m.kernel("vadd");
+  const unsigned n = 1000;
+  std::vector<float> a(n), b(n), c(n, -1.0f);
+  std::iota(a.begin(), a.end(), 1.0f);
+  std::iota(b.begin(), b.end(), 100.0f);
+  auto da = DeviceBuffer::allocate(ctx(), n * 4);
+  auto db = DeviceBuffer::allocate(ctx(), n * 4);
+  auto dc = DeviceBuffer::allocate(ctx(), n * 4);
+  copy(da.as<float>(), std::span<const float>(a));
+  copy(db.as<float>(), std::span<const float>(b));
+  auto s = Stream::create(ctx());
+  launch(vadd, LaunchConfig{{(n + 255) / 256}, {256}, 0, s.ref(), {}}, da.address(), db.address(), dc.address(), n);
+  s.ref().synchronize();
+  copy(std::span<float>(c), DeviceSpan<const float>(dc.as<float>()));
+  EXPECT_EQ(c[0], 101.0f);
+  EXPECT_EQ(c[n - 1], 1000.0f + 1099.0f);
+  EXPECT_EQ(drvshim_fake_launch_count(), 1u);
+}
+
+TEST_F(Modules, WrongArgumentsAreRefusedBeforeTheDriverNamingTheArgument) {
+  auto m = Module::load(ctx(), bytes_of(kPtx));
+  const Kernel vadd = m.kernel("vadd");
+  auto buf = DeviceBuffer::allocate(ctx(), 64);
+  const LaunchConfig cfg{{1}, {32}, 0, {}, {}};
+  auto e1 = expect_throw<InvalidArgumentError>([&] { launch(vadd, cfg, buf.address(), buf.address()); });
+  EXPECT_NE(std::string(e1.what()).find("kernel vadd takes 4 argument(s), 2 given"), std::string::npos) << e1.what();
+  auto e2 = expect_throw<InvalidArgumentError>(
+      [&] { launch(vadd, cfg, buf.address(), buf.address(), buf.address(), std::uint64_t{16}); });
+  EXPECT_NE(std::string(e2.what()).find("argument 3 has 8 bytes, the kernel expects 4 bytes"), std::string::npos)
+      << e2.what();
+  auto e3 = expect_throw<InvalidArgumentError>(
+      [&] { launch(vadd, LaunchConfig{{1}, {32, 64}, 0, {}, {}}, buf.address(), buf.address(), buf.address(), 16u); });
+  EXPECT_NE(std::string(e3.what()).find("a block of 2048 threads (32x64x1) exceeds the kernel's limit of 1024"),
+            std::string::npos)
+      << e3.what();
+  EXPECT_EQ(drvshim_fake_call_count("cuLaunchKernel"), 0u) << "refused before the driver";
+}
+
+TEST_F(Modules, RawAndClusterLaunches) {
+  auto m = Module::load(ctx(), bytes_of(kPtx));
+  const Kernel vadd = m.kernel("vadd");
+  auto buf = DeviceBuffer::allocate(ctx(), 64);
+  DevicePtr p = buf.address();
+  unsigned n = 0;
+  void* args[] = {&p, &p, &p, &n};
+  launch_raw(vadd, LaunchConfig{{1}, {32}, 0, {}, {}}, args);
+  launch(vadd, LaunchConfig{{2}, {32}, 0, {}, Dim3{2, 1, 1}}, p, p, p, n);
+  EXPECT_EQ(drvshim_fake_call_count("cuLaunchKernel"), 1u);
+  EXPECT_EQ(drvshim_fake_call_count("cuLaunchKernelEx"), 1u);
+}
+
+TEST_F(Modules, GlobalsAreTypedDeviceViews) {
+  auto m = Module::load(ctx(), bytes_of(kPtx));
+  auto g = m.global<std::uint32_t>("launches_seen");
+  EXPECT_EQ(g.size(), 1u);
+  const std::uint32_t v = 42;
+  copy(g, std::span<const std::uint32_t>(&v, 1));
+  std::uint32_t back = 0;
+  copy(std::span<std::uint32_t>(&back, 1), DeviceSpan<const std::uint32_t>(g));
+  EXPECT_EQ(back, 42u);
+  expect_throw<InvalidArgumentError>([&] { (void)m.global<std::uint64_t>("launches_seen"); });
+  expect_throw<CudaError>([&] { (void)m.global<std::uint32_t>("nope"); });
+}
+
+TEST_F(Modules, UnloadIsExplicitOrAtDestruction) {
+  auto m = Module::load(ctx(), bytes_of(kPtx));
+  EXPECT_EQ(drvshim_fake_live_modules(), 1);
+  auto moved = std::move(m);
+  moved.unload();
+  EXPECT_EQ(drvshim_fake_live_modules(), 0);
+  moved.unload();
+  EXPECT_EQ(drvshim_fake_call_count("cuModuleUnload"), 1u);
+}
+
+class OldModules : public Modules {
+ protected:
+  const char* profile() const override { return "old"; }
+};
+
+TEST_F(OldModules, WithoutParamInfoTheLayoutIsUnknownAndLaunchesAreUnchecked) {
+  auto m = Module::load(ctx(), bytes_of(kPtx));
+  const Kernel vadd = m.kernel("vadd");
+  EXPECT_FALSE(vadd.params().has_value());
+  EXPECT_TRUE(m.kernel_names().empty()) << "11.8 cannot enumerate a module's functions";
+  auto buf = DeviceBuffer::allocate(ctx(), 64);
+  launch(vadd, LaunchConfig{{1}, {32}, 0, {}, {}}, buf.address(), buf.address(), buf.address(), 0u);
+  EXPECT_EQ(drvshim_fake_launch_count(), 1u);
+}
+
+}  // namespace
