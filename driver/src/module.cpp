@@ -320,13 +320,14 @@ void launch_raw(const Kernel& kernel, const LaunchConfig& config, void** args) {
   }
   const ContextRef& ctx = kernel.context();
   const auto& core = core_of(ctx);
-  const StreamRef stream = config.stream ? *config.stream : StreamRef::legacy_default(ctx);
-  const auto cu_stream = reinterpret_cast<CUstream>(stream.native());
+  // No StreamRef copy on the hot path: the handle is all the launch needs.
+  const auto cu_stream = config.stream ? reinterpret_cast<CUstream>(config.stream->native()) : CU_STREAM_LEGACY;
   detail::ContextScope scope(core, ctx.address(), "launch");
   const auto objects = [&] {
     return fmt::format("kernel {}, grid {}x{}x{}, block {}x{}x{}, {} shared bytes, {}", kernel.name(), config.grid.x,
                        config.grid.y, config.grid.z, config.block.x, config.block.y, config.block.z,
-                       config.shared_bytes, stream.name());
+                       config.shared_bytes,
+                       config.stream ? config.stream->name() : StreamRef::legacy_default(ctx).name());
   };
   if (config.cluster) {
     core.require_function(detail::Api::k_cuLaunchKernelEx, "launch with cluster dimensions");

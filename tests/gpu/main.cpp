@@ -2,7 +2,15 @@
 // the reason when no driver or device is present.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
+namespace drvshim_gpu {
+int illegal_address_child();
+}
+
 int main(int argc, char** argv) {
+  // The illegal-address scenario poisons its context, so it runs in a child process of its own.
+  if (argc > 1 && std::strcmp(argv[1], "--drvshim-illegal-address-child") == 0) return drvshim_gpu::illegal_address_child();
   ::testing::InitGoogleTest(&argc, argv);
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   return RUN_ALL_TESTS();

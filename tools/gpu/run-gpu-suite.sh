@@ -45,9 +45,23 @@ if [[ ${DRVSHIM_SKIP_BENCH:-0} != 1 ]]; then
   [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
 fi
 
+if [[ ${DRVSHIM_SKIP_LAUNCH_BENCH:-0} != 1 ]]; then
+  echo "== launch cost (three rounds, the variants alternating) =="
+  out="$results/bench_launch.md"
+  : > "$out"
+  for round in 1 2 3; do
+    echo "round $round" >> "$out"
+    "$bundle/tools/bench_launch" "$bundle/tests/kernels/kernels.cubin" "$out" || status=1
+    "$bundle/tools/bench_launch_cudart" "$out" || status=1
+    PYTHONUNBUFFERED=1 python3 "$bundle/tools/bench_launch_cudacore.py" "$bundle/tests/kernels/kernels.cubin" "$out" \
+      || echo "cuda.core benchmark failed (see above)" | tee -a "$out"
+  done
+  cat "$out"
+fi
+
 echo "== init trace (DRVSHIM_TRACE_FILE) =="
-DRVSHIM_TRACE_FILE="$results/probe_trace.jsonl" "$bundle/tools/drvshim-probe" >/dev/null 2>&1
-head -n 40 "$results/probe_trace.jsonl" 2>/dev/null
+DRVSHIM_TRACE_FILE=/tmp/drvshim_probe_trace.jsonl "$bundle/tools/drvshim-probe" >/dev/null 2>&1
+head -n 12 /tmp/drvshim_probe_trace.jsonl 2>/dev/null
 
 echo "gpu suite exit status: $status"
 exit $status

@@ -1,0 +1,7 @@
+// The CUDA Runtime interop tests' main (each scenario forks its own child).
+#include <gtest/gtest.h>
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

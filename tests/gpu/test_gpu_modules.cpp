@@ -1,0 +1,193 @@
+// Modules and launches on the real driver with kernels nvcc built at build
+// time (tests/gpu/kernels/kernels.cu): every format, argument checks, a PTX
+// syntax error's JIT log, ordering across streams with a spinning kernel, and
+// a real illegal-address fault in its own process.
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <fstream>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <vector>
+
+#include "gpu_env.hpp"
+
+using namespace drvshim;
+
+namespace drvshim_gpu {
+
+std::string kernel_dir() {
+  char exe[PATH_MAX] = {};
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  std::string path(exe, n > 0 ? static_cast<std::size_t>(n) : 0);
+  return path.substr(0, path.rfind('/')) + "/kernels/";
+}
+
+// The child process of GpuModules.AnIllegalAddressPoisonsTheContext (run as
+// `drvshim_gpu_tests --drvshim-illegal-address-child`): 0 when every
+// expectation held, the failing step's number otherwise.
+int illegal_address_child() {
+  try {
+    auto drv = Driver::load();
+    drv.init();
+    auto primary = drv.device(0).retain_primary_context();
+    auto m = Module::load_file(primary.ref(), kernel_dir() + "kernels.cubin");
+    auto s = Stream::create(primary.ref());
+    launch(m.kernel("illegal_store"), LaunchConfig{{1}, {1}, 0, s.ref(), {}}, DevicePtr{0x10});
+    try {
+      s.ref().synchronize();
+      return 2;
+    } catch (const CudaError& e) {
+      std::printf("[ child    ] %s\n", e.what());
+      if (e.code() != 700 || !e.asynchronous()) return 3;
+      if (std::string(e.what()).find("asynchronous error, detected at cuStreamSynchronize") != 0) return 4;
+    }
+    try {
+      (void)primary.ref().memory_info();
+      return 5;
+    } catch (const ContextPoisonedError& e) {
+      std::printf("[ child    ] %s\n", e.what());
+    }
+    return 0;  // the stream and module are leaked by their destructors: the context is poisoned
+  } catch (const std::exception& e) {
+    std::printf("[ child    ] unexpected: %s\n", e.what());
+    return 9;
+  }
+}
+
+}  // namespace drvshim_gpu
+
+namespace {
+
+class GpuModules : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    auto drv = drvshim_gpu::real_driver(why);
+    if (!drv) GTEST_SKIP() << why;
+    drv_.emplace(*drv);
+    primary_.emplace(drv_->device(0).retain_primary_context());
+  }
+  ContextRef ctx() const { return primary_->ref(); }
+  std::optional<Driver> drv_;
+  std::optional<PrimaryContext> primary_;
+};
+
+TEST_F(GpuModules, EveryFormatLoadsAndVaddComputes) {
+  const unsigned n = 1u << 20;
+  std::mt19937 gen(5);
+  std::uniform_real_distribution<float> dist(1.0f, 2.0f);
+  std::vector<float> a(n), b(n);
+  for (auto& x : a) x = dist(gen);
+  for (auto& x : b) x = dist(gen);
+  auto da = DeviceBuffer::allocate(ctx(), n * 4);
+  auto db = DeviceBuffer::allocate(ctx(), n * 4);
+  auto dc = DeviceBuffer::allocate(ctx(), n * 4);
+  copy(da.as<float>(), std::span<const float>(a));
+  copy(db.as<float>(), std::span<const float>(b));
+  std::printf("[ info     ] module loading mode: %s\n", module_loading_mode(*drv_).c_str());
+  for (const char* file : {"kernels.ptx", "kernels.cubin", "kernels.fatbin"}) {
+    auto m = Module::load_file(ctx(), drvshim_gpu::kernel_dir() + file);
+    std::printf("[ info     ] %s: format %s, JIT %.3f ms, kernels:", file, to_string(m.format()), static_cast<double>(m.jit_log().wall_ms));
+    for (const auto& k : m.kernel_names()) std::printf(" %s", k.c_str());
+    std::printf("\n");
+    const Kernel vadd = m.kernel("vadd");
+    ASSERT_TRUE(vadd.params().has_value());
+    ASSERT_EQ(vadd.params()->size(), 4u);
+    EXPECT_EQ((*vadd.params())[3].size, 4u);
+    EXPECT_EQ((*vadd.params())[3].offset, 24u);
+    fill(dc.as<float>(), -1.0f);
+    launch(vadd, LaunchConfig{{(n + 255) / 256}, {256}, 0, {}, {}}, da.address(), db.address(), dc.address(), n);
+    std::vector<float> c(n);
+    copy(std::span<float>(c), DeviceSpan<const float>(dc.as<float>()));
+    unsigned wrong = 0;
+    for (unsigned i = 0; i < n; ++i) wrong += c[i] != a[i] + b[i] ? 1u : 0u;
+    EXPECT_EQ(wrong, 0u) << file;
+  }
+}
+
+TEST_F(GpuModules, WrongArgumentsAndOversizedBlocksAreRefused) {
+  auto m = Module::load_file(ctx(), drvshim_gpu::kernel_dir() + "kernels.cubin");
+  const Kernel vadd = m.kernel("vadd");
+  auto buf = DeviceBuffer::allocate(ctx(), 64);
+  try {
+    launch(vadd, LaunchConfig{{1}, {32}, 0, {}, {}}, buf.address(), buf.address(), buf.address(), std::uint64_t{1});
+    FAIL() << "an 8-byte argument for a 4-byte parameter was accepted";
+  } catch (const InvalidArgumentError& e) {
+    std::printf("[ info     ] %s\n", e.what());
+    EXPECT_NE(std::string(e.what()).find("argument 3 has 8 bytes, the kernel expects 4 bytes"), std::string::npos);
+  }
+  try {
+    launch(vadd, LaunchConfig{{1}, {2048}, 0, {}, {}}, buf.address(), buf.address(), buf.address(), 1u);
+    FAIL() << "a 2048-thread block was accepted";
+  } catch (const InvalidArgumentError& e) {
+    std::printf("[ info     ] %s\n", e.what());
+    EXPECT_NE(std::string(e.what()).find("exceeds the kernel's limit of 1024"), std::string::npos);
+  }
+  try {
+    (void)m.kernel("vad");
+    FAIL();
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_NE(e.hint().find("vadd"), std::string::npos) << e.hint();
+  }
+  std::printf("[ info     ] vadd: %d registers, max %d threads/block, %d blocks/SM at 256 threads\n", vadd.registers(),
+              vadd.max_threads_per_block(), vadd.max_active_blocks_per_sm(256));
+}
+
+TEST_F(GpuModules, APtxSyntaxErrorShowsTheJitLog) {
+  std::ifstream in(drvshim_gpu::kernel_dir() + "kernels.ptx");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string bad = text.str() + "\n.visible .entry broken() { this is not ptx; }\n";
+  try {
+    (void)Module::load(ctx(), std::as_bytes(std::span<const char>(bad.data(), bad.size())));
+    FAIL() << "broken PTX loaded";
+  } catch (const CudaError& e) {
+    std::printf("[ info     ] %s\n", e.what());
+    EXPECT_EQ(e.code(), 218);
+    EXPECT_NE(std::string(e.what()).find("JIT error log: ptxas"), std::string::npos);
+  }
+}
+
+TEST_F(GpuModules, AnEventWaitOrdersASpinningKernelBeforeAReadOnAnotherStream) {
+  auto m = Module::load_file(ctx(), drvshim_gpu::kernel_dir() + "kernels.cubin");
+  auto flag = DeviceBuffer::allocate(ctx(), 4);
+  fill(flag.as<std::uint32_t>(), 0u);
+  auto a = Stream::create(ctx());
+  auto b = Stream::create(ctx());
+  auto done = Event::create(ctx(), EventFlags::disable_timing);
+  launch(m.kernel("spin_then_write"), LaunchConfig{{1}, {1}, 0, a.ref(), {}}, std::uint64_t{50'000'000}, flag.address(),
+         0xC0FFEEu);
+  done.ref().record(a.ref());
+  b.ref().wait(done.ref());
+  std::uint32_t seen = 0;
+  copy_async(b.ref(), std::span<std::uint32_t>(&seen, 1), DeviceSpan<const std::uint32_t>(flag.as<std::uint32_t>()));
+  b.ref().synchronize();
+  EXPECT_EQ(seen, 0xC0FFEEu) << "the read on stream b ran before the 50 ms kernel on stream a finished";
+}
+
+TEST_F(GpuModules, GlobalsAreReadableAfterKernelsWriteThem) {
+  auto m = Module::load_file(ctx(), drvshim_gpu::kernel_dir() + "kernels.cubin");
+  auto counter = m.global<std::uint32_t>("counter");
+  fill(counter, 0u);
+  launch(m.kernel("bump_counter"), LaunchConfig{{10}, {128}, 0, {}, {}});
+  std::uint32_t value = 0;
+  copy(std::span<std::uint32_t>(&value, 1), DeviceSpan<const std::uint32_t>(counter));
+  EXPECT_EQ(value, 1280u);
+}
+
+TEST_F(GpuModules, AnIllegalAddressPoisonsTheContextInItsOwnProcess) {
+  char exe[PATH_MAX] = {};
+  ASSERT_GT(readlink("/proc/self/exe", exe, sizeof exe - 1), 0);
+  const std::string cmd = std::string(exe) + " --drvshim-illegal-address-child";
+  std::FILE* p = popen(cmd.c_str(), "r");
+  char line[2048];
+  while (std::fgets(line, sizeof line, p) != nullptr) std::fputs(line, stdout);
+  const int status = pclose(p);
+  EXPECT_TRUE(WIFEXITED(status)) << "the child crashed";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "failed at step " << WEXITSTATUS(status);
+}
+
+}  // namespace
