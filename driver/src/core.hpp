@@ -216,8 +216,14 @@ inline CUresult invoke(const DriverCore& core, A... a) {
                         std::string hint = {});
 
 // After a submitted operation: with DRVSHIM_SYNC_EACH_OP=1, synchronises
-// `stream` and blames a failure on the operation `api` itself.
-void after_submit(const DriverCore& core, CUstream stream, const char* api, const std::string& objects);
+// `stream` and blames a failure on the operation `api` itself. `objects` is a
+// callable giving the description; it runs only when the switch is on, so the
+// hot path formats nothing.
+void sync_after_submit(const DriverCore& core, CUstream stream, const char* api, const std::string& objects);
+template <class Objects>
+inline void after_submit(const DriverCore& core, CUstream stream, const char* api, Objects&& objects) {
+  if (__builtin_expect(core.sync_each_op, 0)) sync_after_submit(core, stream, api, objects());
+}
 
 }  // namespace drvshim::detail
 

@@ -102,8 +102,7 @@ void DriverCore::check_not_poisoned(std::uintptr_t context, const char* api) con
   throw ContextPoisonedError(api, it->second.code, it->second.api, fmt::format("context 0x{:x}", context));
 }
 
-void after_submit(const DriverCore& core, CUstream stream, const char* api, const std::string& objects) {
-  if (!core.sync_each_op) return;
+void sync_after_submit(const DriverCore& core, CUstream stream, const char* api, const std::string& objects) {
   const CUresult r = DRVSHIM_CU(core, cuStreamSynchronize, stream);
   if (r == CUDA_SUCCESS) return;
   if (is_sticky_error(static_cast<int>(r))) poison(core, static_cast<int>(r), api);

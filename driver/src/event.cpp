@@ -49,7 +49,7 @@ void EventRef::record(const StreamRef& stream) const {
   DRVSHIM_TRY(core, cuEventRecord, fmt::format("{} on {}", name(), stream.name()), native_event(state_->handle),
               reinterpret_cast<CUstream>(stream.native()));
   state_->recorded.store(true);
-  detail::after_submit(core, reinterpret_cast<CUstream>(stream.native()), "cuEventRecord", name());
+  detail::after_submit(core, reinterpret_cast<CUstream>(stream.native()), "cuEventRecord", [this] { return name(); });
 }
 
 bool EventRef::query() const {

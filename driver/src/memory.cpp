@@ -148,7 +148,7 @@ void copy_to_device(const ContextRef& ctx, DevicePtr dst, std::size_t dst_bytes,
     DRVSHIM_TRY(core, cuMemcpyHtoD, objects(), dst, src, bytes);
   } else {
     DRVSHIM_TRY(core, cuMemcpyHtoDAsync, objects() + ", " + stream->name(), dst, src, bytes, native_stream(stream));
-    after_submit(core, native_stream(stream), "cuMemcpyHtoDAsync", objects());
+    after_submit(core, native_stream(stream), "cuMemcpyHtoDAsync", objects);
   }
 }
 
@@ -165,7 +165,7 @@ void copy_to_host(const ContextRef& ctx, void* dst, std::size_t dst_bytes, Devic
     DRVSHIM_TRY(core, cuMemcpyDtoH, objects(), dst, src, bytes);
   } else {
     DRVSHIM_TRY(core, cuMemcpyDtoHAsync, objects() + ", " + stream->name(), dst, src, bytes, native_stream(stream));
-    after_submit(core, native_stream(stream), "cuMemcpyDtoHAsync", objects());
+    after_submit(core, native_stream(stream), "cuMemcpyDtoHAsync", objects);
   }
 }
 
@@ -185,7 +185,7 @@ void copy_device_to_device(const ContextRef& ctx, DevicePtr dst, std::size_t dst
     DRVSHIM_TRY(core, cuMemcpyDtoD, objects(), dst, src, bytes);
   } else {
     DRVSHIM_TRY(core, cuMemcpyDtoDAsync, objects() + ", " + stream->name(), dst, src, bytes, native_stream(stream));
-    after_submit(core, native_stream(stream), "cuMemcpyDtoDAsync", objects());
+    after_submit(core, native_stream(stream), "cuMemcpyDtoDAsync", objects);
   }
 }
 
@@ -225,7 +225,7 @@ void fill_device(const ContextRef& ctx, DevicePtr dst, std::size_t count, std::s
     default:
       throw InvalidArgumentError(api, fmt::format("element size {} is not 1, 2 or 4", element_size));
   }
-  if (stream != nullptr) after_submit(core, s, api, objects());
+  if (stream != nullptr) after_submit(core, s, api, objects);
 }
 
 }  // namespace detail

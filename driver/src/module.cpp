@@ -352,7 +352,7 @@ void launch_raw(const Kernel& kernel, const LaunchConfig& config, void** args) {
     DRVSHIM_TRY(core, cuLaunchKernel, objects(), fn(kernel), config.grid.x, config.grid.y, config.grid.z,
                 config.block.x, config.block.y, config.block.z, config.shared_bytes, cu_stream, args, nullptr);
   }
-  detail::after_submit(core, cu_stream, "launch", objects());
+  detail::after_submit(core, cu_stream, "launch", objects);
 }
 
 }  // namespace drvshim

@@ -118,7 +118,7 @@ void StreamRef::launch_host_func(std::function<void()> callback) const {
       HostCallback{std::move(callback), context_.device().core(), handle_, name()});
   DRVSHIM_TRY(core, cuLaunchHostFunc, name(), native_stream(handle_), &run_host_callback, cb.get());
   (void)cb.release();  // the driver owns the call now; run_host_callback frees it
-  detail::after_submit(core, native_stream(handle_), "cuLaunchHostFunc", name());
+  detail::after_submit(core, native_stream(handle_), "cuLaunchHostFunc", [this] { return name(); });
 }
 
 Stream::Stream(ContextRef context, std::uintptr_t handle, StreamFlags flags, int priority) noexcept
