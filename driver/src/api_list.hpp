@@ -89,4 +89,8 @@
   X(cuFuncGetAttribute, cuFuncGetAttribute, 2020, Required)              \
   X(cuOccupancyMaxActiveBlocksPerMultiprocessor, cuOccupancyMaxActiveBlocksPerMultiprocessor, 6050, Required) \
   X(cuLaunchKernel, cuLaunchKernel, 4000, Required)                      \
-  X(cuLaunchKernelEx, cuLaunchKernelEx, 11060, Optional)
+  X(cuLaunchKernelEx, cuLaunchKernelEx, 11060, Optional)                 \
+  X(cuLibraryLoadData, cuLibraryLoadData, 12000, Optional)               \
+  X(cuLibraryUnload, cuLibraryUnload, 12000, Optional)                   \
+  X(cuLibraryGetKernel, cuLibraryGetKernel, 12000, Optional)             \
+  X(cuKernelGetFunction, cuKernelGetFunction, 12000, Optional)

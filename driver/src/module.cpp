@@ -111,59 +111,167 @@ int Kernel::max_active_blocks_per_sm(unsigned block_threads, std::size_t dynamic
 Module::Module(ContextRef context, std::shared_ptr<detail::ModuleState> state) noexcept
     : context_(std::move(context)), state_(std::move(state)) {}
 
+namespace {
+
+// The JIT options every load passes: info and error logs, wall time, verbose.
+struct JitCapture {
+  static constexpr std::size_t kLogBytes = 16384;
+  std::string info = std::string(kLogBytes, '\0');
+  std::string error = std::string(kLogBytes, '\0');
+  float wall = 0.0f;
+  CUjit_option options[6] = {CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, CU_JIT_ERROR_LOG_BUFFER,
+                             CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_WALL_TIME, CU_JIT_LOG_VERBOSE};
+  void* values[6] = {info.data(),
+                     reinterpret_cast<void*>(static_cast<std::uintptr_t>(kLogBytes)),
+                     error.data(),
+                     reinterpret_cast<void*>(static_cast<std::uintptr_t>(kLogBytes)),
+                     &wall,
+                     reinterpret_cast<void*>(std::uintptr_t{1})};
+  JitLog take() {
+    info.resize(std::strlen(info.c_str()));
+    error.resize(std::strlen(error.c_str()));
+    return JitLog{std::move(info), std::move(error), wall};
+  }
+};
+
+// The image as the driver wants it: PTX must be a C string.
+const void* image_data(std::span<const std::byte> image, ModuleFormat format, std::string& ptx_copy) {
+  if (format == ModuleFormat::ptx && (image.empty() || image.back() != std::byte{0})) {
+    ptx_copy.assign(reinterpret_cast<const char*>(image.data()), image.size());
+    return ptx_copy.c_str();
+  }
+  return image.data();
+}
+
+[[noreturn]] void raise_load(const detail::DriverCore& core, int r, const char* api, ModuleFormat format,
+                             std::size_t bytes, const std::string& where, const std::string& error_log) {
+  detail::raise(core, r, api,
+                fmt::format("{} image of {} bytes, {}; JIT error log: {}", to_string(format), bytes, where,
+                            error_log.empty() ? std::string("(empty)") : error_log),
+                format == ModuleFormat::ptx ? "fix the PTX (the JIT log above names the line), or compile it for "
+                                              "the device's architecture ahead of time"
+                                            : "the image may target another architecture than the device's");
+}
+
+std::vector<char> read_file(const char* api, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw InvalidArgumentError(api, fmt::format("cannot read \"{}\"", path),
+                               "check the path; modules are CUBIN, fatbin or PTX files");
+  }
+  return std::vector<char>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+// A Kernel for function `f` of `context`: reads the block limit and the parameter layout once.
+Kernel make_kernel(const ContextRef& context, CUfunction f, const std::string& name);
+
 Module Module::load(const ContextRef& context, std::span<const std::byte> image) {
   const ModuleFormat format = detect_module_format(image);
   std::string ptx_copy;
-  const void* data = image.data();
-  if (format == ModuleFormat::ptx && (image.empty() || image.back() != std::byte{0})) {
-    // The driver reads PTX as a C string: give it a terminated copy.
-    ptx_copy.assign(reinterpret_cast<const char*>(image.data()), image.size());
-    data = ptx_copy.c_str();
-  }
+  const void* data = image_data(image, format, ptx_copy);
   const auto& core = core_of(context);
   detail::ContextScope scope(core, context.address(), "Module::load");
-  constexpr std::size_t kLogBytes = 16384;
-  std::string info(kLogBytes, '\0');
-  std::string error(kLogBytes, '\0');
-  float wall = 0.0f;
-  CUjit_option options[] = {CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, CU_JIT_ERROR_LOG_BUFFER,
-                            CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_WALL_TIME, CU_JIT_LOG_VERBOSE};
-  void* values[] = {info.data(),
-                    reinterpret_cast<void*>(static_cast<std::uintptr_t>(kLogBytes)),
-                    error.data(),
-                    reinterpret_cast<void*>(static_cast<std::uintptr_t>(kLogBytes)),
-                    &wall,
-                    reinterpret_cast<void*>(std::uintptr_t{1})};
+  JitCapture jit;
   CUmodule module = nullptr;
-  const CUresult r = DRVSHIM_CU(core, cuModuleLoadDataEx, &module, data, 6u, options, values);
-  info.resize(std::strlen(info.c_str()));
-  error.resize(std::strlen(error.c_str()));
+  const CUresult r = DRVSHIM_CU(core, cuModuleLoadDataEx, &module, data, 6u, jit.options, jit.values);
+  JitLog log = jit.take();
   if (r != CUDA_SUCCESS) {
-    detail::raise(core, static_cast<int>(r), "cuModuleLoadDataEx",
-                  fmt::format("{} image of {} bytes, {}; JIT error log: {}", to_string(format), image.size(),
-                              fmt::format("device {}", context.device().ordinal()),
-                              error.empty() ? std::string("(empty)") : error),
-                  format == ModuleFormat::ptx ? "fix the PTX (the JIT log above names the line), or compile it for "
-                                                "the device's architecture ahead of time"
-                                              : "the image may target another architecture than the device's");
+    raise_load(core, static_cast<int>(r), "cuModuleLoadDataEx", format, image.size(),
+               fmt::format("device {}", context.device().ordinal()), log.error);
   }
+  const float wall = log.wall_ms;
   auto state = std::make_shared<detail::ModuleState>();
   state->handle = reinterpret_cast<std::uintptr_t>(module);
   state->format = format;
-  state->log = JitLog{std::move(info), std::move(error), wall};
+  state->log = std::move(log);
   trace::mark("load-module", fmt::format("{} image, {} bytes, JIT {:.3f} ms, module 0x{:x}", to_string(format),
-                                         image.size(), wall, state->handle));
+                                         image.size(), static_cast<double>(wall), state->handle));
   return Module(context, std::move(state));
 }
 
 Module Module::load_file(const ContextRef& context, const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw InvalidArgumentError("Module::load_file", fmt::format("cannot read \"{}\"", path),
-                               "check the path; modules are CUBIN, fatbin or PTX files");
-  }
-  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::vector<char> bytes = read_file("Module::load_file", path);
   return load(context, std::as_bytes(std::span<const char>(bytes)));
+}
+
+// ---- Library ----------------------------------------------------------------------------------------
+
+Library::Library(std::shared_ptr<detail::DriverCore> core, std::uintptr_t handle, ModuleFormat format, JitLog log) noexcept
+    : core_(std::move(core)), handle_(handle), format_(format), log_(std::move(log)) {}
+
+Library Library::load(const Driver& driver, std::span<const std::byte> image) {
+  const auto& core = *driver.core();
+  core.require_init("Library::load");
+  core.require_function(detail::Api::k_cuLibraryLoadData, "Library::load");
+  const ModuleFormat format = detect_module_format(image);
+  std::string ptx_copy;
+  const void* data = image_data(image, format, ptx_copy);
+  JitCapture jit;
+  CUlibrary library = nullptr;
+  const CUresult r =
+      DRVSHIM_CU(core, cuLibraryLoadData, &library, data, jit.options, jit.values, 6u, nullptr, nullptr, 0u);
+  JitLog log = jit.take();
+  if (r != CUDA_SUCCESS) {
+    raise_load(core, static_cast<int>(r), "cuLibraryLoadData", format, image.size(), "context-independent", log.error);
+  }
+  trace::mark("load-library", fmt::format("{} image, {} bytes, library 0x{:x}", to_string(format), image.size(),
+                                          reinterpret_cast<std::uintptr_t>(library)));
+  return Library(driver.core(), reinterpret_cast<std::uintptr_t>(library), format, std::move(log));
+}
+
+Library Library::load_file(const Driver& driver, const std::string& path) {
+  const std::vector<char> bytes = read_file("Library::load_file", path);
+  return load(driver, std::as_bytes(std::span<const char>(bytes)));
+}
+
+Library::Library(Library&& o) noexcept
+    : core_(o.core_), handle_(std::exchange(o.handle_, 0)), format_(o.format_), log_(std::move(o.log_)) {}
+
+Library& Library::operator=(Library&& o) noexcept {
+  if (this != &o) {
+    (void)unload(std::nothrow);
+    core_ = o.core_;
+    handle_ = std::exchange(o.handle_, 0);
+    format_ = o.format_;
+    log_ = std::move(o.log_);
+  }
+  return *this;
+}
+
+Library::~Library() { (void)unload(std::nothrow); }
+
+Kernel Library::kernel(const ContextRef& context, const std::string& name) const {
+  if (handle_ == 0) throw InvalidArgumentError("Library::kernel", "this Library is empty (moved from or unloaded)");
+  const auto& core = core_of(context);
+  CUfunction f = nullptr;
+  {
+    detail::ContextScope scope(core, context.address(), "Library::kernel");
+    CUkernel k = nullptr;
+    const CUresult r = DRVSHIM_CU(core, cuLibraryGetKernel, &k, reinterpret_cast<CUlibrary>(handle_), name.c_str());
+    if (r == CUDA_ERROR_NOT_FOUND) {
+      throw InvalidArgumentError("cuLibraryGetKernel", fmt::format("the library has no kernel named \"{}\"", name),
+                                 "C++ kernels have mangled names unless declared extern \"C\"");
+    }
+    if (r != CUDA_SUCCESS) detail::raise(core, static_cast<int>(r), "cuLibraryGetKernel", fmt::format("kernel \"{}\"", name));
+    DRVSHIM_TRY(core, cuKernelGetFunction, fmt::format("kernel \"{}\" in context 0x{:x}", name, context.address()), &f, k);
+  }
+  return make_kernel(context, f, name);
+}
+
+void Library::unload() {
+  const Status s = unload(std::nothrow);
+  if (!s.ok()) detail::raise(*core_, s.code(), s.api(), "library");
+}
+
+Status Library::unload(std::nothrow_t) noexcept {
+  if (handle_ == 0) return {};
+  const auto handle = std::exchange(handle_, 0);
+  if (!core_->cleanup_allowed()) return {};
+  const CUresult r = DRVSHIM_CU(*core_, cuLibraryUnload, reinterpret_cast<CUlibrary>(handle));
+  core_->note_result(r);
+  return Status("cuLibraryUnload", static_cast<int>(r));
 }
 
 Module::Module(Module&& o) noexcept : context_(o.context_), state_(std::move(o.state_)) {}
@@ -224,13 +332,18 @@ Kernel Module::kernel(const std::string& name) const {
     }
     if (r != CUDA_SUCCESS) detail::raise(core, static_cast<int>(r), "cuModuleGetFunction", fmt::format("kernel \"{}\"", name));
   }
+  return make_kernel(context_, f, name);
+}
+
+Kernel make_kernel(const ContextRef& context, CUfunction f, const std::string& name) {
+  const auto& core = core_of(context);
   auto state = std::make_shared<detail::KernelState>();
   state->function = reinterpret_cast<std::uintptr_t>(f);
   state->name = name;
-  Kernel k(context_, state);
+  Kernel k(context, state);
   state->max_threads = function_attribute(k, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, "max threads per block");
   if (core.has(detail::Api::k_cuFuncGetParamInfo)) {
-    detail::ContextScope scope(core, context_.address(), "Module::kernel");
+    detail::ContextScope scope(core, context.address(), "kernel parameter layout");
     std::vector<ParamInfo> params;
     for (std::size_t i = 0;; ++i) {
       ParamInfo p;

@@ -139,6 +139,7 @@ struct Engine {
   std::set<FakeStream*> streams;
   std::set<FakeEvent*> events;
   std::set<FakeModule*> modules;
+  std::set<FakeModule*> libraries;  // context-independent modules (cuLibraryLoadData)
   std::map<std::string, drvshim_fake_kernel_fn> kernels;  // CPU implementations, by entry name
   unsigned long long launches = 0;
   std::vector<size_t> device_used;
@@ -336,6 +337,11 @@ void reset_state(Engine& e) {
     delete m;  // its globals were freed with the allocations above
   }
   e.modules.clear();
+  for (FakeModule* l : e.libraries) {
+    for (FakeFunction* f : l->functions) delete f;
+    delete l;
+  }
+  e.libraries.clear();
   e.launches = 0;
   e.device_used.assign(e.devices.size(), 0);
   e.initialized = false;
@@ -1441,10 +1447,70 @@ FakeModule* live_module(Engine& e, CUmodule m) {
 
 FakeFunction* live_function(Engine& e, CUfunction f) {
   auto* p = reinterpret_cast<FakeFunction*>(f);
-  for (FakeModule* m : e.modules) {
-    if (std::find(m->functions.begin(), m->functions.end(), p) != m->functions.end()) return p;
+  for (const auto* set : {&e.modules, &e.libraries}) {
+    for (FakeModule* m : *set) {
+      if (std::find(m->functions.begin(), m->functions.end(), p) != m->functions.end()) return p;
+    }
   }
   return nullptr;
+}
+
+// cuLibraryLoadData: the same PTX parsing, no context; globals are not supported here.
+CUresult fake_cuLibraryLoadData(CUlibrary* pl, const void* code, CUjit_option* opts, void** values, unsigned n,
+                                CUlibraryOption*, void**, unsigned) {
+  FAKE_ENTER("cuLibraryLoadData");
+  if (pl == nullptr || code == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const auto* bytes = static_cast<const unsigned char*>(code);
+  if (bytes[0] == 0x7f || (bytes[0] == 0x50 && bytes[1] == 0xed)) return CUDA_ERROR_INVALID_IMAGE;
+  auto* l = new FakeModule;
+  const std::string error = parse_ptx(static_cast<const char*>(code), *l);
+  for (auto& [name, g] : l->globals) std::free(reinterpret_cast<void*>(g.first));
+  l->globals.clear();
+  if (!error.empty()) {
+    for (FakeFunction* f : l->functions) delete f;
+    delete l;
+    write_log(n, opts, values, CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, error);
+    return CUDA_ERROR_INVALID_PTX;
+  }
+  e.libraries.insert(l);
+  *pl = reinterpret_cast<CUlibrary>(l);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuLibraryUnload(CUlibrary hl) {
+  FAKE_ENTER("cuLibraryUnload");
+  auto* l = reinterpret_cast<FakeModule*>(hl);
+  if (e.libraries.count(l) == 0) {
+    misuse(e, "cuLibraryUnload of an unloaded or unknown library");
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  for (FakeFunction* f : l->functions) delete f;
+  e.libraries.erase(l);
+  delete l;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuLibraryGetKernel(CUkernel* pk, CUlibrary hl, const char* name) {
+  FAKE_ENTER("cuLibraryGetKernel");
+  auto* l = reinterpret_cast<FakeModule*>(hl);
+  if (e.libraries.count(l) == 0 || pk == nullptr || name == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  for (FakeFunction* f : l->functions) {
+    if (f->name == name) {
+      *pk = reinterpret_cast<CUkernel>(f);
+      return CUDA_SUCCESS;
+    }
+  }
+  return CUDA_ERROR_NOT_FOUND;
+}
+
+CUresult fake_cuKernelGetFunction(CUfunction* pf, CUkernel k) {
+  FAKE_ENTER("cuKernelGetFunction");
+  FakeCtx* ctx = nullptr;
+  if (const CUresult r = current(e, &ctx); r != CUDA_SUCCESS) return r;  // the function of the current context
+  FakeFunction* f = live_function(e, reinterpret_cast<CUfunction>(k));
+  if (f == nullptr || pf == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  *pf = reinterpret_cast<CUfunction>(f);
+  return CUDA_SUCCESS;
 }
 
 CUresult fake_cuModuleUnload(CUmodule hm) {
@@ -1685,6 +1751,10 @@ const std::vector<ProcEntry>& proc_table() {
       {"cuOccupancyMaxActiveBlocksPerMultiprocessor", 6050, erase_fn(&fake_cuOccupancyMaxActiveBlocksPerMultiprocessor)},
       {"cuLaunchKernel", 4000, erase_fn(&fake_cuLaunchKernel)},
       {"cuLaunchKernelEx", 11060, erase_fn(&fake_cuLaunchKernelEx)},
+      {"cuLibraryLoadData", 12000, erase_fn(&fake_cuLibraryLoadData)},
+      {"cuLibraryUnload", 12000, erase_fn(&fake_cuLibraryUnload)},
+      {"cuLibraryGetKernel", 12000, erase_fn(&fake_cuLibraryGetKernel)},
+      {"cuKernelGetFunction", 12000, erase_fn(&fake_cuKernelGetFunction)},
   };
   return table;
 }
@@ -1921,7 +1991,7 @@ int drvshim_fake_live_modules(void) {
   ensure_profile_from_env();
   Engine& e = engine();
   std::lock_guard<std::mutex> lock(e.mutex);
-  return static_cast<int>(e.modules.size());
+  return static_cast<int>(e.modules.size() + e.libraries.size());
 }
 
 unsigned long long drvshim_fake_launch_count(void) {

@@ -10,6 +10,8 @@
 
 #include <cstdio>
 #include <optional>
+#include <span>
+#include <vector>
 #include <string>
 
 namespace {
@@ -81,6 +83,19 @@ TEST(GpuInterop, DrvshimRetainsFirstAndTheRuntimeUsesItsContext) {
     unsigned char host[16] = {};
     CHILD_CHECK(cudaMemcpy(host, p, sizeof host, cudaMemcpyDeviceToHost) == cudaSuccess, 17);
     CHILD_CHECK(host[0] == 0x5a && host[15] == 0x5a, 18);
+    // The runtime's allocation is drvshim-usable memory of drvshim's context, and the reverse.
+    const auto info = drvshim::inspect_pointer(drv, p);
+    std::printf("[ child    ] cudaMalloc pointer: %s\n", info.to_string().c_str());
+    CHILD_CHECK(info.kind == drvshim::MemoryKind::device && info.context == primary.ref().address(), 23);
+    drvshim::DeviceSpan<const unsigned char> foreign(primary.ref(), reinterpret_cast<std::uintptr_t>(p), 1 << 20, 0);
+    std::vector<unsigned char> seen(1 << 20);
+    drvshim::copy(std::span<unsigned char>(seen), foreign);
+    CHILD_CHECK(seen.front() == 0x5a && seen.back() == 0x5a, 24);
+    auto ours = drvshim::DeviceBuffer::allocate(primary.ref(), 4096);
+    drvshim::fill(ours.as<unsigned char>(), static_cast<unsigned char>(0x33));
+    CHILD_CHECK(cudaMemcpy(host, reinterpret_cast<void*>(ours.address()), sizeof host, cudaMemcpyDeviceToHost) == cudaSuccess, 25);
+    CHILD_CHECK(host[0] == 0x33 && host[15] == 0x33, 26);
+    ours.free();
     CHILD_CHECK(cudaFree(p) == cudaSuccess, 19);
     primary.release();
     std::printf("[ child    ] after drvshim's release: %s\n", state(dev).c_str());

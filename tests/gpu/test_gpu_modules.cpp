@@ -168,6 +168,21 @@ TEST_F(GpuModules, AnEventWaitOrdersASpinningKernelBeforeAReadOnAnotherStream) {
   EXPECT_EQ(seen, 0xC0FFEEu) << "the read on stream b ran before the 50 ms kernel on stream a finished";
 }
 
+TEST_F(GpuModules, AContextIndependentLibraryLaunchesInTheContextAskedFor) {
+  auto lib = Library::load_file(*drv_, drvshim_gpu::kernel_dir() + "kernels.cubin");
+  const Kernel vadd = lib.kernel(ctx(), "vadd");
+  ASSERT_TRUE(vadd.params().has_value());
+  EXPECT_EQ(vadd.params()->size(), 4u);
+  const unsigned n = 4096;
+  std::vector<float> a(n, 1.25f), c(n, 0.0f);
+  auto da = DeviceBuffer::allocate(ctx(), n * 4);
+  auto dc = DeviceBuffer::allocate(ctx(), n * 4);
+  copy(da.as<float>(), std::span<const float>(a));
+  launch(vadd, LaunchConfig{{n / 256}, {256}, 0, {}, {}}, da.address(), da.address(), dc.address(), n);
+  copy(std::span<float>(c), DeviceSpan<const float>(dc.as<float>()));
+  EXPECT_EQ(c[n - 1], 2.5f);
+}
+
 TEST_F(GpuModules, GlobalsAreReadableAfterKernelsWriteThem) {
   auto m = Module::load_file(ctx(), drvshim_gpu::kernel_dir() + "kernels.cubin");
   auto counter = m.global<std::uint32_t>("counter");

@@ -206,3 +206,37 @@ TEST_F(OldModules, WithoutParamInfoTheLayoutIsUnknownAndLaunchesAreUnchecked) {
 }
 
 }  // namespace
+
+namespace {
+
+class Libraries : public Modules {};
+
+TEST_F(Libraries, LoadOnceAndGetKernelsPerContext) {
+  auto lib = Library::load(*drv_, bytes_of(kPtx));
+  EXPECT_EQ(lib.format(), ModuleFormat::ptx);
+  auto other = drv_->device(0).create_context();
+  const Kernel in_primary = lib.kernel(ctx(), "vadd");
+  const Kernel in_other = lib.kernel(other.ref(), "vadd");
+  ASSERT_TRUE(in_primary.params().has_value());
+  EXPECT_EQ(in_primary.params()->size(), 4u);
+  EXPECT_EQ(in_other.context().address(), other.ref().address());
+  const unsigned n = 8;
+  std::vector<float> a(n, 1.0f), c(n, 0.0f);
+  auto da = DeviceBuffer::allocate(ctx(), n * 4);
+  auto dc = DeviceBuffer::allocate(ctx(), n * 4);
+  copy(da.as<float>(), std::span<const float>(a));
+  launch(in_primary, LaunchConfig{{1}, {32}, 0, {}, {}}, da.address(), da.address(), dc.address(), n);
+  copy(std::span<float>(c), DeviceSpan<const float>(dc.as<float>()));
+  EXPECT_EQ(c[7], 2.0f);
+  auto e = expect_throw<InvalidArgumentError>([&] { (void)lib.kernel(ctx(), "nope"); });
+  EXPECT_NE(std::string(e.what()).find("no kernel named \"nope\""), std::string::npos);
+  lib.unload();
+  EXPECT_EQ(drvshim_fake_live_modules(), 0);
+}
+
+TEST_F(OldModules, ContextIndependentLoadingNeedsACuda12Driver) {
+  auto e = expect_throw<DriverTooOldError>([&] { (void)Library::load(*drv_, bytes_of(kPtx)); });
+  EXPECT_NE(std::string(e.what()).find("cuLibraryLoadData"), std::string::npos) << e.what();
+}
+
+}  // namespace

@@ -129,8 +129,10 @@ TEST(Probe, BandwidthTraceAndBadArguments) {
   close(mkstemp(path));
   const auto j = probe_json("discrete", 0, std::string("--bandwidth --trace ") + path);
   ASSERT_TRUE(j.contains("bandwidth"));
-  EXPECT_GE(j["bandwidth"].size(), 6u);
+  ASSERT_EQ(j["bandwidth"].size(), 7u);
   EXPECT_GT(j["bandwidth"][0]["gb_per_s"].get<double>(), 0.0);
+  EXPECT_EQ(j["bandwidth"][6]["direction"], "kernel reads mapped");
+  EXPECT_TRUE(j["bandwidth"][6].contains("gb_per_s")) << j["bandwidth"][6].dump();
   std::FILE* f = std::fopen(path, "r");
   ASSERT_NE(f, nullptr);
   char line[1024];

@@ -140,6 +140,39 @@ class DRVSHIM_API Module {
   std::shared_ptr<detail::ModuleState> state_;
 };
 
+/// Context-independent code (cuLibraryLoadData, CUDA 12.0+; move-only owner):
+/// loaded once, usable in every context; a kernel is bound to a context when
+/// asked for (cuLibraryGetKernel + cuKernelGetFunction).
+class DRVSHIM_API Library {
+ public:
+  /// cuLibraryLoadData with the same JIT log options as Module::load. Throws
+  /// DriverTooOldError where the driver lacks it, CudaError (with the JIT log) when loading fails.
+  static Library load(const Driver& driver, std::span<const std::byte> image);
+  static Library load_file(const Driver& driver, const std::string& path);
+
+  Library(Library&&) noexcept;
+  Library& operator=(Library&&) noexcept;
+  Library(const Library&) = delete;
+  Library& operator=(const Library&) = delete;
+  ~Library();
+
+  explicit operator bool() const noexcept { return handle_ != 0; }
+  ModuleFormat format() const noexcept { return format_; }
+  const JitLog& jit_log() const noexcept { return log_; }
+  /// The kernel `name` as a function of `context`, ready for launch().
+  Kernel kernel(const ContextRef& context, const std::string& name) const;
+  /// cuLibraryUnload; the owner becomes empty.
+  void unload();
+  Status unload(std::nothrow_t) noexcept;
+
+ private:
+  Library(std::shared_ptr<detail::DriverCore> core, std::uintptr_t handle, ModuleFormat format, JitLog log) noexcept;
+  std::shared_ptr<detail::DriverCore> core_;
+  std::uintptr_t handle_;
+  ModuleFormat format_;
+  JitLog log_;
+};
+
 /// Launches with arguments the caller packed: `args[i]` points at parameter i
 /// (cuLaunchKernel, or cuLaunchKernelEx with a cluster). The block size is
 /// checked against the kernel's limit before the launch.
