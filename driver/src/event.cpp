@@ -5,6 +5,7 @@
 
 #include "context_scope.hpp"
 #include "core.hpp"
+#include "flags_text.hpp"
 #include "log_internal.hpp"
 
 namespace drvshim {
@@ -26,16 +27,8 @@ const detail::DriverCore& core_of(const ContextRef& ctx) noexcept { return *ctx.
 }  // namespace
 
 std::string to_string(EventFlags flags) {
-  const unsigned bits = static_cast<unsigned>(flags);
-  if (bits == 0) return "none";
-  std::string out;
-  const auto add = [&](unsigned bit, const char* name) {
-    if ((bits & bit) != 0) out += out.empty() ? name : std::string("|") + name;
-  };
-  add(0x1, "blocking_sync");
-  add(0x2, "disable_timing");
-  add(0x4, "interprocess");
-  return out;
+  return detail::flags_text(static_cast<unsigned>(flags),
+                            {{0x1, "blocking_sync"}, {0x2, "disable_timing"}, {0x4, "interprocess"}});
 }
 
 std::uintptr_t EventRef::native() const noexcept { return state_->handle; }

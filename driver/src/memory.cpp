@@ -7,6 +7,7 @@
 
 #include "context_scope.hpp"
 #include "core.hpp"
+#include "flags_text.hpp"
 #include "log_internal.hpp"
 #include "trace_internal.hpp"
 
@@ -306,17 +307,8 @@ Status DeviceBuffer::free(std::nothrow_t) noexcept {
 // ---- pinned and mapped host memory ----------------------------------------------------------
 
 std::string to_string(HostAllocFlags flags) {
-  const unsigned bits = static_cast<unsigned>(flags);
-  if (bits == 0) return "none";
-  std::string out;
-  const auto add = [&](unsigned bit, const char* name) {
-    if ((bits & bit) != 0) out += out.empty() ? name : std::string("|") + name;
-  };
-  add(0x1, "portable");
-  add(0x2, "device_map");
-  add(0x4, "write_combined");
-  if ((bits & ~0x7u) != 0) out += fmt::format("{}0x{:x}", out.empty() ? "" : "|", bits & ~0x7u);
-  return out;
+  return detail::flags_text(static_cast<unsigned>(flags),
+                            {{0x1, "portable"}, {0x2, "device_map"}, {0x4, "write_combined"}});
 }
 
 PinnedBuffer::PinnedBuffer(ContextRef context, void* data, std::size_t bytes, HostAllocFlags flags) noexcept
@@ -407,18 +399,8 @@ MappedBuffer MappedBuffer::allocate(const ContextRef& context, std::size_t bytes
 // ---- registered host ranges -------------------------------------------------------------------
 
 std::string to_string(HostRegisterFlags flags) {
-  const unsigned bits = static_cast<unsigned>(flags);
-  if (bits == 0) return "none";
-  std::string out;
-  const auto add = [&](unsigned bit, const char* name) {
-    if ((bits & bit) != 0) out += out.empty() ? name : std::string("|") + name;
-  };
-  add(0x1, "portable");
-  add(0x2, "device_map");
-  add(0x4, "io_memory");
-  add(0x8, "read_only");
-  if ((bits & ~0xFu) != 0) out += fmt::format("{}0x{:x}", out.empty() ? "" : "|", bits & ~0xFu);
-  return out;
+  return detail::flags_text(static_cast<unsigned>(flags),
+                            {{0x1, "portable"}, {0x2, "device_map"}, {0x4, "io_memory"}, {0x8, "read_only"}});
 }
 
 RegisteredRange::RegisteredRange(ContextRef context, void* data, std::size_t bytes, HostRegisterFlags flags) noexcept

@@ -32,6 +32,21 @@ inline std::optional<drvshim::Driver> real_driver(std::string& why) {
   return driver;
 }
 
+// A GPU test with device 0's primary context retained; skips without a driver.
+class GpuContextTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    auto drv = real_driver(why);
+    if (!drv) GTEST_SKIP() << why;
+    drv_.emplace(*drv);
+    primary_.emplace(drv_->device(0).retain_primary_context());
+  }
+  drvshim::ContextRef ctx() const { return primary_->ref(); }
+  std::optional<drvshim::Driver> drv_;
+  std::optional<drvshim::PrimaryContext> primary_;
+};
+
 }  // namespace drvshim_gpu
 
 // Skips the test (reported by ctest as skipped, never as passed) without a GPU.

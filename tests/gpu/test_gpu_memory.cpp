@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gpu_env.hpp"
+#include "register_cases.hpp"
 
 using namespace drvshim;
 
@@ -20,19 +21,7 @@ std::vector<std::uint32_t> random_words(std::size_t n, std::uint32_t seed) {
   return v;
 }
 
-class GpuMemory : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string why;
-    auto drv = drvshim_gpu::real_driver(why);
-    if (!drv) GTEST_SKIP() << why;
-    drv_.emplace(*drv);
-    primary_.emplace(drv_->device(0).retain_primary_context());
-  }
-  ContextRef ctx() const { return primary_->ref(); }
-  std::optional<Driver> drv_;
-  std::optional<PrimaryContext> primary_;
-};
+class GpuMemory : public drvshim_gpu::GpuContextTest {};
 
 TEST_F(GpuMemory, DeviceBufferRoundTripSyncAndAsync) {
   const std::size_t n = (16u << 20) / 4;
@@ -120,44 +109,11 @@ TEST_F(GpuMemory, OutOfMemoryCarriesTheNumbers) {
   }
 }
 
-std::string outcome(const std::function<void()>& f) {
-  try {
-    f();
-    return "ok";
-  } catch (const CudaError& e) {
-    return e.code_name();
-  } catch (const InvalidArgumentError&) {
-    return "invalid-argument";
-  } catch (const UnsupportedError&) {
-    return "unsupported";
-  }
-}
-
-// The same table as tests/unit/test_memory.cpp (Register.TableOfCases).
+// The same table as the fake runs (tests/unit/register_cases.hpp).
 TEST_F(GpuMemory, RegistrationContractCases) {
-  struct Case {
-    const char* name;
-    std::size_t offset, bytes, offset2, bytes2;
-    const char* expected;
-  };
-  const std::vector<Case> cases = {
-      {"page-aligned range", 0, 8192, 0, 0, "ok"},
-      {"unaligned start and size", 100, 5000, 0, 0, "ok"},
-      {"zero size", 0, 0, 0, 0, "invalid-argument"},
-      {"identical range twice", 0, 4096, 0, 4096, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED"},
-      {"interior overlap", 0, 16384, 4096, 4096, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED"},
-      {"partial overlap at the end", 4096, 8192, 8192, 8192, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED"},
-      {"adjacent ranges", 0, 8192, 8192, 8192, "ok"},
-  };
-  for (const auto& c : cases) {
-    std::vector<std::uint8_t> block(65536 + 4096);
-    auto* base = reinterpret_cast<std::uint8_t*>((reinterpret_cast<std::uintptr_t>(block.data()) + 4095) &
-                                                 ~std::uintptr_t{4095});
-    std::optional<RegisteredRange> first;
-    std::string got = outcome([&] { first.emplace(RegisteredRange::register_range(ctx(), base + c.offset, c.bytes)); });
-    if (got == "ok" && c.bytes2 != 0) {
-      got = outcome([&] { (void)RegisteredRange::register_range(ctx(), base + c.offset2, c.bytes2); });
-    }
+  using drvshim_test::outcome;
+  for (const auto& c : drvshim_test::register_cases()) {
+    const std::string got = drvshim_test::run_register_case(ctx(), c);
     std::printf("[ contract ] register: %-28s observed=%-42s expected=%s\n", c.name, got.c_str(), c.expected);
     EXPECT_EQ(got, c.expected) << c.name;
   }

@@ -61,19 +61,7 @@ int illegal_address_child() {
 
 namespace {
 
-class GpuModules : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string why;
-    auto drv = drvshim_gpu::real_driver(why);
-    if (!drv) GTEST_SKIP() << why;
-    drv_.emplace(*drv);
-    primary_.emplace(drv_->device(0).retain_primary_context());
-  }
-  ContextRef ctx() const { return primary_->ref(); }
-  std::optional<Driver> drv_;
-  std::optional<PrimaryContext> primary_;
-};
+class GpuModules : public drvshim_gpu::GpuContextTest {};
 
 TEST_F(GpuModules, EveryFormatLoadsAndVaddComputes) {
   const unsigned n = 1u << 20;

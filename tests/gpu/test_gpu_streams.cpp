@@ -17,19 +17,7 @@ using namespace drvshim;
 
 namespace {
 
-class GpuStreams : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string why;
-    auto drv = drvshim_gpu::real_driver(why);
-    if (!drv) GTEST_SKIP() << why;
-    drv_.emplace(*drv);
-    primary_.emplace(drv_->device(0).retain_primary_context());
-  }
-  ContextRef ctx() const { return primary_->ref(); }
-  std::optional<Driver> drv_;
-  std::optional<PrimaryContext> primary_;
-};
+class GpuStreams : public drvshim_gpu::GpuContextTest {};
 
 void fill_random(std::span<std::uint32_t> v, std::uint32_t seed) {
   std::mt19937 gen(seed);

@@ -6,6 +6,7 @@
 #include <drvshim/drvshim.hpp>
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,25 @@ class FakeDriverTest : public ::testing::Test {
   int stack_depth_ = 0;
   void* stack_top_ = nullptr;
   int external_retains_[2] = {0, 0};
+};
+
+// A fake-driver test with the driver initialised and device 0's primary
+// context retained for the test's duration.
+class PrimaryContextTest : public FakeDriverTest {
+ protected:
+  void SetUp() override {
+    FakeDriverTest::SetUp();
+    drv_.emplace(load_and_init());
+    primary_.emplace(drv_->device(0).retain_primary_context());
+  }
+  void TearDown() override {
+    primary_.reset();
+    drv_.reset();
+    FakeDriverTest::TearDown();
+  }
+  drvshim::ContextRef ctx() const { return primary_->ref(); }
+  std::optional<drvshim::Driver> drv_;
+  std::optional<drvshim::PrimaryContext> primary_;
 };
 
 }  // namespace drvshim_test

@@ -7,27 +7,15 @@
 #include <vector>
 
 #include "fixture.hpp"
+#include "register_cases.hpp"
 
 using namespace drvshim;
 using namespace drvshim_test;
 
 namespace {
 
-class Memory : public FakeDriverTest {
+class Memory : public PrimaryContextTest {
  protected:
-  void SetUp() override {
-    FakeDriverTest::SetUp();
-    drv_.emplace(load_and_init());
-    primary_.emplace(drv_->device(0).retain_primary_context());
-  }
-  void TearDown() override {
-    primary_.reset();
-    drv_.reset();
-    FakeDriverTest::TearDown();
-  }
-  ContextRef ctx() const { return primary_->ref(); }
-  std::optional<Driver> drv_;
-  std::optional<PrimaryContext> primary_;
 };
 
 TEST_F(Memory, DeviceBufferRoundTripsDataThroughTypedViews) {
@@ -227,50 +215,10 @@ TEST_F(Memory, CallsRestoreTheCallersContextStack) {
 
 // ---- registered host ranges: the table of cases -------------------------------------------
 
-struct RegisterCase {
-  const char* name;
-  std::size_t offset;      // into a 64 KiB page-aligned host block
-  std::size_t bytes;
-  std::size_t offset2;     // a second registration, when bytes2 != 0
-  std::size_t bytes2;
-  const char* expected;    // "ok", an error kind, or the CUresult name of the second registration
-};
-
-std::string outcome(const std::function<void()>& f) {
-  try {
-    f();
-    return "ok";
-  } catch (const CudaError& e) {
-    return e.code_name();
-  } catch (const InvalidArgumentError&) {
-    return "invalid-argument";
-  } catch (const UnsupportedError&) {
-    return "unsupported";
-  }
-}
-
 class Register : public Memory {};
 
 TEST_F(Register, TableOfCases) {
-  const std::vector<RegisterCase> cases = {
-      {"page-aligned range", 0, 8192, 0, 0, "ok"},
-      {"unaligned start and size", 100, 5000, 0, 0, "ok"},
-      {"zero size", 0, 0, 0, 0, "invalid-argument"},
-      {"identical range twice", 0, 4096, 0, 4096, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED"},
-      {"interior overlap", 0, 16384, 4096, 4096, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED"},
-      {"partial overlap at the end", 4096, 8192, 8192, 8192, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED"},
-      {"adjacent ranges", 0, 8192, 8192, 8192, "ok"},
-  };
-  for (const auto& c : cases) {
-    std::vector<std::uint8_t> block(65536 + 4096);
-    auto* base = reinterpret_cast<std::uint8_t*>((reinterpret_cast<std::uintptr_t>(block.data()) + 4095) & ~std::uintptr_t{4095});
-    std::optional<RegisteredRange> first;
-    std::string got = outcome([&] { first.emplace(RegisteredRange::register_range(ctx(), base + c.offset, c.bytes)); });
-    if (got == "ok" && c.bytes2 != 0) {
-      got = outcome([&] { (void)RegisteredRange::register_range(ctx(), base + c.offset2, c.bytes2); });
-    }
-    EXPECT_EQ(got, c.expected) << c.name;
-  }
+  for (const auto& c : register_cases()) EXPECT_EQ(run_register_case(ctx(), c), c.expected) << c.name;
 }
 
 TEST_F(Register, UnregisteringTwiceAndForeignPointers) {

@@ -48,22 +48,12 @@ void vadd_cpu(const drvshim_fake_launch* l, void** args) {
 
 std::span<const std::byte> bytes_of(const char* text) { return std::as_bytes(std::span<const char>(text, std::strlen(text))); }
 
-class Modules : public FakeDriverTest {
+class Modules : public PrimaryContextTest {
  protected:
   void SetUp() override {
-    FakeDriverTest::SetUp();
     drvshim_fake_register_kernel("vadd", &vadd_cpu);
-    drv_.emplace(load_and_init());
-    primary_.emplace(drv_->device(0).retain_primary_context());
+    PrimaryContextTest::SetUp();
   }
-  void TearDown() override {
-    primary_.reset();
-    drv_.reset();
-    FakeDriverTest::TearDown();
-  }
-  ContextRef ctx() const { return primary_->ref(); }
-  std::optional<Driver> drv_;
-  std::optional<PrimaryContext> primary_;
 };
 
 TEST_F(Modules, FormatsAreRecognisedByContent) {

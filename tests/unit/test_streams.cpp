@@ -13,22 +13,9 @@ using namespace drvshim_test;
 
 namespace {
 
-class Streams : public FakeDriverTest {
+class Streams : public PrimaryContextTest {
  protected:
-  void SetUp() override {
-    FakeDriverTest::SetUp();
-    drv_.emplace(load_and_init());
-    primary_.emplace(drv_->device(0).retain_primary_context());
-  }
-  void TearDown() override {
-    primary_.reset();
-    drv_.reset();
-    FakeDriverTest::TearDown();
-  }
-  ContextRef ctx() const { return primary_->ref(); }
   static void* native(const StreamRef& s) { return reinterpret_cast<void*>(s.native()); }
-  std::optional<Driver> drv_;
-  std::optional<PrimaryContext> primary_;
 };
 
 TEST_F(Streams, CreationChecksThePriorityAgainstTheDevicesRange) {
