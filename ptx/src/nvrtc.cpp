@@ -5,6 +5,13 @@
 #include <drvshim/nvrtc.hpp>
 #include <fmt/format.h>
 
+#include <unistd.h>
+
+#include <drvshim/device.hpp>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -23,6 +30,7 @@ struct NvrtcCore {
   int major = 0;
   int minor = 0;
   std::vector<int> archs;
+  std::string cuda_include;
 #define DRVSHIM_X(name, need) decltype(&::name) name = nullptr;
   DRVSHIM_NVRTC_FUNCTIONS(DRVSHIM_X)
 #undef DRVSHIM_X
@@ -53,8 +61,75 @@ void* open_first(const std::vector<std::string>& candidates, std::string& opened
   return nullptr;
 }
 
+bool has_file(const std::string& path) { return access(path.c_str(), R_OK) == 0; }
+
+// The toolkit's include directory: DRVSHIM_CUDA_INCLUDE, else relative to the
+// loaded NVRTC (lib64/ or targets/<arch>/lib/ beside include/), else /usr/local/cuda/include.
+std::string find_cuda_include(const std::string& nvrtc_path) {
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("DRVSHIM_CUDA_INCLUDE"); env != nullptr && *env != '\0') candidates.emplace_back(env);
+  const std::string dir = nvrtc_path.substr(0, nvrtc_path.rfind('/'));
+  candidates.push_back(dir + "/../include");
+  candidates.push_back(dir + "/../../include");
+  candidates.emplace_back("/usr/local/cuda/include");
+  for (const auto& c : candidates) {
+    if (has_file(c + "/cuda_fp16.h")) {
+      char resolved[PATH_MAX];
+      return realpath(c.c_str(), resolved) != nullptr ? std::string(resolved) : c;
+    }
+  }
+  return {};
+}
+
+// The source lines a log points at ("name(12): error: ..."), numbered.
+std::string excerpt(const std::string& source, const std::string& name, const std::string& log) {
+  std::vector<std::string> lines;
+  std::size_t start = 0;
+  while (start <= source.size()) {
+    const auto end = source.find('\n', start);
+    lines.push_back(source.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  std::string out;
+  std::vector<int> shown;
+  const std::string marker = name + "(";
+  for (std::size_t pos = log.find(marker); pos != std::string::npos; pos = log.find(marker, pos + 1)) {
+    const int line = std::atoi(log.c_str() + pos + marker.size());
+    if (line <= 0 || static_cast<std::size_t>(line) > lines.size()) continue;
+    if (std::find(shown.begin(), shown.end(), line) != shown.end()) continue;
+    shown.push_back(line);
+    out += fmt::format("\n  {:>4} | {}", line, lines[static_cast<std::size_t>(line - 1)]);
+  }
+  return out;
+}
+
 }  // namespace
 }  // namespace detail
+
+NvrtcCompileError::NvrtcCompileError(const std::string& program, const std::string& log,
+                                     std::vector<std::string> options, const std::string& excerpt_text, int code)
+    : Error(ErrorKind::cuda,
+            fmt::format("NVRTC could not compile {} (nvrtcResult {}); options: {}; log:\n{}{}", program, code,
+                        fmt::join(options, " "), log,
+                        excerpt_text.empty() ? std::string() : "\nsource:" + excerpt_text),
+            ErrorDetails{"nvrtcCompileProgram", 0, program, "fix the source at the lines the log names", false}),
+      log_(log),
+      options_(std::move(options)) {}
+
+std::vector<std::string> CompileOptions::render() const {
+  std::vector<std::string> out;
+  if (!arch.empty()) out.push_back("--gpu-architecture=" + arch);
+  if (!standard.empty()) out.push_back("--std=" + standard);
+  for (const auto& [name, value] : defines) out.push_back(value.empty() ? "-D" + name : "-D" + name + "=" + value);
+  for (const auto& dir : include_paths) out.push_back("-I" + dir);
+  if (fast_math) out.emplace_back("--use_fast_math");
+  if (line_info) out.emplace_back("--generate-line-info");
+  if (debug) out.emplace_back("--device-debug");
+  if (relocatable) out.emplace_back("--relocatable-device-code=true");
+  out.insert(out.end(), extra.begin(), extra.end());
+  return out;
+}
 
 NvrtcNotFoundError::NvrtcNotFoundError(const std::string& what, std::vector<std::string> paths_tried,
                                        std::vector<std::string> dl_errors)
@@ -125,6 +200,7 @@ Nvrtc Nvrtc::load(const NvrtcLoadOptions& options) {
   core->builtins = detail::open_first(builtin_candidates, opened, builtin_errors);
   if (core->builtins == nullptr) throw NvrtcNotFoundError("NVRTC's builtins library", builtin_candidates, builtin_errors);
   core->builtins_path = detail::path_of(core->builtins, opened);
+  core->cuda_include = detail::find_cuda_include(core->loaded_path);
   return Nvrtc(std::move(core));
 }
 
@@ -134,5 +210,97 @@ const std::string& Nvrtc::builtins_path() const noexcept { return core_->builtin
 int Nvrtc::version_major() const noexcept { return core_->major; }
 int Nvrtc::version_minor() const noexcept { return core_->minor; }
 const std::vector<int>& Nvrtc::supported_architectures() const noexcept { return core_->archs; }
+const std::string& Nvrtc::cuda_include_dir() const noexcept { return core_->cuda_include; }
+
+std::string Nvrtc::target_for(const Device& device) const {
+  const auto cc = device.compute_capability();
+  const int want = cc.major * 10 + cc.minor;
+  const auto& archs = core_->archs;
+  if (std::find(archs.begin(), archs.end(), want) != archs.end()) return fmt::format("sm_{}", want);
+  int best = 0;
+  for (const int a : archs) {
+    if (a <= want && a > best) best = a;
+  }
+  if (best == 0) {
+    throw InvalidArgumentError("Nvrtc::target_for",
+                               fmt::format("NVRTC {}.{} supports no architecture at or below the device's sm_{}",
+                                           core_->major, core_->minor, want),
+                               "use an NVRTC from an older CUDA toolkit for this device");
+  }
+  return fmt::format("compute_{}", best);
+}
+
+CompileResult Nvrtc::compile(const std::string& source, const std::string& name, const CompileOptions& options,
+                             const std::vector<Header>& headers,
+                             const std::vector<std::string>& name_expressions) const {
+  if (options.arch.empty()) {
+    throw InvalidArgumentError("Nvrtc::compile", "no target architecture",
+                               "set CompileOptions::arch (\"sm_90\", \"compute_90\") or use Nvrtc::target_for(device)");
+  }
+  const bool cubin = options.arch.rfind("sm_", 0) == 0;
+  if (cubin && (core_->nvrtcGetCUBIN == nullptr || core_->nvrtcGetCUBINSize == nullptr)) {
+    throw InvalidArgumentError("Nvrtc::compile", "this NVRTC cannot emit CUBIN", "target compute_XY (PTX) instead");
+  }
+  CompileResult result;
+  result.cubin = cubin;
+  result.options = options.render();
+  if (options.cuda_includes && !core_->cuda_include.empty()) result.options.push_back("-I" + core_->cuda_include);
+  std::vector<const char*> header_sources;
+  std::vector<const char*> header_names;
+  for (const auto& h : headers) {
+    header_sources.push_back(h.source.c_str());
+    header_names.push_back(h.name.c_str());
+  }
+  nvrtcProgram program = nullptr;
+  nvrtcResult r = core_->nvrtcCreateProgram(&program, source.c_str(), name.c_str(), static_cast<int>(headers.size()),
+                                            header_sources.data(), header_names.data());
+  if (r != NVRTC_SUCCESS) {
+    throw NvrtcCompileError(name, core_->nvrtcGetErrorString(r), result.options, "", static_cast<int>(r));
+  }
+  // The program is destroyed on every path out of here.
+  struct Destroy {
+    const detail::NvrtcCore* core;
+    nvrtcProgram* program;
+    ~Destroy() { core->nvrtcDestroyProgram(program); }
+  } destroy{core_.get(), &program};
+  for (const auto& expr : name_expressions) {
+    r = core_->nvrtcAddNameExpression(program, expr.c_str());
+    if (r != NVRTC_SUCCESS) {
+      throw NvrtcCompileError(name, fmt::format("nvrtcAddNameExpression(\"{}\"): {}", expr, core_->nvrtcGetErrorString(r)),
+                              result.options, "", static_cast<int>(r));
+    }
+  }
+  std::vector<const char*> argv;
+  for (const auto& o : result.options) argv.push_back(o.c_str());
+  const auto t0 = std::chrono::steady_clock::now();
+  const nvrtcResult compiled = core_->nvrtcCompileProgram(program, static_cast<int>(argv.size()), argv.data());
+  result.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  std::size_t log_size = 0;
+  if (core_->nvrtcGetProgramLogSize(program, &log_size) == NVRTC_SUCCESS && log_size > 1) {
+    result.log.resize(log_size);
+    if (core_->nvrtcGetProgramLog(program, result.log.data()) == NVRTC_SUCCESS) result.log.resize(log_size - 1);
+  }
+  if (compiled != NVRTC_SUCCESS) {
+    throw NvrtcCompileError(name, result.log, result.options, detail::excerpt(source, name, result.log),
+                            static_cast<int>(compiled));
+  }
+  std::size_t size = 0;
+  r = cubin ? core_->nvrtcGetCUBINSize(program, &size) : core_->nvrtcGetPTXSize(program, &size);
+  if (r == NVRTC_SUCCESS) {
+    result.image.resize(size);
+    r = cubin ? core_->nvrtcGetCUBIN(program, reinterpret_cast<char*>(result.image.data()))
+              : core_->nvrtcGetPTX(program, reinterpret_cast<char*>(result.image.data()));
+  }
+  if (r != NVRTC_SUCCESS) {
+    throw NvrtcCompileError(name, core_->nvrtcGetErrorString(r), result.options, "", static_cast<int>(r));
+  }
+  for (const auto& expr : name_expressions) {
+    const char* lowered = nullptr;
+    if (core_->nvrtcGetLoweredName(program, expr.c_str(), &lowered) == NVRTC_SUCCESS && lowered != nullptr) {
+      result.lowered_names[expr] = lowered;
+    }
+  }
+  return result;
+}
 
 }  // namespace drvshim

@@ -5,4 +5,15 @@
   X(nvrtcVersion, Required)          \
   X(nvrtcGetErrorString, Required)   \
   X(nvrtcGetNumSupportedArchs, Optional) \
-  X(nvrtcGetSupportedArchs, Optional)
+  X(nvrtcGetSupportedArchs, Optional) \
+  X(nvrtcCreateProgram, Required)       \
+  X(nvrtcDestroyProgram, Required)      \
+  X(nvrtcCompileProgram, Required)      \
+  X(nvrtcGetProgramLogSize, Required)   \
+  X(nvrtcGetProgramLog, Required)       \
+  X(nvrtcGetPTXSize, Required)          \
+  X(nvrtcGetPTX, Required)              \
+  X(nvrtcGetCUBINSize, Optional)        \
+  X(nvrtcGetCUBIN, Optional)            \
+  X(nvrtcAddNameExpression, Required)   \
+  X(nvrtcGetLoweredName, Required)

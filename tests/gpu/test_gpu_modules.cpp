@@ -194,3 +194,43 @@ TEST_F(GpuModules, AnIllegalAddressPoisonsTheContextInItsOwnProcess) {
 }
 
 }  // namespace
+
+namespace {
+
+class GpuNvrtc : public drvshim_gpu::GpuContextTest {};
+
+TEST_F(GpuNvrtc, CompileForTheDeviceLoadAndLaunch) {
+  const auto nv = Nvrtc::load();
+  const std::string target = nv.target_for(drv_->device(0));
+  std::printf("[ info     ] NVRTC %d.%d targets %s for this device\n", nv.version_major(), nv.version_minor(),
+              target.c_str());
+  EXPECT_EQ(target, "sm_90");
+  const char* src = R"(
+#include <cuda_fp16.h>
+template <typename T> __global__ void axpy(T a, const T* x, T* y, unsigned n) {
+  const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+)";
+  for (const std::string& arch : {target, std::string("compute_90")}) {
+    CompileOptions o;
+    o.arch = arch;
+    const auto r = nv.compile(src, "axpy.cu", o, {}, {"axpy<float>"});
+    auto m = Module::load(ctx(), r.image);
+    std::printf("[ info     ] %s: compile %.1f ms, %s image %zu bytes, load JIT %.3f ms\n", arch.c_str(), r.compile_ms,
+                to_string(m.format()), r.image.size(), static_cast<double>(m.jit_log().wall_ms));
+    const Kernel axpy = m.kernel(r.lowered_names.at("axpy<float>"));
+    const unsigned n = 1u << 16;
+    std::vector<float> x(n, 2.0f), y(n, 1.0f);
+    auto dx = DeviceBuffer::allocate(ctx(), n * 4);
+    auto dy = DeviceBuffer::allocate(ctx(), n * 4);
+    copy(dx.as<float>(), std::span<const float>(x));
+    copy(dy.as<float>(), std::span<const float>(y));
+    launch(axpy, LaunchConfig{{n / 256}, {256}, 0, {}, {}}, 3.0f, dx.address(), dy.address(), n);
+    copy(std::span<float>(y), DeviceSpan<const float>(dy.as<float>()));
+    EXPECT_EQ(y[0], 7.0f) << arch;
+    EXPECT_EQ(y[n - 1], 7.0f) << arch;
+  }
+}
+
+}  // namespace

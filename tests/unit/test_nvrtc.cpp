@@ -1,0 +1,141 @@
+// NVRTC (the toolkit's real library; no GPU needed): options, programs, name
+// expressions, headers, logs and errors, target selection, and an end-to-end
+// compile -> load -> launch against the fake driver.
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "fixture.hpp"
+
+using namespace drvshim;
+using namespace drvshim_test;
+
+namespace {
+
+Nvrtc nvrtc() {
+  try {
+    return Nvrtc::load();
+  } catch (const NvrtcNotFoundError& e) {
+    throw std::runtime_error(std::string("the CUDA toolkit's NVRTC is required for these tests: ") + e.what());
+  }
+}
+
+std::string text_of(const CompileResult& r) {
+  return std::string(reinterpret_cast<const char*>(r.image.data()), r.image.size());
+}
+
+TEST(NvrtcOptions, RenderEveryFlagInOnePlace) {
+  CompileOptions o;
+  o.arch = "sm_90";
+  o.standard = "c++20";
+  o.defines = {{"N", "4"}, {"FAST", ""}};
+  o.include_paths = {"/opt/inc"};
+  o.fast_math = o.line_info = o.debug = o.relocatable = true;
+  o.extra = {"--extra-device-vectorization"};
+  EXPECT_EQ(o.render(), (std::vector<std::string>{"--gpu-architecture=sm_90", "--std=c++20", "-DN=4", "-DFAST",
+                                                  "-I/opt/inc", "--use_fast_math", "--generate-line-info",
+                                                  "--device-debug", "--relocatable-device-code=true",
+                                                  "--extra-device-vectorization"}));
+}
+
+TEST(NvrtcCompile, PtxAndCubinForAnExplicitArchitectureWithoutADevice) {
+  const auto nv = nvrtc();
+  EXPECT_FALSE(nv.cuda_include_dir().empty());
+  const char* src = "extern \"C\" __global__ void k(float* p) { p[threadIdx.x] *= 2.0f; }\n";
+  CompileOptions o;
+  o.arch = "compute_90";
+  const auto ptx = nv.compile(src, "k.cu", o);
+  EXPECT_FALSE(ptx.cubin);
+  EXPECT_NE(text_of(ptx).find(".entry k("), std::string::npos);
+  EXPECT_EQ(ptx.options.back(), "-I" + nv.cuda_include_dir());
+  EXPECT_GT(ptx.compile_ms, 0.0);
+  o.arch = "sm_90";
+  const auto cubin = nv.compile(src, "k.cu", o);
+  EXPECT_TRUE(cubin.cubin);
+  ASSERT_GE(cubin.image.size(), 4u);
+  EXPECT_EQ(std::memcmp(cubin.image.data(), "\x7f" "ELF", 4), 0);
+  EXPECT_EQ(detect_module_format(cubin.image), ModuleFormat::cubin);
+}
+
+TEST(NvrtcCompile, NameExpressionsHeadersDefinesAndToolkitIncludes) {
+  const auto nv = nvrtc();
+  const char* src = R"(
+#include <cuda_fp16.h>
+#include "scale.h"
+static_assert(FACTOR == 3, "the define reached the program");
+template <typename T> __global__ void scale(T* p) { p[threadIdx.x] = p[threadIdx.x] * T(FACTOR * kBase); }
+)";
+  CompileOptions o;
+  o.arch = "compute_90";
+  o.defines = {{"FACTOR", "3"}};
+  const auto r = nv.compile(src, "scale.cu", o, {{"scale.h", "constexpr int kBase = 2;\n"}},
+                            {"scale<float>", "scale<__half>"});
+  ASSERT_EQ(r.lowered_names.size(), 2u);
+  EXPECT_EQ(r.lowered_names.at("scale<float>").rfind("_Z", 0), 0u) << r.lowered_names.at("scale<float>");
+  EXPECT_NE(r.lowered_names.at("scale<float>"), r.lowered_names.at("scale<__half>"));
+  EXPECT_NE(text_of(r).find(r.lowered_names.at("scale<float>")), std::string::npos);
+}
+
+TEST(NvrtcCompile, WarningsAreKeptOnSuccess) {
+  const auto nv = nvrtc();
+  CompileOptions o;
+  o.arch = "compute_90";
+  const auto r = nv.compile("__global__ void k() { int unused = 1; }\n", "warn.cu", o);
+  EXPECT_NE(r.log.find("warning"), std::string::npos) << r.log;
+}
+
+TEST(NvrtcCompile, AFailureCarriesTheLogTheOptionsAndTheOffendingLines) {
+  const auto nv = nvrtc();
+  CompileOptions o;
+  o.arch = "compute_90";
+  o.defines = {{"MODE", "1"}};
+  const std::string src = "__global__ void k(float* p) {\n  p[0] = 1.0f;\n  this line is wrong;\n}\n";
+  try {
+    (void)nv.compile(src, "bad.cu", o);
+    FAIL() << "compiled";
+  } catch (const NvrtcCompileError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(e.log().find("bad.cu(3)"), std::string::npos) << e.log();
+    EXPECT_NE(what.find("-DMODE=1"), std::string::npos) << what;
+    EXPECT_NE(what.find("   3 |   this line is wrong;"), std::string::npos) << what;
+    EXPECT_NE(std::find(e.options().begin(), e.options().end(), "--gpu-architecture=compute_90"), e.options().end());
+  }
+  expect_throw<InvalidArgumentError>([&] { (void)nv.compile(src, "bad.cu", CompileOptions{}); });
+}
+
+class NvrtcTarget : public PrimaryContextTest {};
+
+TEST_F(NvrtcTarget, TheDevicesOwnArchitectureOrTheHighestBelowIt) {
+  const auto nv = nvrtc();
+  EXPECT_EQ(nv.target_for(drv_->device(0)), "sm_90");
+  drvshim_fake_set_attribute(0, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 10);
+  drvshim_fake_set_attribute(0, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 1);
+  EXPECT_EQ(nv.target_for(drv_->device(0)), "compute_100") << "sm_101 is not an NVRTC target";
+  drvshim_fake_set_attribute(0, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 5);
+  drvshim_fake_set_attribute(0, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 3);
+  auto e = expect_throw<InvalidArgumentError>([&] { (void)nv.target_for(drv_->device(0)); });
+  EXPECT_NE(std::string(e.what()).find("sm_53"), std::string::npos);
+}
+
+void doubles_cpu(const drvshim_fake_launch* l, void** args) {
+  auto* p = *static_cast<float* const*>(args[0]);
+  for (unsigned i = 0; i < l->block[0]; ++i) p[i] *= 2.0f;
+}
+
+TEST_F(NvrtcTarget, CompileLoadAndLaunchEndToEnd) {
+  drvshim_fake_register_kernel("doubles", &doubles_cpu);
+  const auto nv = nvrtc();
+  CompileOptions o;
+  o.arch = "compute_90";  // the fake loads PTX
+  const auto r = nv.compile("extern \"C\" __global__ void doubles(float* p) { p[threadIdx.x] *= 2.0f; }\n", "d.cu", o);
+  auto m = Module::load(ctx(), r.image);
+  std::vector<float> v(64);
+  std::iota(v.begin(), v.end(), 1.0f);
+  auto buf = DeviceBuffer::allocate(ctx(), v.size() * 4);
+  copy(buf.as<float>(), std::span<const float>(v));
+  launch(m.kernel("doubles"), LaunchConfig{{1}, {64}, 0, {}, {}}, buf.address());
+  copy(std::span<float>(v), DeviceSpan<const float>(buf.as<float>()));
+  EXPECT_EQ(v[63], 128.0f);
+}
+
+}  // namespace
