@@ -115,7 +115,7 @@ struct DriverCore {
 
   // Exceptions thrown by host callbacks, by stream, reported at the next synchronize.
   mutable std::mutex callback_mutex;
-  mutable std::map<std::uintptr_t, std::string> callback_errors;
+  mutable std::map<std::pair<std::uintptr_t, std::uint64_t>, std::string> callback_errors;  // by StreamRef::key()
 
   bool has(Api id) const noexcept { return slots[index(id)] != nullptr; }
   bool forked() const noexcept { return fork_generation != current_fork_generation(); }

@@ -1,6 +1,7 @@
 #include <drvshim/event.hpp>
 #include <drvshim/stream.hpp>
 
+#include <atomic>
 #include <memory>
 #include <utility>
 
@@ -41,12 +42,12 @@ std::string StreamRef::name() const {
 namespace {
 
 // Reports (once) an exception a host callback of this stream threw.
-void report_callback_error(const detail::DriverCore& core, std::uintptr_t handle, const char* api,
+void report_callback_error(const detail::DriverCore& core, const StreamRef& stream, const char* api,
                            const std::string& name) {
   std::string message;
   {
     std::lock_guard<std::mutex> lock(core.callback_mutex);
-    const auto it = core.callback_errors.find(handle);
+    const auto it = core.callback_errors.find(stream.key());
     if (it == core.callback_errors.end()) return;
     message = std::move(it->second);
     core.callback_errors.erase(it);
@@ -57,7 +58,7 @@ void report_callback_error(const detail::DriverCore& core, std::uintptr_t handle
 struct HostCallback {
   std::function<void()> fn;
   std::shared_ptr<const detail::DriverCore> core;  // the callback may outlive every other drvshim object
-  std::uintptr_t stream;
+  std::pair<std::uintptr_t, std::uint64_t> stream;  // StreamRef::key()
   std::string stream_name;
 };
 
@@ -91,7 +92,7 @@ void StreamRef::synchronize() const {
     detail::ContextScope scope(core, context_.address(), "StreamRef::synchronize");
     DRVSHIM_TRY(core, cuStreamSynchronize, name(), native_stream(handle_));
   }
-  report_callback_error(core, handle_, "cuStreamSynchronize", name());
+  report_callback_error(core, *this, "cuStreamSynchronize", name());
 }
 
 StreamStatus StreamRef::query() const {
@@ -115,14 +116,19 @@ void StreamRef::launch_host_func(std::function<void()> callback) const {
   const auto& core = *context_.device().core();
   detail::ContextScope scope(core, context_.address(), "StreamRef::launch_host_func");
   auto cb = std::make_unique<HostCallback>(
-      HostCallback{std::move(callback), context_.device().core(), handle_, name()});
+      HostCallback{std::move(callback), context_.device().core(), key(), name()});
   DRVSHIM_TRY(core, cuLaunchHostFunc, name(), native_stream(handle_), &run_host_callback, cb.get());
   (void)cb.release();  // the driver owns the call now; run_host_callback frees it
   detail::after_submit(core, native_stream(handle_), "cuLaunchHostFunc", [this] { return name(); });
 }
 
+namespace {
+std::atomic<std::uint64_t> g_next_stream_id{1};
+}  // namespace
+
 Stream::Stream(ContextRef context, std::uintptr_t handle, StreamFlags flags, int priority) noexcept
-    : context_(std::move(context)), handle_(handle), flags_(flags), priority_(priority) {}
+    : context_(std::move(context)), handle_(handle), id_(g_next_stream_id.fetch_add(1)), flags_(flags),
+      priority_(priority) {}
 
 Stream Stream::create(const ContextRef& context, StreamFlags flags, int priority) {
   const StreamPriorityRange range = stream_priority_range(context);
@@ -143,7 +149,7 @@ Stream Stream::create(const ContextRef& context, StreamFlags flags, int priority
 }
 
 Stream::Stream(Stream&& other) noexcept
-    : context_(other.context_), handle_(std::exchange(other.handle_, 0)), flags_(other.flags_),
+    : context_(other.context_), handle_(std::exchange(other.handle_, 0)), id_(other.id_), flags_(other.flags_),
       priority_(other.priority_) {}
 
 Stream& Stream::operator=(Stream&& other) noexcept {
@@ -151,6 +157,7 @@ Stream& Stream::operator=(Stream&& other) noexcept {
     (void)destroy(std::nothrow);
     context_ = other.context_;
     handle_ = std::exchange(other.handle_, 0);
+    id_ = other.id_;
     flags_ = other.flags_;
     priority_ = other.priority_;
   }
@@ -164,7 +171,7 @@ StreamRef Stream::ref() const {
     throw InvalidArgumentError("Stream::ref", "this Stream is empty (moved from or destroyed)",
                                "create one with Stream::create()");
   }
-  return StreamRef(context_, handle_);
+  return StreamRef(context_, handle_, id_);
 }
 
 void Stream::destroy() {
@@ -181,7 +188,7 @@ Status Stream::destroy(std::nothrow_t) noexcept {
   // cuStreamDestroy needs no current context and does not wait for queued work.
   {
     std::lock_guard<std::mutex> lock(core.callback_mutex);
-    core.callback_errors.erase(handle);  // a later stream may get the same handle
+    core.callback_errors.erase(StreamRef(context_, handle, id_).key());
   }
   const CUresult r = DRVSHIM_CU(core, cuStreamDestroy, native_stream(handle));
   core.note_result(r);

@@ -71,6 +71,9 @@ DRVSHIM_FAKE_API void drvshim_fake_stream_hold(void* stream, int on);
  * every later call in it returns the code. */
 DRVSHIM_FAKE_API void drvshim_fake_stream_fail(void* stream, int code);
 DRVSHIM_FAKE_API int drvshim_fake_live_events(void);
+/* Handle recycling: a created stream gets the handle of the last destroyed
+ * one, as a real driver may, so caches keyed by handle can be tested (reset: off). */
+DRVSHIM_FAKE_API void drvshim_fake_recycle_handles(int on);
 
 /* Kernels. The fake loads PTX (entry names, parameter sizes and globals are
  * parsed from the text; CUBIN and fatbin images are refused with

@@ -137,6 +137,8 @@ struct Engine {
   std::map<uintptr_t, Alloc> allocs;             // device, managed, stream-ordered and pinned memory, by base
   std::map<uintptr_t, Registration> registered;  // host registrations, by base
   std::set<FakeStream*> streams;
+  bool recycle_handles = false;          // reuse the last destroyed stream's handle (ABA tests)
+  std::vector<FakeStream*> free_streams;
   std::set<FakeEvent*> events;
   std::set<FakeModule*> modules;
   std::set<FakeModule*> libraries;  // context-independent modules (cuLibraryLoadData)
@@ -330,6 +332,9 @@ void reset_state(Engine& e) {
   e.registered.clear();
   for (FakeStream* st : e.streams) delete st;
   e.streams.clear();
+  for (FakeStream* st : e.free_streams) delete st;
+  e.free_streams.clear();
+  e.recycle_handles = false;
   for (FakeEvent* ev : e.events) delete ev;
   e.events.clear();
   for (FakeModule* m : e.modules) {
@@ -791,7 +796,14 @@ CUresult fake_cuStreamCreateWithPriority(CUstream* ps, unsigned flags, int prior
   if (ps == nullptr || flags > 1) return CUDA_ERROR_INVALID_VALUE;
   FakeCtx* ctx = nullptr;
   if (const CUresult r = current(e, &ctx); r != CUDA_SUCCESS) return r;
-  auto* st = new FakeStream;
+  FakeStream* st = nullptr;
+  if (e.recycle_handles && !e.free_streams.empty()) {
+    st = e.free_streams.back();
+    e.free_streams.pop_back();
+    *st = FakeStream{};
+  } else {
+    st = new FakeStream;
+  }
   st->ctx = ctx;
   st->flags = flags;
   st->priority = std::clamp(priority, -5, 0);
@@ -842,7 +854,11 @@ CUresult fake_cuStreamDestroy(CUstream s) {
   // work still completes (here: right away, after the stream is gone).
   const auto fns = complete(st);
   e.streams.erase(st);
-  delete st;
+  if (e.recycle_handles) {
+    e.free_streams.push_back(st);
+  } else {
+    delete st;
+  }
   lock.unlock();
   run_host_fns(fns);
   return CUDA_SUCCESS;
@@ -1971,6 +1987,13 @@ void drvshim_fake_stream_fail(void* stream, int code) {
   Engine& e = engine();
   std::lock_guard<std::mutex> lock(e.mutex);
   if (FakeStream* st = user_stream(e, reinterpret_cast<CUstream>(stream))) st->fail_with = code;
+}
+
+void drvshim_fake_recycle_handles(int on) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  e.recycle_handles = on != 0;
 }
 
 int drvshim_fake_live_events(void) {

@@ -222,3 +222,24 @@ TEST_F(SyncEachOp, TheFailingOperationIsNamed) {
 }
 
 }  // namespace
+
+namespace {
+
+class StreamState : public drvshim_test::PrimaryContextTest {};
+
+TEST_F(StreamState, ACallbackErrorNeverReachesALaterStreamThatReusesTheHandle) {
+  using namespace drvshim;
+  drvshim_fake_recycle_handles(1);
+  std::uintptr_t first_handle = 0;
+  {
+    auto doomed = Stream::create(ctx());
+    first_handle = doomed.ref().native();
+    drvshim_fake_stream_hold(reinterpret_cast<void*>(doomed.ref().native()), 1);
+    doomed.ref().launch_host_func([] { throw std::runtime_error("from a destroyed stream"); });
+  }  // destroyed: the callback runs (and throws) after its stream is gone
+  auto next = Stream::create(ctx());
+  ASSERT_EQ(next.ref().native(), first_handle) << "the fake recycles the handle";
+  EXPECT_NO_THROW(next.ref().synchronize()) << "another stream's callback error was reported here";
+}
+
+}  // namespace

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 
 namespace drvshim {
 
@@ -70,12 +71,19 @@ class DRVSHIM_API StreamRef {
   /// synchronize() of this stream; it never terminates the process.
   void launch_host_func(std::function<void()> callback) const;
 
-  /// Internal.
-  StreamRef(ContextRef context, std::uintptr_t handle) noexcept : context_(std::move(context)), handle_(handle) {}
+  /// Internal. `id` is unique per created stream (0 for the default streams), so
+  /// state kept per stream never leaks to a later stream that reuses the handle.
+  StreamRef(ContextRef context, std::uintptr_t handle, std::uint64_t id = 0) noexcept
+      : context_(std::move(context)), handle_(handle), id_(id) {}
+  /// Internal: the key of per-stream state.
+  std::pair<std::uintptr_t, std::uint64_t> key() const noexcept {
+    return {context_.address(), id_ != 0 ? id_ : handle_};
+  }
 
  private:
   ContextRef context_;
   std::uintptr_t handle_;
+  std::uint64_t id_;
 };
 
 /// A stream created by drvshim (move-only owner). Destroying it does not wait
@@ -107,6 +115,7 @@ class DRVSHIM_API Stream {
   Stream(ContextRef context, std::uintptr_t handle, StreamFlags flags, int priority) noexcept;
   ContextRef context_;
   std::uintptr_t handle_;
+  std::uint64_t id_;
   StreamFlags flags_;
   int priority_;
 };
