@@ -93,4 +93,8 @@
   X(cuLibraryLoadData, cuLibraryLoadData, 12000, Optional)               \
   X(cuLibraryUnload, cuLibraryUnload, 12000, Optional)                   \
   X(cuLibraryGetKernel, cuLibraryGetKernel, 12000, Optional)             \
-  X(cuKernelGetFunction, cuKernelGetFunction, 12000, Optional)
+  X(cuKernelGetFunction, cuKernelGetFunction, 12000, Optional)         \
+  X(cuLinkCreate, cuLinkCreate, 6050, Required)                          \
+  X(cuLinkAddData, cuLinkAddData, 6050, Required)                        \
+  X(cuLinkComplete, cuLinkComplete, 5050, Required)                      \
+  X(cuLinkDestroy, cuLinkDestroy, 5050, Required)

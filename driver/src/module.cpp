@@ -196,6 +196,49 @@ Module Module::load_file(const ContextRef& context, const std::string& path) {
   return load(context, std::as_bytes(std::span<const char>(bytes)));
 }
 
+LinkedImage link_ptx(const ContextRef& context, std::span<const std::byte> ptx, const std::string& name) {
+  if (ptx.empty() || detect_module_format(ptx) != ModuleFormat::ptx) {
+    throw InvalidArgumentError("link_ptx", fmt::format("\"{}\" is not PTX text", name),
+                               "pass the PTX NVRTC produced for a compute_XY target");
+  }
+  std::string ptx_copy;
+  const void* data = image_data(ptx, ModuleFormat::ptx, ptx_copy);
+  const auto& core = core_of(context);
+  detail::ContextScope scope(core, context.address(), "link_ptx");
+  JitCapture jit;
+  CUlinkState state = nullptr;
+  DRVSHIM_TRY(core, cuLinkCreate, fmt::format("linking \"{}\" on device {}", name, context.device().ordinal()), 6u,
+              jit.options, jit.values, &state);
+  // The linker owns the CUBIN cuLinkComplete hands out: it is copied before cuLinkDestroy.
+  struct Destroy {
+    const detail::DriverCore& core;
+    CUlinkState state;
+    ~Destroy() {
+      if (core.cleanup_allowed()) (void)DRVSHIM_CU(core, cuLinkDestroy, state);
+    }
+  } destroy{core, state};
+  CUresult r = DRVSHIM_CU(core, cuLinkAddData, state, CU_JIT_INPUT_PTX, const_cast<void*>(data),
+                          ptx_copy.empty() ? ptx.size() : ptx_copy.size() + 1, name.c_str(), 0u, nullptr, nullptr);
+  const char* failed = "cuLinkAddData";
+  void* cubin = nullptr;
+  std::size_t size = 0;
+  if (r == CUDA_SUCCESS) {
+    failed = "cuLinkComplete";
+    r = DRVSHIM_CU(core, cuLinkComplete, state, &cubin, &size);
+  }
+  LinkedImage out;
+  out.log = jit.take();
+  if (r != CUDA_SUCCESS) {
+    raise_load(core, static_cast<int>(r), failed, ModuleFormat::ptx, ptx.size(),
+               fmt::format("\"{}\" for device {}", name, context.device().ordinal()), out.log.error);
+  }
+  const auto* bytes = static_cast<const std::byte*>(cubin);
+  out.cubin.assign(bytes, bytes + size);
+  trace::mark("link-ptx", fmt::format("\"{}\": {} bytes of PTX -> {} bytes of SASS, JIT {:.3f} ms", name, ptx.size(),
+                                      size, static_cast<double>(out.log.wall_ms)));
+  return out;
+}
+
 // ---- Library ----------------------------------------------------------------------------------------
 
 Library::Library(std::shared_ptr<detail::DriverCore> core, std::uintptr_t handle, ModuleFormat format, JitLog log) noexcept

@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "nvrtc_functions.hpp"
+#include "nvrtc_internal.hpp"
 
 namespace drvshim {
 namespace detail {
@@ -63,6 +64,8 @@ void* open_first(const std::vector<std::string>& candidates, std::string& opened
 
 bool has_file(const std::string& path) { return access(path.c_str(), R_OK) == 0; }
 
+}  // namespace
+
 // The toolkit's include directory: DRVSHIM_CUDA_INCLUDE, else relative to the
 // loaded NVRTC (lib64/ or targets/<arch>/lib/ beside include/), else /usr/local/cuda/include.
 std::string find_cuda_include(const std::string& nvrtc_path) {
@@ -80,6 +83,62 @@ std::string find_cuda_include(const std::string& nvrtc_path) {
   }
   return {};
 }
+
+std::vector<std::string> nvrtc_candidates(const NvrtcLoadOptions& options) {
+  constexpr int kMajor = DRVSHIM_CUDA_HEADER_MAJOR;
+  if (!options.path.empty()) return {options.path};
+  if (const char* env = options.use_environment ? std::getenv("DRVSHIM_LIBNVRTC") : nullptr; env != nullptr && *env != '\0') {
+    return {env};
+  }
+  return {fmt::format("libnvrtc.so.{}", kMajor), fmt::format("/usr/local/cuda/lib64/libnvrtc.so.{}", kMajor)};
+}
+
+std::string locate_nvrtc(const NvrtcLoadOptions& options) {
+  char resolved[PATH_MAX];
+  for (const auto& c : nvrtc_candidates(options)) {
+    if (void* h = dlopen(c.c_str(), RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD)) {
+      const std::string path = path_of(h, c);
+      dlclose(h);
+      return path;
+    }
+    std::vector<std::string> dirs;
+    if (c.find('/') != std::string::npos) {
+      dirs.emplace_back();
+    } else {
+      if (const char* lp = std::getenv("LD_LIBRARY_PATH"); lp != nullptr) {
+        std::string all = lp;
+        for (std::size_t pos = 0; pos <= all.size();) {
+          const auto end = std::min(all.find(':', pos), all.size());
+          if (end > pos) dirs.push_back(all.substr(pos, end - pos) + "/");
+          pos = end + 1;
+        }
+      }
+      for (const char* d : {"/usr/local/cuda/lib64/", "/usr/lib/x86_64-linux-gnu/", "/usr/lib64/", "/usr/lib/"}) dirs.emplace_back(d);
+    }
+    for (const auto& d : dirs) {
+      const std::string path = d + c;
+      if (has_file(path) && realpath(path.c_str(), resolved) != nullptr) return resolved;
+    }
+  }
+  return {};
+}
+
+std::string choose_target(const std::vector<int>& archs, int want) {
+  if (std::find(archs.begin(), archs.end(), want) != archs.end()) return fmt::format("sm_{}", want);
+  int best = 0;
+  for (const int a : archs) {
+    if (a <= want && a > best) best = a;
+  }
+  return best == 0 ? std::string() : fmt::format("compute_{}", best);
+}
+
+std::vector<std::string> effective_options(const CompileOptions& options, const std::string& cuda_include) {
+  std::vector<std::string> out = options.render();
+  if (options.cuda_includes && !cuda_include.empty()) out.push_back("-I" + cuda_include);
+  return out;
+}
+
+namespace {
 
 // The source lines a log points at ("name(12): error: ..."), numbered.
 std::string excerpt(const std::string& source, const std::string& name, const std::string& log) {
@@ -152,16 +211,7 @@ NvrtcNotFoundError::NvrtcNotFoundError(const std::string& what, std::vector<std:
 Nvrtc::Nvrtc(std::shared_ptr<detail::NvrtcCore> core) noexcept : core_(std::move(core)) {}
 
 Nvrtc Nvrtc::load(const NvrtcLoadOptions& options) {
-  constexpr int kMajor = DRVSHIM_CUDA_HEADER_MAJOR;
-  std::vector<std::string> candidates;
-  if (!options.path.empty()) {
-    candidates.push_back(options.path);
-  } else if (const char* env = options.use_environment ? std::getenv("DRVSHIM_LIBNVRTC") : nullptr;
-             env != nullptr && *env != '\0') {
-    candidates.emplace_back(env);
-  } else {
-    candidates = {fmt::format("libnvrtc.so.{}", kMajor), fmt::format("/usr/local/cuda/lib64/libnvrtc.so.{}", kMajor)};
-  }
+  const std::vector<std::string> candidates = detail::nvrtc_candidates(options);
   auto core = std::make_shared<detail::NvrtcCore>();
   std::vector<std::string> errors;
   core->handle = detail::open_first(candidates, core->requested_path, errors);
@@ -215,19 +265,18 @@ const std::string& Nvrtc::cuda_include_dir() const noexcept { return core_->cuda
 std::string Nvrtc::target_for(const Device& device) const {
   const auto cc = device.compute_capability();
   const int want = cc.major * 10 + cc.minor;
-  const auto& archs = core_->archs;
-  if (std::find(archs.begin(), archs.end(), want) != archs.end()) return fmt::format("sm_{}", want);
-  int best = 0;
-  for (const int a : archs) {
-    if (a <= want && a > best) best = a;
-  }
-  if (best == 0) {
+  std::string target = detail::choose_target(core_->archs, want);
+  if (target.empty()) {
     throw InvalidArgumentError("Nvrtc::target_for",
                                fmt::format("NVRTC {}.{} supports no architecture at or below the device's sm_{}",
                                            core_->major, core_->minor, want),
                                "use an NVRTC from an older CUDA toolkit for this device");
   }
-  return fmt::format("compute_{}", best);
+  return target;
+}
+
+std::vector<std::string> Nvrtc::effective_options(const CompileOptions& options) const {
+  return detail::effective_options(options, core_->cuda_include);
 }
 
 CompileResult Nvrtc::compile(const std::string& source, const std::string& name, const CompileOptions& options,
@@ -243,8 +292,7 @@ CompileResult Nvrtc::compile(const std::string& source, const std::string& name,
   }
   CompileResult result;
   result.cubin = cubin;
-  result.options = options.render();
-  if (options.cuda_includes && !core_->cuda_include.empty()) result.options.push_back("-I" + core_->cuda_include);
+  result.options = effective_options(options);
   std::vector<const char*> header_sources;
   std::vector<const char*> header_names;
   for (const auto& h : headers) {

@@ -142,6 +142,13 @@ struct Engine {
   std::set<FakeEvent*> events;
   std::set<FakeModule*> modules;
   std::set<FakeModule*> libraries;  // context-independent modules (cuLibraryLoadData)
+  // cuLink states: the "SASS" the fake links is the PTX text itself, which its loaders parse.
+  struct LinkState {
+    std::string image;
+    char* error_log = nullptr;
+    size_t error_cap = 0;
+  };
+  std::set<LinkState*> links;
   std::map<std::string, drvshim_fake_kernel_fn> kernels;  // CPU implementations, by entry name
   unsigned long long launches = 0;
   std::vector<size_t> device_used;
@@ -347,6 +354,8 @@ void reset_state(Engine& e) {
     delete l;
   }
   e.libraries.clear();
+  for (auto* l : e.links) delete l;
+  e.links.clear();
   e.launches = 0;
   e.device_used.assign(e.devices.size(), 0);
   e.initialized = false;
@@ -1471,6 +1480,62 @@ FakeFunction* live_function(Engine& e, CUfunction f) {
   return nullptr;
 }
 
+CUresult fake_cuLinkCreate(unsigned n, CUjit_option* opts, void** values, CUlinkState* out) {
+  FAKE_ENTER("cuLinkCreate");
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  FakeCtx* ctx = nullptr;
+  if (const CUresult r = current(e, &ctx); r != CUDA_SUCCESS) return r;
+  auto* l = new Engine::LinkState;
+  for (unsigned i = 0; i < n; ++i) {
+    if (opts[i] == CU_JIT_ERROR_LOG_BUFFER) l->error_log = static_cast<char*>(values[i]);
+    if (opts[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES) l->error_cap = reinterpret_cast<uintptr_t>(values[i]);
+    if (opts[i] == CU_JIT_WALL_TIME) *static_cast<float*>(values[i]) = 0.5f;
+  }
+  e.links.insert(l);
+  *out = reinterpret_cast<CUlinkState>(l);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuLinkAddData(CUlinkState state, CUjitInputType type, void* data, size_t size, const char*, unsigned,
+                            CUjit_option*, void**) {
+  FAKE_ENTER("cuLinkAddData");
+  auto* l = reinterpret_cast<Engine::LinkState*>(state);
+  if (e.links.count(l) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  if (type != CU_JIT_INPUT_PTX || data == nullptr || size == 0) return CUDA_ERROR_INVALID_VALUE;
+  const std::string ptx(static_cast<const char*>(data), strnlen(static_cast<const char*>(data), size));
+  FakeModule scratch;
+  const std::string error = parse_ptx(ptx, scratch);
+  for (FakeFunction* f : scratch.functions) delete f;
+  for (auto& [name, g] : scratch.globals) std::free(reinterpret_cast<void*>(g.first));
+  if (!error.empty()) {
+    if (l->error_log != nullptr && l->error_cap > 0) std::snprintf(l->error_log, l->error_cap, "%s", error.c_str());
+    return CUDA_ERROR_INVALID_PTX;
+  }
+  l->image += ptx;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuLinkComplete(CUlinkState state, void** cubin, size_t* size) {
+  FAKE_ENTER("cuLinkComplete");
+  auto* l = reinterpret_cast<Engine::LinkState*>(state);
+  if (e.links.count(l) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  if (cubin == nullptr || size == nullptr || l->image.empty()) return CUDA_ERROR_INVALID_VALUE;
+  *cubin = l->image.data();
+  *size = l->image.size() + 1;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuLinkDestroy(CUlinkState state) {
+  FAKE_ENTER("cuLinkDestroy");
+  auto* l = reinterpret_cast<Engine::LinkState*>(state);
+  if (e.links.erase(l) == 0) {
+    misuse(e, "cuLinkDestroy of an unknown link state");
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  delete l;
+  return CUDA_SUCCESS;
+}
+
 // cuLibraryLoadData: the same PTX parsing, no context; globals are not supported here.
 CUresult fake_cuLibraryLoadData(CUlibrary* pl, const void* code, CUjit_option* opts, void** values, unsigned n,
                                 CUlibraryOption*, void**, unsigned) {
@@ -1771,6 +1836,10 @@ const std::vector<ProcEntry>& proc_table() {
       {"cuLibraryUnload", 12000, erase_fn(&fake_cuLibraryUnload)},
       {"cuLibraryGetKernel", 12000, erase_fn(&fake_cuLibraryGetKernel)},
       {"cuKernelGetFunction", 12000, erase_fn(&fake_cuKernelGetFunction)},
+      {"cuLinkCreate", 6050, erase_fn(&fake_cuLinkCreate)},
+      {"cuLinkAddData", 6050, erase_fn(&fake_cuLinkAddData)},
+      {"cuLinkComplete", 5050, erase_fn(&fake_cuLinkComplete)},
+      {"cuLinkDestroy", 5050, erase_fn(&fake_cuLinkDestroy)},
   };
   return table;
 }
@@ -2014,7 +2083,7 @@ int drvshim_fake_live_modules(void) {
   ensure_profile_from_env();
   Engine& e = engine();
   std::lock_guard<std::mutex> lock(e.mutex);
-  return static_cast<int>(e.modules.size() + e.libraries.size());
+  return static_cast<int>(e.modules.size() + e.libraries.size() + e.links.size());
 }
 
 unsigned long long drvshim_fake_launch_count(void) {

@@ -2,6 +2,7 @@
 // time (tests/gpu/kernels/kernels.cu): every format, argument checks, a PTX
 // syntax error's JIT log, ordering across streams with a spinning kernel, and
 // a real illegal-address fault in its own process.
+#include <filesystem>
 #include <unistd.h>
 
 #include <climits>
@@ -231,6 +232,58 @@ template <typename T> __global__ void axpy(T a, const T* x, T* y, unsigned n) {
     EXPECT_EQ(y[0], 7.0f) << arch;
     EXPECT_EQ(y[n - 1], 7.0f) << arch;
   }
+}
+
+// The compile cache on the real driver: a CUBIN for the device's own
+// architecture, then a disk hit in a fresh cache that loads and runs; and the
+// PTX -> SASS path through the driver's linker, whose output is an ELF CUBIN
+// that loads without a JIT.
+TEST_F(GpuNvrtc, CompileCacheHitsLoadAndRunAndTheLinkerMakesACubin) {
+  char tmpl[] = "/tmp/drvshim-gpu-cache-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  CacheOptions o;
+  o.directory = std::string(tmpl) + "/c";
+  KernelSource p;
+  p.name = "axpy2.cu";
+  p.source = "template <typename T> __global__ void axpy(T a, const T* x, T* y, unsigned n) {\n"
+             "  const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) y[i] = a * x[i] + y[i];\n}\n";
+  p.name_expressions = {"axpy<float>"};
+  const auto cold = CompileCache(NvrtcLoadOptions{}, o).compile_for(ctx(), p);
+  EXPECT_EQ(cold.outcome, CacheOutcome::compiled);
+  EXPECT_FALSE(cold.linked);
+  CompileCache warm(NvrtcLoadOptions{}, o);
+  const auto hit = warm.compile_for(ctx(), p);
+  EXPECT_EQ(hit.outcome, CacheOutcome::disk_hit);
+  EXPECT_FALSE(warm.nvrtc_loaded());
+  EXPECT_EQ(hit.result.image, cold.result.image);
+  std::printf("[ info     ] cache: cold %.2f ms, disk hit %.3f ms (%s)\n", cold.wall_ms, hit.wall_ms,
+              hit.result.options.front().c_str());
+
+  CompileOptions ptx_options;
+  ptx_options.arch = "compute_90";
+  const auto ptx = Nvrtc::load().compile(p.source, p.name, ptx_options, {}, p.name_expressions);
+  const auto linked = link_ptx(ctx(), ptx.image, "axpy2.ptx");
+  ASSERT_GE(linked.cubin.size(), 4u);
+  EXPECT_EQ(detect_module_format(linked.cubin), ModuleFormat::cubin);
+  std::printf("[ info     ] link_ptx: %zu bytes of PTX -> %zu bytes of SASS in %.3f ms\n", ptx.image.size(),
+              linked.cubin.size(), static_cast<double>(linked.log.wall_ms));
+
+  for (const auto* image : {&hit.result.image, &linked.cubin}) {
+    auto m = Module::load(ctx(), *image);
+    EXPECT_EQ(m.format(), ModuleFormat::cubin);
+    const unsigned n = 4096;
+    std::vector<float> x(n, 2.0f), y(n, 1.0f);
+    auto dx = DeviceBuffer::allocate(ctx(), n * 4);
+    auto dy = DeviceBuffer::allocate(ctx(), n * 4);
+    copy(dx.as<float>(), std::span<const float>(x));
+    copy(dy.as<float>(), std::span<const float>(y));
+    launch(m.kernel(hit.result.lowered_names.at("axpy<float>")), LaunchConfig{{n / 256}, {256}, 0, {}, {}}, 3.0f,
+           dx.address(), dy.address(), n);
+    copy(std::span<float>(y), DeviceSpan<const float>(dy.as<float>()));
+    EXPECT_EQ(y[0], 7.0f);
+    EXPECT_EQ(y[n - 1], 7.0f);
+  }
+  std::filesystem::remove_all(tmpl);
 }
 
 }  // namespace

@@ -59,6 +59,16 @@ if [[ ${DRVSHIM_SKIP_LAUNCH_BENCH:-0} != 1 ]]; then
   cat "$out"
 fi
 
+if [[ ${DRVSHIM_SKIP_COMPILE_BENCH:-0} != 1 ]]; then
+  echo "== compile cache: drvshim vs CuPy RawModule =="
+  out="$results/bench_compile.md"
+  : > "$out"
+  cache_dir=$(mktemp -d /tmp/drvshim-bench-cache-XXXXXX)
+  "$bundle/tools/bench_compile" "$out" "$cache_dir/c" || status=1
+  PYTHONUNBUFFERED=1 python3 "$bundle/tools/bench_compile_cupy.py" "$out" || echo "CuPy benchmark failed (see above)" | tee -a "$out"
+  rm -rf "$cache_dir"
+fi
+
 echo "== init trace (DRVSHIM_TRACE_FILE) =="
 DRVSHIM_TRACE_FILE=/tmp/drvshim_probe_trace.jsonl "$bundle/tools/drvshim-probe" >/dev/null 2>&1
 head -n 12 /tmp/drvshim_probe_trace.jsonl 2>/dev/null

@@ -1,6 +1,7 @@
 #pragma once
 /// @file drvshim.hpp
 /// Umbrella header: the whole public API of libdrvshim.
+#include <drvshim/compile_cache.hpp>
 #include <drvshim/context.hpp>
 #include <drvshim/device.hpp>
 #include <drvshim/driver.hpp>

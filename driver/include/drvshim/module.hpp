@@ -41,6 +41,21 @@ struct JitLog {
   float wall_ms = 0.0f;
 };
 
+/// SASS the driver produced from PTX (link_ptx).
+struct LinkedImage {
+  std::vector<std::byte> cubin;  ///< an ELF CUBIN for the context's device
+  JitLog log;                    ///< the driver JIT's info log and wall time
+};
+
+/// Has the driver's JIT turn `ptx` into a CUBIN for `context`'s device
+/// (cuLinkCreate, cuLinkAddData(CU_JIT_INPUT_PTX), cuLinkComplete, with the
+/// context made current; cuLinkDestroy on every path), so the result can be
+/// kept and loaded later without a JIT. `name` appears in diagnostics. Throws
+/// InvalidArgumentError when `ptx` is not PTX text, CudaError carrying the
+/// JIT's error log when the driver rejects it.
+DRVSHIM_API LinkedImage link_ptx(const ContextRef& context, std::span<const std::byte> ptx,
+                                 const std::string& name);
+
 /// cuModuleGetLoadingMode: "lazy" or "eager" (CUDA_MODULE_LOADING); "unknown"
 /// when the driver predates the query.
 DRVSHIM_API std::string module_loading_mode(const class Driver& driver);

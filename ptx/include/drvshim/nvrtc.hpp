@@ -120,6 +120,10 @@ class DRVSHIM_API Nvrtc {
   /// else next to the loaded NVRTC, else /usr/local/cuda/include); empty if none has cuda_fp16.h.
   const std::string& cuda_include_dir() const noexcept;
 
+  /// The flags compile() passes for `options`: options.render(), then -I of
+  /// cuda_include_dir() when options.cuda_includes and one was found.
+  std::vector<std::string> effective_options(const CompileOptions& options) const;
+
   /// Compiles `source` (named `name` in diagnostics) with `options`, the
   /// in-memory `headers`, and registers `name_expressions` (such as
   /// "scale<float>") whose lowered names the result carries. Throws

@@ -1,0 +1,24 @@
+#pragma once
+// What the compile cache shares with the NVRTC loader without loading NVRTC:
+// where the library is, the toolkit include directory beside it, the rule
+// that picks a target, and the flags a compile passes.
+#include <drvshim/nvrtc.hpp>
+
+#include <string>
+#include <vector>
+
+namespace drvshim::detail {
+
+// The candidates Nvrtc::load tries, in order.
+std::vector<std::string> nvrtc_candidates(const NvrtcLoadOptions& options);
+// The file dlopen would most likely map for those candidates, found without
+// loading it (the library already loaded, else a path with a slash, else
+// LD_LIBRARY_PATH, the toolkit and the system library directories); its real
+// path, or empty when it cannot be told without dlopen.
+std::string locate_nvrtc(const NvrtcLoadOptions& options);
+std::string find_cuda_include(const std::string& nvrtc_path);
+// "sm_XY" when `archs` has the device's XY, else "compute_<highest below>"; empty when none.
+std::string choose_target(const std::vector<int>& archs, int cc);
+std::vector<std::string> effective_options(const CompileOptions& options, const std::string& cuda_include);
+
+}  // namespace drvshim::detail
