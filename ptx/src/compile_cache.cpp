@@ -91,11 +91,16 @@ std::string directory_problem(const struct stat& st, const std::string& path, bo
 // following a symbolic link, and checks it. Returns the fd or sets `problem`.
 Fd open_subdir(int parent, const std::string& name, const std::string& shown, bool create, bool allow_root_owner,
                std::string& problem) {
-  if (create && ::mkdirat(parent, name.c_str(), 0700) != 0 && errno != EEXIST) {
-    problem = fmt::format("cannot create {}: {}", shown, errno_text(errno));
-    return {};
+  constexpr int kFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+  Fd fd(::openat(parent, name.c_str(), kFlags));
+  // Created only when missing: an existing cache opens with no extra system call.
+  if (!fd && errno == ENOENT && create) {
+    if (::mkdirat(parent, name.c_str(), 0700) != 0 && errno != EEXIST) {
+      problem = fmt::format("cannot create {}: {}", shown, errno_text(errno));
+      return {};
+    }
+    fd = Fd(::openat(parent, name.c_str(), kFlags));
   }
-  Fd fd(::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd) {
     problem = errno == ELOOP || errno == ENOTDIR ? fmt::format("{} is a symbolic link or not a directory", shown)
                                                   : fmt::format("cannot open {}: {}", shown, errno_text(errno));
@@ -834,8 +839,20 @@ void CompileCache::open(CacheOptions options) {
       detail::logf(log::Level::warn, "compile cache {}: {}; compiling without a disk cache", dir, problem);
     }
   }
-  if (c.disk && c.toolchain && c.archs.empty()) c.read_toolchain_memo();
-  if (c.disk && c.toolchain && !c.archs.empty()) c.write_toolchain_memo();
+  if (c.disk && c.toolchain) {
+    // Written once per NVRTC identity, by whichever process knows the targets first.
+    if (c.archs.empty()) {
+      c.read_toolchain_memo();
+    } else {
+      auto known = c.archs;
+      c.archs.clear();
+      c.read_toolchain_memo();
+      if (c.archs != known) {
+        c.archs = std::move(known);
+        c.write_toolchain_memo();
+      }
+    }
+  }
   detail::logf(log::Level::debug, "compile cache: {}", c.disk ? "at " + c.directory + (c.options.read_only ? " (read-only)" : "")
                                                               : c.disabled_reason);
 }

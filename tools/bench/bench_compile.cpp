@@ -69,33 +69,46 @@ drvshim::CacheOptions in(const std::string& dir) {
   return o;
 }
 
-int disk_hit(const std::string& dir) {
+// One fresh process: driver and primary context first (not timed), then cache
+// open, lookup (or compile), module load and kernel lookup, each timed.
+int fresh_process(const std::string& dir, drvshim::CacheOutcome expected) {
   auto drv = drvshim::Driver::load();
   drv.init();
   auto primary = drv.device(0).retain_primary_context();
   const auto t0 = Clock::now();
   drvshim::CompileCache cache(drvshim::NvrtcLoadOptions{}, in(dir));
+  const double open_ms = ms_since(t0);
+  const auto t1 = Clock::now();
   const auto r = cache.compile_for(primary.ref(), program());
+  const double lookup_ms = ms_since(t1);
+  const auto t2 = Clock::now();
   auto m = drvshim::Module::load(primary.ref(), r.result.image);
   (void)m.kernel(r.result.lowered_names.at("saxpy<float>"));
+  const double load_ms = ms_since(t2);
   const double ms = ms_since(t0);
-  if (r.outcome != drvshim::CacheOutcome::disk_hit) {
-    std::fprintf(stderr, "expected a disk hit, got %s (%s)\n", drvshim::to_string(r.outcome), r.miss_reason.c_str());
+  if (r.outcome != expected) {
+    std::fprintf(stderr, "expected %s, got %s (%s)\n", drvshim::to_string(expected), drvshim::to_string(r.outcome),
+                 r.miss_reason.c_str());
     return 1;
   }
   check_launchable(primary.ref(), r);
-  std::printf("%.4f %d\n", ms, cache.nvrtc_loaded() ? 1 : 0);
+  std::printf("%.4f %d %.4f %.4f %.4f\n", ms, cache.nvrtc_loaded() ? 1 : 0, open_ms, lookup_ms, load_ms);
   return 0;
 }
 
-double spawn_disk_hit(const char* self, const std::string& dir, bool& nvrtc_loaded) {
+struct Fresh {
+  double total = 0, open = 0, lookup = 0, load = 0;
+  bool nvrtc_loaded = false;
+};
+
+Fresh spawn_fresh(const char* self, const char* mode, const std::string& dir) {
   int fds[2];
   if (pipe(fds) != 0) throw std::runtime_error("pipe");
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
   posix_spawn_file_actions_addclose(&actions, fds[0]);
-  std::string a0 = self, a1 = "--disk-hit", a2 = dir;
+  std::string a0 = self, a1 = mode, a2 = dir;
   char* argv[] = {a0.data(), a1.data(), a2.data(), nullptr};
   pid_t pid = 0;
   if (posix_spawn(&pid, self, &actions, nullptr, argv, environ) != 0) throw std::runtime_error("posix_spawn");
@@ -106,19 +119,22 @@ double spawn_disk_hit(const char* self, const std::string& dir, bool& nvrtc_load
   close(fds[0]);
   int status = 0;
   waitpid(pid, &status, 0);
-  if (n <= 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) throw std::runtime_error("the disk-hit process failed");
+  if (n <= 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) throw std::runtime_error(std::string(mode) + " process failed");
   int loaded = 0;
-  double ms = 0;
-  std::sscanf(buf, "%lf %d", &ms, &loaded);
-  nvrtc_loaded = loaded != 0;
-  return ms;
+  Fresh f;
+  if (std::sscanf(buf, "%lf %d %lf %lf %lf", &f.total, &loaded, &f.open, &f.lookup, &f.load) != 5) {
+    throw std::runtime_error("unreadable output from the " + std::string(mode) + " process");
+  }
+  f.nvrtc_loaded = loaded != 0;
+  return f;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
-    if (argc == 3 && std::string(argv[1]) == "--disk-hit") return disk_hit(argv[2]);
+    if (argc == 3 && std::string(argv[1]) == "--disk-hit") return fresh_process(argv[2], drvshim::CacheOutcome::disk_hit);
+    if (argc == 3 && std::string(argv[1]) == "--cold") return fresh_process(argv[2], drvshim::CacheOutcome::compiled);
     if (argc != 3) {
       std::fprintf(stderr, "usage: %s OUTPUT.md CACHE_DIR\n", argv[0]);
       return 2;
@@ -129,7 +145,7 @@ int main(int argc, char** argv) {
     auto primary = drv.device(0).retain_primary_context();
     const auto ctx = primary.ref();
     const auto nv = drvshim::Nvrtc::load();
-    std::vector<double> cold, memory, disk;
+    std::vector<double> cold, memory, disk, fresh_cold, open, lookup, load;
     std::string target;
     bool any_loaded = false;
     for (int round = 0; round < 7; ++round) {
@@ -156,18 +172,28 @@ int main(int argc, char** argv) {
         if (h.outcome != drvshim::CacheOutcome::memory_hit) throw std::runtime_error("expected a memory hit");
         memory.push_back(t);
       }
-      bool loaded = false;
-      disk.push_back(spawn_disk_hit(argv[0], dir, loaded));
-      any_loaded = any_loaded || loaded;
+      const Fresh hit = spawn_fresh(argv[0], "--disk-hit", dir);
+      disk.push_back(hit.total);
+      open.push_back(hit.open);
+      lookup.push_back(hit.lookup);
+      load.push_back(hit.load);
+      any_loaded = any_loaded || hit.nvrtc_loaded;
+      cache.clear();
+      fresh_cold.push_back(spawn_fresh(argv[0], "--cold", dir).total);
     }
-    const double c = median(cold), m = median(memory), d = median(disk);
+    const double c = median(cold), m = median(memory), d = median(disk), fc = median(fresh_cold);
     std::string table = fmt::format(
-        "| drvshim CompileCache ({}) | median ms | vs cold |\n|---|---:|---:|\n"
-        "| cold: NVRTC compile + load + lookup | {:.3f} | 1x |\n"
-        "| warm, in-process hit + load + lookup | {:.4f} | {:.0f}x |\n"
-        "| warm, on-disk hit in a fresh process (cache open, hit, load, lookup; NVRTC {}) | {:.4f} | {:.0f}x |\n"
-        "(cold: {} runs; in-process: {}; fresh processes: {}; all launched and checked)\n",
-        target, c, m, c / m, any_loaded ? "loaded" : "not loaded", d, c / d, cold.size(), memory.size(), disk.size());
+        "| drvshim CompileCache ({}) | median ms | vs cold (fresh process) | vs cold (in-process) |\n"
+        "|---|---:|---:|---:|\n"
+        "| cold, fresh process: cache open, NVRTC load + compile, load, lookup | {:.3f} | 1x | |\n"
+        "| cold, in-process (NVRTC loaded and used before) | {:.3f} | | 1x |\n"
+        "| warm, in-process hit + load + lookup | {:.4f} | {:.0f}x | {:.0f}x |\n"
+        "| warm, on-disk hit in a fresh process (NVRTC {}) | {:.4f} | {:.0f}x | {:.0f}x |\n"
+        "| ... of which cache open / hit / module load + kernel lookup | {:.4f} / {:.4f} / {:.4f} | | |\n"
+        "(cold: {} fresh processes and {} in-process runs; in-process hits: {}; fresh-process hits: {}; "
+        "every result launched and checked)\n",
+        target, fc, c, m, fc / m, c / m, any_loaded ? "loaded" : "not loaded", d, fc / d, c / d, median(open),
+        median(lookup), median(load), fresh_cold.size(), cold.size(), memory.size(), disk.size());
     std::fputs(table.c_str(), stdout);
     std::ofstream(out_path, std::ios::app) << table;
     return 0;
