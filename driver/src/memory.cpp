@@ -716,6 +716,16 @@ PointerInfo inspect_pointer(const Driver& driver, DevicePtr address) {
   return info;
 }
 
+namespace detail {
+// One attribute, no context switch: the staging engine asks this on every large copy.
+bool host_is_page_locked(const DriverCore& core, const void* address) {
+  const CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE};
+  std::uint64_t values[1] = {};
+  query_attributes(core, static_cast<DevicePtr>(reinterpret_cast<std::uintptr_t>(address)), attrs, values);
+  return static_cast<unsigned>(values[0]) == CU_MEMORYTYPE_HOST;
+}
+}  // namespace detail
+
 PointerInfo inspect_pointer(const Driver& driver, const void* address) {
   return inspect_pointer(driver, static_cast<DevicePtr>(reinterpret_cast<std::uintptr_t>(address)));
 }

@@ -359,16 +359,17 @@ std::string fingerprint(const std::string& path) {
 // changes them; the version alone would not).
 std::string toolchain_identity(const std::string& nvrtc_path) {
   std::string id = fingerprint(nvrtc_path);
+  // NVRTC loads libnvrtc-builtins.so.<major>.<minor> from beside itself. The
+  // minor is not known without loading NVRTC, and listing the directory costs
+  // more than a disk hit, so the few possible names are asked for directly.
   const std::string dir = nvrtc_path.substr(0, nvrtc_path.rfind('/'));
-  std::vector<std::string> builtins;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (const dirent* e = ::readdir(d)) {
-      if (std::string_view(e->d_name).rfind("libnvrtc-builtins.so.", 0) == 0) builtins.push_back(dir + "/" + e->d_name);
-    }
-    ::closedir(d);
+  const std::string file = nvrtc_path.substr(nvrtc_path.rfind('/') + 1);
+  const auto so = file.find(".so.");
+  const std::string major = so == std::string::npos ? std::string() : file.substr(so + 4, file.find('.', so + 4) - so - 4);
+  for (int minor = 0; minor < 10 && !major.empty(); ++minor) {
+    const std::string builtins = fmt::format("{}/libnvrtc-builtins.so.{}.{}", dir, major, minor);
+    if (::access(builtins.c_str(), F_OK) == 0) id += ";" + fingerprint(builtins);
   }
-  std::sort(builtins.begin(), builtins.end());
-  for (const auto& b : builtins) id += ";" + fingerprint(b);
   return id;
 }
 

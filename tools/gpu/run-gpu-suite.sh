@@ -59,6 +59,11 @@ if [[ ${DRVSHIM_SKIP_LAUNCH_BENCH:-0} != 1 ]]; then
   cat "$out"
 fi
 
+if [[ ${DRVSHIM_SKIP_STAGING_BENCH:-0} != 1 ]]; then
+  echo "== staging engine and pinned pool =="
+  "$bundle/tools/bench_staging" "$results/bench_staging.md" || status=1
+fi
+
 if [[ ${DRVSHIM_SKIP_COMPILE_BENCH:-0} != 1 ]]; then
   echo "== compile cache: drvshim vs CuPy RawModule =="
   out="$results/bench_compile.md"

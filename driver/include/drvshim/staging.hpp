@@ -1,0 +1,195 @@
+#pragma once
+/// @file staging.hpp
+/// Pageable copies at pinned speed, and pinned memory that is cheap to reuse.
+///
+/// PinnedPool caches page-locked blocks (cuMemHostAlloc) in power-of-two size
+/// classes instead of freeing them, and knows about streams: a block released
+/// while a stream may still read or write it is handed out again only after
+/// an event recorded on that stream has completed.
+///
+/// StagingEngine copies between pageable host memory and device memory
+/// through a ring of pinned staging blocks from a pool: the host-side copy of
+/// one chunk overlaps the DMA of the previous one, and the host-side copies are
+/// spread over several threads. Small copies, and host memory that is already
+/// pinned or registered, go straight to the driver.
+#include <drvshim/context.hpp>
+#include <drvshim/export.hpp>
+#include <drvshim/memory.hpp>
+#include <drvshim/stream.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+namespace drvshim {
+
+namespace detail {
+struct PoolCore;
+struct StagingCore;
+}  // namespace detail
+
+/// How a PinnedPool behaves.
+struct PinnedPoolOptions {
+  /// Free blocks kept beyond this many bytes are freed (cuMemFreeHost) when
+  /// they come back, instead of being cached.
+  std::size_t max_cached_bytes = std::size_t{1} << 30;
+  /// The smallest size class; requests are rounded up to a power of two at least this big.
+  std::size_t min_block_bytes = std::size_t{64} << 10;
+  HostAllocFlags flags = HostAllocFlags::portable;
+};
+
+/// A pool's counters.
+struct PinnedPoolStats {
+  std::uint64_t acquires = 0;
+  std::uint64_t reuses = 0;          ///< acquires served by a cached block
+  std::uint64_t allocations = 0;     ///< cuMemHostAlloc calls
+  std::uint64_t frees = 0;           ///< cuMemFreeHost calls
+  std::uint64_t waits_skipped = 0;   ///< cached blocks passed over because their stream had not reached the release point
+  std::size_t bytes_in_use = 0;      ///< handed out, not yet released
+  std::size_t bytes_cached = 0;      ///< free (ready or waiting for their stream) in the pool
+  std::size_t blocks_in_use = 0;
+  std::size_t blocks_cached = 0;
+};
+
+class PinnedPool;
+
+/// A pinned block from a PinnedPool (move-only owner). Going out of scope
+/// returns it to the pool, ready at once; release_after() returns it for reuse
+/// only after `stream` has passed the current point.
+class DRVSHIM_API PinnedBlock {
+ public:
+  PinnedBlock() noexcept = default;
+  PinnedBlock(PinnedBlock&& other) noexcept;
+  PinnedBlock& operator=(PinnedBlock&& other) noexcept;
+  PinnedBlock(const PinnedBlock&) = delete;
+  PinnedBlock& operator=(const PinnedBlock&) = delete;
+  ~PinnedBlock();
+
+  explicit operator bool() const noexcept { return data_ != nullptr; }
+  std::byte* data() const noexcept { return data_; }
+  /// The bytes asked for.
+  std::size_t size() const noexcept { return size_; }
+  /// The size class (at least size()).
+  std::size_t capacity() const noexcept { return capacity_; }
+  std::span<std::byte> bytes() const noexcept { return {data_, size_}; }
+
+  /// Back to the pool, reusable at once. The owner becomes empty.
+  void release() noexcept;
+  /// Back to the pool, reusable once `stream` has completed the work queued
+  /// on it so far (an event is recorded on it now: cuEventRecord). The owner
+  /// becomes empty. Throws what the record throws; the block then stays owned.
+  void release_after(const StreamRef& stream);
+
+ private:
+  friend class PinnedPool;
+  friend struct detail::PoolCore;
+  PinnedBlock(std::shared_ptr<detail::PoolCore> pool, std::byte* data, std::size_t size, std::size_t capacity) noexcept
+      : pool_(std::move(pool)), data_(data), size_(size), capacity_(capacity) {}
+  std::shared_ptr<detail::PoolCore> pool_;
+  std::byte* data_ = nullptr;
+  std::size_t size_ = 0;
+  std::size_t capacity_ = 0;
+};
+
+/// A caching allocator of pinned host memory for one context (a shared
+/// handle: copies share one pool; thread-safe). Blocks are freed when the last
+/// handle and the last block are gone, or by trim().
+class DRVSHIM_API PinnedPool {
+ public:
+  /// An empty pool; nothing is allocated until acquire(). Throws
+  /// InvalidArgumentError when min_block_bytes is 0 or not a power of two, or
+  /// for unknown flag bits.
+  explicit PinnedPool(const ContextRef& context, PinnedPoolOptions options = {});
+
+  /// A block of at least `bytes`: a cached block of the size class whose
+  /// stream has passed its release point (cuEventQuery), else a new one
+  /// (cuMemHostAlloc; OutOfMemoryError if the host cannot pin it, after
+  /// freeing the ready cached blocks and trying once more). Throws
+  /// InvalidArgumentError for 0 bytes.
+  PinnedBlock acquire(std::size_t bytes) const;
+
+  /// Frees cached blocks whose streams are done until at most `keep_bytes`
+  /// stay cached. Returns the bytes freed. Never waits for a stream.
+  std::size_t trim(std::size_t keep_bytes = 0) const;
+  PinnedPoolStats stats() const;
+  const ContextRef& context() const noexcept;
+  /// The size class a request of `bytes` gets.
+  std::size_t size_class(std::size_t bytes) const noexcept;
+
+ private:
+  std::shared_ptr<detail::PoolCore> core_;
+};
+
+/// How a StagingEngine moves data. The defaults came from the H200
+/// measurements in docs/staging.md; every field can be overridden.
+struct StagingOptions {
+  std::size_t chunk_bytes = std::size_t{4} << 20;  ///< bytes per staging block and per DMA
+  unsigned depth = 3;                              ///< staging blocks in the ring
+  unsigned threads = 4;                            ///< host-side copy threads (the caller counts as one)
+  /// Copies smaller than this go straight to the driver (its own pageable path).
+  std::size_t direct_below = std::size_t{1} << 20;
+};
+
+/// What one staged copy did (for tests and benchmarks).
+struct StagingStats {
+  std::uint64_t staged_copies = 0;
+  std::uint64_t direct_copies = 0;  ///< small, or host memory already page-locked
+  std::uint64_t chunks = 0;
+  std::uint64_t bytes_staged = 0;
+};
+
+/// Copies between pageable host memory and device memory through pinned
+/// staging blocks (a shared handle; thread-safe; one copy at a time per
+/// engine: concurrent calls queue on an internal lock). Each engine owns a
+/// non-blocking stream for its synchronous copies and `threads - 1` helper
+/// threads.
+///
+/// When the host buffer may be reused:
+///  - copy_to_device / copy_to_host: on return (the copy is complete).
+///  - copy_to_device_async: on return the source has been read completely
+///    (copied into staging); the DMAs follow on `stream`, in its order. The
+///    call blocks while the ring is full, i.e. while `stream` is still busy with
+///    earlier work or the DMAs of this copy.
+///  - copy_to_host_async: the destination is written by host functions queued
+///    on `stream` (cuLaunchHostFunc) after each DMA: it is complete, and may be
+///    read, only once `stream` has passed this call (synchronize it, or wait for
+///    an event recorded after it). It must stay alive until then.
+class DRVSHIM_API StagingEngine {
+ public:
+  /// Throws InvalidArgumentError for a chunk of 0 bytes, depth < 2, threads 0
+  /// or more than 64, or a pool of another context; what Stream::create throws.
+  StagingEngine(const PinnedPool& pool, StagingOptions options = {});
+
+  /// Host to device. Throws InvalidArgumentError when the sizes differ; CUDA
+  /// errors of any step (the first error only; the ring is drained and every
+  /// staging block returned before it is thrown).
+  void copy_to_device(DeviceSpan<std::byte> dst, std::span<const std::byte> src) const;
+  /// Device to host; the same rules.
+  void copy_to_host(std::span<std::byte> dst, DeviceSpan<const std::byte> src) const;
+  /// Host to device ordered on `stream`; see the class comment for when `src` may be reused.
+  void copy_to_device_async(DeviceSpan<std::byte> dst, std::span<const std::byte> src, const StreamRef& stream) const;
+  /// Device to host ordered on `stream`; see the class comment for when `dst` is written.
+  void copy_to_host_async(std::span<std::byte> dst, DeviceSpan<const std::byte> src, const StreamRef& stream) const;
+
+  const StagingOptions& options() const noexcept;
+  StagingStats stats() const;
+  const PinnedPool& pool() const noexcept;
+
+ private:
+  std::shared_ptr<detail::StagingCore> core_;
+};
+
+/// Typed conveniences over the byte forms.
+template <class T>
+void staged_copy(const StagingEngine& engine, DeviceSpan<T> dst, std::span<const T> src) {
+  engine.copy_to_device(DeviceSpan<std::byte>(dst.context(), dst.address(), dst.size_bytes(), dst.owner_id()),
+                        std::as_bytes(src));
+}
+template <class T>
+void staged_copy(const StagingEngine& engine, std::span<T> dst, DeviceSpan<const T> src) {
+  engine.copy_to_host(std::as_writable_bytes(dst),
+                      DeviceSpan<const std::byte>(src.context(), src.address(), src.size_bytes(), src.owner_id()));
+}
+
+}  // namespace drvshim

@@ -1,0 +1,231 @@
+// The pinned pool and the staging engine against the fake driver: values for
+// odd sizes and unaligned addresses, the direct path, many threads, a fault
+// injected at every step of a staged copy, and pool reuse only after the
+// stream's event.
+#include <drvshim/staging.hpp>
+
+#include <numeric>
+#include <thread>
+
+#include "fixture.hpp"
+
+using namespace drvshim;
+using namespace drvshim_test;
+
+namespace {
+
+class Staging : public PrimaryContextTest {
+ protected:
+  static StagingOptions small() {
+    StagingOptions o;
+    o.chunk_bytes = 1 << 20;
+    o.depth = 3;
+    o.threads = 3;
+    o.direct_below = 1 << 20;
+    return o;
+  }
+  static std::vector<std::uint8_t> pattern(std::size_t bytes, unsigned seed) {
+    std::vector<std::uint8_t> v(bytes);
+    for (std::size_t i = 0; i < bytes; ++i) v[i] = static_cast<std::uint8_t>((i * 131 + seed) >> 3);
+    return v;
+  }
+  static DeviceSpan<std::byte> bytes_of(const DeviceBuffer& b) { return b.as<std::byte>(); }
+};
+
+TEST_F(Staging, RoundTripsOddSizesFromUnalignedAddresses) {
+  PinnedPool pool(ctx());
+  StagingEngine engine(pool, small());
+  const std::size_t sizes[] = {1, (1 << 20) - 1, 1 << 20, (4 << 20) + 3, (13 << 20) + 7};
+  unsigned seed = 1;
+  for (const std::size_t n : sizes) {
+    SCOPED_TRACE(n);
+    for (std::size_t misalign : {0u, 1u, 3u}) {
+      const auto src = pattern(n + misalign, seed++);
+      std::vector<std::uint8_t> back(n + 5, 0);
+      auto dev = DeviceBuffer::allocate(ctx(), n);
+      engine.copy_to_device(bytes_of(dev), std::as_bytes(std::span(src)).subspan(misalign, n));
+      engine.copy_to_host(std::as_writable_bytes(std::span(back)).subspan(5 - misalign, n),
+                          DeviceSpan<const std::byte>(bytes_of(dev)));
+      ASSERT_TRUE(std::equal(src.begin() + static_cast<std::ptrdiff_t>(misalign), src.end(),
+                             back.begin() + static_cast<std::ptrdiff_t>(5 - misalign)));
+    }
+  }
+  const auto s = engine.stats();
+  EXPECT_EQ(s.direct_copies, 2u * 2u * 3u) << "sizes below direct_below go straight to the driver";
+  EXPECT_EQ(s.staged_copies, 2u * 3u * 3u);
+  EXPECT_EQ(pool.stats().blocks_in_use, 0u);
+  EXPECT_EQ(pool.stats().allocations, 3u) << "the ring's three blocks, reused by every later copy";
+}
+
+TEST_F(Staging, PinnedOrRegisteredHostMemoryGoesStraightToTheDriver) {
+  PinnedPool pool(ctx());
+  StagingEngine engine(pool, small());
+  auto pinned = PinnedBuffer::allocate(ctx(), 8 << 20);
+  auto dev = DeviceBuffer::allocate(ctx(), 8 << 20);
+  drvshim_fake_clear_call_log();
+  const auto before = drvshim_fake_call_count("cuMemcpyHtoD");
+  engine.copy_to_device(bytes_of(dev), std::span<const std::byte>(static_cast<const std::byte*>(pinned.data()), 8 << 20));
+  EXPECT_EQ(drvshim_fake_call_count("cuMemcpyHtoD"), before + 1);
+  EXPECT_EQ(engine.stats().direct_copies, 1u);
+  EXPECT_EQ(engine.stats().staged_copies, 0u);
+  EXPECT_EQ(pool.stats().allocations, 0u);
+}
+
+TEST_F(Staging, ManyThreadsShareOneEngine) {
+  PinnedPool pool(ctx());
+  StagingEngine engine(pool, small());
+  std::vector<std::thread> threads;
+  std::atomic<int> good{0};
+  for (unsigned t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      const std::size_t n = (3 << 20) + t * 4097;
+      const auto src = pattern(n, t);
+      std::vector<std::uint8_t> back(n);
+      auto dev = DeviceBuffer::allocate(ctx(), n);
+      for (int round = 0; round < 3; ++round) {
+        engine.copy_to_device(bytes_of(dev), std::as_bytes(std::span(src)));
+        engine.copy_to_host(std::as_writable_bytes(std::span(back)), DeviceSpan<const std::byte>(bytes_of(dev)));
+        if (back == src) ++good;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(good.load(), 24);
+  EXPECT_EQ(pool.stats().blocks_in_use, 0u);
+}
+
+// Every driver call a staged copy makes, failed in turn: one error, naming
+// the call; no staging block left in use; the engine works again afterwards;
+// nothing leaks (the fixture's TearDown counts pinned memory, events, streams).
+TEST_F(Staging, AFaultAtEveryStepSurfacesOnceAndLeavesNothingInUse) {
+  const std::size_t n = (5 << 20) + 11;
+  const auto src = pattern(n, 7);
+  struct Step {
+    const char* api;
+    int nth;
+    bool to_device;
+  };
+  const std::vector<Step> steps = {
+      {"cuMemHostAlloc", 1, true},      {"cuMemHostAlloc", 3, true},      {"cuEventCreate", 2, true},
+      {"cuPointerGetAttributes", 1, true}, {"cuMemcpyHtoDAsync", 1, true}, {"cuMemcpyHtoDAsync", 4, true},
+      {"cuEventRecord", 2, true},       {"cuEventSynchronize", 1, true},  {"cuStreamSynchronize", 1, true},
+      {"cuMemcpyDtoHAsync", 1, false},  {"cuMemcpyDtoHAsync", 5, false},  {"cuEventRecord", 4, false},
+      {"cuEventSynchronize", 3, false}, {"cuEventCreate", 3, false},
+  };
+  for (const auto& step : steps) {
+    SCOPED_TRACE(std::string(step.api) + " #" + std::to_string(step.nth) + (step.to_device ? " H2D" : " D2H"));
+    PinnedPool pool(ctx());
+    StagingEngine engine(pool, small());
+    auto dev = DeviceBuffer::allocate(ctx(), n);
+    std::vector<std::uint8_t> back(n);
+    if (!step.to_device) engine.copy_to_device(bytes_of(dev), std::as_bytes(std::span(src)));
+    drvshim_fake_fail_call(step.api, step.nth, 1 /* CUDA_ERROR_INVALID_VALUE */);
+    int errors = 0;
+    try {
+      if (step.to_device) {
+        engine.copy_to_device(bytes_of(dev), std::as_bytes(std::span(src)));
+      } else {
+        engine.copy_to_host(std::as_writable_bytes(std::span(back)), DeviceSpan<const std::byte>(bytes_of(dev)));
+      }
+    } catch (const CudaError& e) {
+      ++errors;
+      EXPECT_NE(std::string(e.what()).find(step.api), std::string::npos) << e.what();
+    }
+    drvshim_fake_fail_call(step.api, 0, 0);
+    EXPECT_EQ(errors, 1);
+    EXPECT_EQ(pool.stats().blocks_in_use, 0u) << "a staging block was left in use";
+    // Usable again, with no error left over for later calls.
+    engine.copy_to_device(bytes_of(dev), std::as_bytes(std::span(src)));
+    engine.copy_to_host(std::as_writable_bytes(std::span(back)), DeviceSpan<const std::byte>(bytes_of(dev)));
+    EXPECT_EQ(back, src);
+  }
+}
+
+TEST_F(Staging, StreamOrderedFormsFollowTheStream) {
+  PinnedPool pool(ctx());
+  StagingEngine engine(pool, small());
+  auto stream = Stream::create(ctx());
+  const std::size_t n = (6 << 20) + 1;
+  const auto src = pattern(n, 3);
+  auto dev = DeviceBuffer::allocate(ctx(), n);
+  engine.copy_to_device_async(bytes_of(dev), std::as_bytes(std::span(src)), stream.ref());
+  stream.ref().synchronize();
+  std::vector<std::uint8_t> back(n, 0xee);
+  drvshim_fake_stream_hold(reinterpret_cast<void*>(stream.ref().native()), 1);
+  engine.copy_to_host_async(std::as_writable_bytes(std::span(back)), DeviceSpan<const std::byte>(bytes_of(dev)),
+                            stream.ref());
+  EXPECT_EQ(back[0], 0xee) << "written by host functions in stream order, not before";
+  EXPECT_GT(pool.stats().blocks_in_use, 0u);
+  drvshim_fake_stream_hold(reinterpret_cast<void*>(stream.ref().native()), 0);
+  stream.ref().synchronize();
+  EXPECT_EQ(back, src);
+  EXPECT_EQ(pool.stats().blocks_in_use, 0u) << "the host functions returned every block";
+}
+
+TEST_F(Staging, BadOptionsAndMismatchedSizesAreRefused) {
+  PinnedPool pool(ctx());
+  auto o = small();
+  o.depth = 1;
+  expect_throw<InvalidArgumentError>([&] { StagingEngine e(pool, o); });
+  o = small();
+  o.threads = 0;
+  expect_throw<InvalidArgumentError>([&] { StagingEngine e(pool, o); });
+  StagingEngine engine(pool, small());
+  auto dev = DeviceBuffer::allocate(ctx(), 16);
+  std::vector<std::byte> host(17);
+  const auto e = expect_throw<InvalidArgumentError>([&] { engine.copy_to_device(bytes_of(dev), host); });
+  EXPECT_NE(std::string(e.what()).find("destination has 16 bytes, source 17"), std::string::npos) << e.what();
+  PinnedPoolOptions po;
+  po.min_block_bytes = 3000;
+  expect_throw<InvalidArgumentError>([&] { PinnedPool p(ctx(), po); });
+  expect_throw<InvalidArgumentError>([&] { (void)pool.acquire(0); });
+}
+
+TEST_F(Staging, PoolReusesABlockOnlyAfterItsStreamPassedTheReleasePoint) {
+  PinnedPool pool(ctx());
+  EXPECT_EQ(pool.size_class(1), 64u << 10);
+  EXPECT_EQ(pool.size_class((1 << 20) + 1), 2u << 20);
+  auto stream = Stream::create(ctx());
+  auto a = pool.acquire(100000);
+  EXPECT_EQ(a.capacity(), 128u << 10);
+  std::byte* first = a.data();
+  a.release();
+  auto b = pool.acquire(128 << 10);
+  EXPECT_EQ(b.data(), first) << "a plain release is reusable at once";
+  drvshim_fake_stream_hold(reinterpret_cast<void*>(stream.ref().native()), 1);
+  b.release_after(stream.ref());
+  EXPECT_FALSE(b);
+  auto c = pool.acquire(128 << 10);
+  EXPECT_NE(c.data(), first) << "the stream has not passed the release point";
+  EXPECT_EQ(pool.stats().waits_skipped, 1u);
+  EXPECT_EQ(pool.trim(), 0u) << "trim never frees a block its stream may still use";
+  drvshim_fake_stream_hold(reinterpret_cast<void*>(stream.ref().native()), 0);
+  stream.ref().synchronize();
+  auto d = pool.acquire(128 << 10);
+  EXPECT_EQ(d.data(), first) << "reused once the stream's event completed";
+  const auto s = pool.stats();
+  EXPECT_EQ(s.allocations, 2u);
+  EXPECT_EQ(s.reuses, 2u);
+  EXPECT_EQ(s.blocks_in_use, 2u);
+  c.release();
+  d.release();
+  EXPECT_EQ(pool.stats().bytes_cached, 256u << 10);
+  EXPECT_EQ(pool.trim(128 << 10), 128u << 10);
+  EXPECT_EQ(pool.stats().frees, 1u);
+}
+
+TEST_F(Staging, PoolFreesWhatGoesAboveItsCap) {
+  PinnedPoolOptions o;
+  o.max_cached_bytes = 1 << 20;
+  PinnedPool pool(ctx(), o);
+  {
+    auto a = pool.acquire(1 << 20);
+    auto b = pool.acquire(1 << 20);
+  }
+  const auto s = pool.stats();
+  EXPECT_EQ(s.bytes_cached, 1u << 20);
+  EXPECT_EQ(s.frees, 1u);
+  EXPECT_EQ(drvshim_fake_live_pinned_allocations(), 1);
+}
+
+}  // namespace
