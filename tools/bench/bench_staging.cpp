@@ -83,8 +83,8 @@ int main(int argc, char** argv) {
               d2h.push_back(b);
             }
           }
-          out += fmt::format("| {} MiB | {} | {:.1f} | {:.1f} |\n", chunk >> 20, threads, n / median(h2d) / 1e9,
-                             n / median(d2h) / 1e9);
+          out += fmt::format("| {} MiB | {} | {:.1f} | {:.1f} |\n", chunk >> 20, threads, static_cast<double>(n) / median(h2d) / 1e9,
+                             static_cast<double>(n) / median(d2h) / 1e9);
         }
       }
       out += "\n";
@@ -120,7 +120,8 @@ int main(int argc, char** argv) {
         dh.push_back(a); sh.push_back(b); ph.push_back(c); dd.push_back(d); sd.push_back(e); pd.push_back(f);
       }
       auto row = [&](const char* dir, double direct, double staged, double pin) {
-        const double gd = n / direct / 1e9, gs = n / staged / 1e9, gp = n / pin / 1e9;
+        const double nb = static_cast<double>(n);
+        const double gd = nb / direct / 1e9, gs = nb / staged / 1e9, gp = nb / pin / 1e9;
         if (n >= (std::size_t{16} << 20) && (gs < 0.8 * gp || gs < 3.0 * gd)) targets_met = false;
         out += fmt::format("| {} MiB | {} | {:.1f} | {:.1f} | {:.1f} | {:.0f} % | {:.1f}x |\n", n >> 20, dir, gd, gs, gp,
                            100.0 * gs / gp, gs / gd);
