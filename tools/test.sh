@@ -29,6 +29,7 @@ rm -f "$gpu_log"
 echo "== sanitizer lane (ASan + UBSan) =="
 asan=${DRVSHIM_ASAN_BUILD_DIR:-$root/build-asan}
 cmake -S "$root" -B "$asan" -DCMAKE_BUILD_TYPE=Debug -DDRVSHIM_SANITIZE=ON -DDRVSHIM_BUILD_TOOLS=ON
-cmake --build "$asan" -j"$jobs" --target drvshim_unit_tests drvshim_exit_program drvshim_fakecuda_nov2 drvshim-probe init_order
+cmake --build "$asan" -j"$jobs" --target drvshim_unit_tests drvshim_exit_program drvshim_fakecuda_nov2 drvshim-probe drvshim_cache_worker \
+  init_order zero_copy_vadd pinned_stream_copy nvrtc_kernel
 (cd "$asan" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --output-on-failure -j"$jobs" -L unit --timeout 300)

@@ -3,6 +3,7 @@
 #include <drvshim/staging.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <condition_variable>
 #include <cstring>
@@ -228,7 +229,9 @@ PinnedPoolStats PinnedPool::stats() const {
 namespace detail {
 
 // Helper threads for the host-side copies: one memcpy split into parts, the
-// calling thread doing the first part itself.
+// calling thread doing the first part itself. Helpers spin briefly between
+// parts (a futex wake-up of a dozen threads costs tens of microseconds, as
+// much as copying a part), then sleep on a condition variable.
 class CopyCrew {
  public:
   explicit CopyCrew(unsigned helpers) {
@@ -237,7 +240,7 @@ class CopyCrew {
   ~CopyCrew() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
+      stop_.store(true);
     }
     wake_.notify_all();
     for (auto& t : threads_) t.join();
@@ -246,67 +249,76 @@ class CopyCrew {
   CopyCrew& operator=(const CopyCrew&) = delete;
 
   void copy(void* dst, const void* src, std::size_t bytes) {
-    // Below this, waking threads costs more than the copy.
-    constexpr std::size_t kParallelFrom = std::size_t{512} << 10;
+    // Below this, splitting costs more than it saves.
+    constexpr std::size_t kParallelFrom = std::size_t{256} << 10;
     if (threads_.empty() || bytes < kParallelFrom) {
       std::memcpy(dst, src, bytes);
       return;
     }
     const std::size_t parts = threads_.size() + 1;
-    const std::size_t per = (bytes / parts + 63) / 64 * 64;
-    {
+    per_ = (bytes / parts + 63) / 64 * 64;
+    dst_ = static_cast<std::byte*>(dst);
+    src_ = static_cast<const std::byte*>(src);
+    bytes_ = bytes;
+    pending_.store(threads_.size());
+    generation_.fetch_add(1);  // publishes the job (sequentially consistent)
+    if (sleepers_.load() > 0) {
       std::lock_guard<std::mutex> lock(mutex_);
-      dst_ = static_cast<std::byte*>(dst);
-      src_ = static_cast<const std::byte*>(src);
-      bytes_ = bytes;
-      per_ = per;
-      pending_ = threads_.size();
-      ++generation_;
+      wake_.notify_all();
     }
-    wake_.notify_all();
-    std::memcpy(dst, src, std::min(per, bytes));
-    std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [&] { return pending_ == 0; });
+    std::memcpy(dst, src, std::min(per_, bytes));
+    while (pending_.load() != 0) pause();
   }
 
  private:
+  static void pause() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#else
+    std::this_thread::yield();
+#endif
+  }
+
   void run(std::size_t part) {
     std::uint64_t seen = 0;
     for (;;) {
-      std::byte* dst = nullptr;
-      const std::byte* src = nullptr;
-      std::size_t bytes = 0, per = 0;
-      {
+      // Spin about 0.2 ms for the next job before sleeping.
+      for (int i = 0; i < 20000 && generation_.load() == seen && !stop_.load(); ++i) pause();
+      if (generation_.load() == seen && !stop_.load()) {
         std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-        if (stop_) return;
-        seen = generation_;
-        dst = dst_;
-        src = src_;
-        bytes = bytes_;
-        per = per_;
+        sleepers_.fetch_add(1);
+        wake_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });
+        sleepers_.fetch_sub(1);
       }
-      const std::size_t begin = std::min(part * per, bytes);
-      const std::size_t end = std::min(begin + per, bytes);
-      if (part + 1 == threads_.size() + 1) {
-        std::memcpy(dst + begin, src + begin, bytes - begin);  // the last part takes the remainder
-      } else if (end > begin) {
-        std::memcpy(dst + begin, src + begin, end - begin);
-      }
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (--pending_ == 0) done_.notify_one();
+      if (stop_.load()) return;
+      seen = generation_.load();
+      const std::size_t begin = std::min(part * per_, bytes_);
+      const bool last = part == threads_.size();
+      const std::size_t end = last ? bytes_ : std::min(begin + per_, bytes_);
+      if (end > begin) std::memcpy(dst_ + begin, src_ + begin, end - begin);
+      pending_.fetch_sub(1);
     }
   }
 
   std::vector<std::thread> threads_;
   std::mutex mutex_;
-  std::condition_variable wake_, done_;
-  bool stop_ = false;
-  std::uint64_t generation_ = 0;
+  std::condition_variable wake_;
+  std::atomic<bool> stop_{false};
+  std::atomic<std::uint64_t> generation_{0};
+  std::atomic<std::size_t> pending_{0};
+  std::atomic<int> sleepers_{0};
+  // The job: written by copy() before the generation bump, read by helpers after seeing it.
   std::byte* dst_ = nullptr;
   const std::byte* src_ = nullptr;
-  std::size_t bytes_ = 0, per_ = 0, pending_ = 0;
+  std::size_t bytes_ = 0, per_ = 0;
 };
+
+// The chunk for a copy of `bytes`: the configured size, but small enough that
+// even a copy of a few chunks' size is split into four, so DMA and host copy overlap.
+inline std::size_t chunk_for(const StagingOptions& o, std::size_t bytes) {
+  const std::size_t quarter = (bytes / 4 + 4095) / 4096 * 4096;
+  return std::max<std::size_t>(std::min(o.chunk_bytes, quarter), std::min<std::size_t>(o.chunk_bytes, 1 << 20));
+}
 
 struct StagingCore {
   PinnedPool pool;
@@ -318,7 +330,13 @@ struct StagingCore {
   StagingStats stats;
 
   StagingCore(const PinnedPool& p, const StagingOptions& o)
-      : pool(p), options(o), stream(Stream::create(p.context(), StreamFlags::non_blocking)), crew(o.threads - 1) {}
+      : pool(p), options(resolved(o)), stream(Stream::create(p.context(), StreamFlags::non_blocking)),
+        crew(options.threads - 1) {}
+
+  static StagingOptions resolved(StagingOptions o) {
+    if (o.threads == 0) o.threads = std::clamp(std::thread::hardware_concurrency() * 3 / 4, 1u, 12u);
+    return o;
+  }
 
   // Whether this copy goes straight to the driver, and counts it.
   bool direct(const void* host, std::size_t bytes) {
@@ -327,7 +345,8 @@ struct StagingCore {
     std::lock_guard<std::mutex> lock(stats_mutex);
     ++(go_direct ? stats.direct_copies : stats.staged_copies);
     if (!go_direct) {
-      stats.chunks += (bytes + options.chunk_bytes - 1) / options.chunk_bytes;
+      const std::size_t chunk = chunk_for(options, bytes);
+      stats.chunks += (bytes + chunk - 1) / chunk;
       stats.bytes_staged += bytes;
     }
     return go_direct;
@@ -343,13 +362,13 @@ struct Slot {
   bool busy = false;
 };
 
-std::vector<Slot> make_ring(StagingCore& c, std::size_t bytes) {
+std::vector<Slot> make_ring(StagingCore& c, std::size_t bytes, std::size_t chunk) {
   std::vector<Slot> ring;
-  const std::size_t chunks = (bytes + c.options.chunk_bytes - 1) / c.options.chunk_bytes;
+  const std::size_t chunks = (bytes + chunk - 1) / chunk;
   const std::size_t slots = std::min<std::size_t>(c.options.depth, chunks);
   ring.reserve(slots);
   for (std::size_t i = 0; i < slots; ++i) {
-    ring.push_back(Slot{c.pool.acquire(std::min(c.options.chunk_bytes, bytes)),
+    ring.push_back(Slot{c.pool.acquire(std::min(chunk, bytes)),
                         Event::create(c.pool.context(), EventFlags::disable_timing), false});
   }
   return ring;
@@ -400,9 +419,9 @@ void check_sizes(const char* api, std::size_t dst, std::size_t src) {
 // the DMA and record the slot's event. Returns with the source fully read.
 void stage_to_device(StagingCore& c, DeviceSpan<std::byte> dst, std::span<const std::byte> src, const StreamRef& stream,
                      bool wait_at_end) {
-  std::vector<Slot> ring = make_ring(c, src.size());
+  const std::size_t chunk = chunk_for(c.options, src.size());
+  std::vector<Slot> ring = make_ring(c, src.size(), chunk);
   guarded(ring, stream, [&] {
-    const std::size_t chunk = c.options.chunk_bytes;
     std::size_t index = 0;
     for (std::size_t offset = 0; offset < src.size(); offset += chunk, ++index) {
       Slot& s = ring[index % ring.size()];
@@ -433,9 +452,9 @@ void stage_to_device(StagingCore& c, DeviceSpan<std::byte> dst, std::span<const 
 // Device to host through the ring: up to `depth` DMAs ahead; each chunk is
 // copied out of its slot once its event completes, then the slot takes the next DMA.
 void stage_to_host(StagingCore& c, std::span<std::byte> dst, DeviceSpan<const std::byte> src, const StreamRef& stream) {
-  std::vector<Slot> ring = make_ring(c, src.size_bytes());
+  const std::size_t chunk = chunk_for(c.options, src.size_bytes());
+  std::vector<Slot> ring = make_ring(c, src.size_bytes(), chunk);
   guarded(ring, stream, [&] {
-    const std::size_t chunk = c.options.chunk_bytes;
     const std::size_t total = src.size_bytes();
     const std::size_t chunks = (total + chunk - 1) / chunk;
     auto issue = [&](std::size_t i) {
@@ -460,11 +479,11 @@ void stage_to_host(StagingCore& c, std::span<std::byte> dst, DeviceSpan<const st
 }  // namespace detail
 
 StagingEngine::StagingEngine(const PinnedPool& pool, StagingOptions options) {
-  if (options.chunk_bytes == 0 || options.depth < 2 || options.threads == 0 || options.threads > 64) {
+  if (options.chunk_bytes == 0 || options.depth < 2 || options.threads > 64) {
     throw InvalidArgumentError(
         "StagingEngine",
         fmt::format("chunk_bytes {}, depth {}, threads {}", options.chunk_bytes, options.depth, options.threads),
-        "use chunk_bytes > 0, depth >= 2 and 1..64 threads");
+        "use chunk_bytes > 0, depth >= 2 and 0 (automatic) to 64 threads");
   }
   core_ = std::make_shared<detail::StagingCore>(pool, options);
 }

@@ -168,8 +168,10 @@ TEST_F(Staging, BadOptionsAndMismatchedSizesAreRefused) {
   o.depth = 1;
   expect_throw<InvalidArgumentError>([&] { StagingEngine e(pool, o); });
   o = small();
-  o.threads = 0;
+  o.threads = 65;
   expect_throw<InvalidArgumentError>([&] { StagingEngine e(pool, o); });
+  o.threads = 0;
+  EXPECT_GE(StagingEngine(pool, o).options().threads, 1u) << "0 picks a count from the hardware";
   StagingEngine engine(pool, small());
   auto dev = DeviceBuffer::allocate(ctx(), 16);
   std::vector<std::byte> host(17);

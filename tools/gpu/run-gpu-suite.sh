@@ -35,9 +35,16 @@ for suite in drvshim_gpu_tests drvshim_gpu_interop; do
   fi
 done
 
-echo "== examples/init_order =="
-"$bundle/examples/init_order" 2>&1 | tee "$results/init_order.txt"
-[[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+echo "== examples =="
+export DRVSHIM_CACHE_DIR=${DRVSHIM_CACHE_DIR:-$(mktemp -d /tmp/drvshim-example-cache-XXXXXX)}
+: > "$results/examples.txt"
+for ex in init_order nvrtc_kernel zero_copy_vadd pinned_stream_copy; do
+  echo "== examples/$ex ==" | tee -a "$results/examples.txt"
+  "$bundle/examples/$ex" 2>&1 | tee -a "$results/examples.txt"
+  rc=${PIPESTATUS[0]}
+  echo "$ex exit code: $rc" | tee -a "$results/examples.txt"
+  [[ $rc -eq 0 ]] || status=1
+done
 
 if [[ ${DRVSHIM_SKIP_BENCH:-0} != 1 ]]; then
   echo "== bench_transfers =="

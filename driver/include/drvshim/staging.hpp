@@ -122,11 +122,16 @@ class DRVSHIM_API PinnedPool {
 };
 
 /// How a StagingEngine moves data. The defaults came from the H200
-/// measurements in docs/staging.md; every field can be overridden.
+/// measurements in docs/staging.md (one host thread copies pageable memory at
+/// about 8 GB/s there, so the bus needs many); every field can be overridden.
 struct StagingOptions {
-  std::size_t chunk_bytes = std::size_t{4} << 20;  ///< bytes per staging block and per DMA
-  unsigned depth = 3;                              ///< staging blocks in the ring
-  unsigned threads = 4;                            ///< host-side copy threads (the caller counts as one)
+  /// Bytes per staging block and per DMA; a copy smaller than four of them
+  /// uses quarter-size chunks (at least 1 MiB) so the DMA still overlaps.
+  std::size_t chunk_bytes = std::size_t{16} << 20;
+  unsigned depth = 3;  ///< staging blocks in the ring
+  /// Host-side copy threads, the caller counting as one; 0: three quarters of
+  /// the hardware threads, at most 12.
+  unsigned threads = 0;
   /// Copies smaller than this go straight to the driver (its own pageable path).
   std::size_t direct_below = std::size_t{1} << 20;
 };
@@ -157,8 +162,8 @@ struct StagingStats {
 ///    an event recorded after it). It must stay alive until then.
 class DRVSHIM_API StagingEngine {
  public:
-  /// Throws InvalidArgumentError for a chunk of 0 bytes, depth < 2, threads 0
-  /// or more than 64, or a pool of another context; what Stream::create throws.
+  /// Throws InvalidArgumentError for a chunk of 0 bytes, depth < 2 or more
+  /// than 64 threads; what Stream::create throws.
   StagingEngine(const PinnedPool& pool, StagingOptions options = {});
 
   /// Host to device. Throws InvalidArgumentError when the sizes differ; CUDA
