@@ -45,6 +45,7 @@ __global__ void saxpy(T a, const T* x, T* y, unsigned n) {
       if (run == 2) {
         example::check(result.outcome == CacheOutcome::disk_hit || !cache.disk_enabled(),
                        "the second run should hit the cache");
+        example::check(!cache.disk_enabled() || !cache.nvrtc_loaded(), "a cache hit should not load NVRTC");
         if (!cache.disk_enabled()) std::printf("       (disk cache off: %s)\n", cache.disabled_reason().c_str());
       }
     }

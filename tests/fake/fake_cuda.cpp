@@ -1426,8 +1426,11 @@ std::string parse_ptx(const std::string& ptx, FakeModule& m) {
     pos = end;
     const auto [size, align] = ptx_decl(decl);
     if (size == 0) continue;
+    // ".global" also matches instructions (ld.global...): a name seen twice is not a second variable.
+    const std::string name = ptx_name(decl);
+    if (m.globals.count(name) != 0) continue;
     void* mem = std::calloc(1, size);
-    m.globals[ptx_name(decl)] = {reinterpret_cast<uintptr_t>(mem), size};
+    m.globals[name] = {reinterpret_cast<uintptr_t>(mem), size};
   }
   return {};
 }
