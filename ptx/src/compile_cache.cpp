@@ -320,7 +320,14 @@ struct CacheCore {
   const Nvrtc& compiler() const;
   const std::vector<int>& targets() const;
   void write_toolchain_memo() const;
-  void read_toolchain_memo();
+  // The memo's file name: the identity's hash.
+  std::string memo_name() const {
+    Sha256 h;
+    h.update(identity);
+    return Sha256::hex(h.finish()).substr(0, 32);
+  }
+  // The architectures the memo records for this identity; empty when there is none usable.
+  std::vector<int> read_toolchain_memo() const;
 
   void count_miss(const std::string& reason) const {
     std::lock_guard<std::mutex> lock(mutex);
@@ -406,40 +413,36 @@ const std::vector<int>& CacheCore::targets() const {
 
 // The toolchain memo: NVRTC's architectures, so compile_for() can choose a
 // target on a hit without loading NVRTC. Named by the identity's hash.
-void CacheCore::read_toolchain_memo() {
-  if (!disk) return;
-  Sha256 h;
-  h.update(identity);
-  const std::string name = Sha256::hex(h.finish()).substr(0, 32);
+std::vector<int> CacheCore::read_toolchain_memo() const {
+  if (!disk || !toolchain) return {};
+  const std::string name = memo_name();
   Fd fd(::openat(toolchain.fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   struct stat st {};
   if (!fd || ::fstat(fd.fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > 4096 || st.st_uid != ::geteuid() ||
       (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-    return;
+    return {};
   }
   std::string text(static_cast<std::size_t>(st.st_size), '\0');
-  if (::pread(fd.fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size())) return;
+  if (::pread(fd.fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size())) return {};
   // "<identity>\n<arch> <arch> ...\n": the identity is echoed so a misplaced memo is ignored.
   const auto nl = text.find('\n');
-  if (nl == std::string::npos || text.substr(0, nl) != identity || text.back() != '\n') return;
+  if (nl == std::string::npos || text.substr(0, nl) != identity || text.back() != '\n') return {};
   std::vector<int> parsed;
   const char* p = text.c_str() + nl + 1;
   while (*p != '\n') {
     char* end = nullptr;
     const long v = std::strtol(p, &end, 10);
-    if (end == p || v <= 0 || v > 1000) return;
+    if (end == p || v <= 0 || v > 1000) return {};
     parsed.push_back(static_cast<int>(v));
     p = end;
     while (*p == ' ') ++p;
   }
-  archs = std::move(parsed);
+  return parsed;
 }
 
 void CacheCore::write_toolchain_memo() const {
-  if (!disk || options.read_only || archs.empty()) return;
-  Sha256 h;
-  h.update(identity);
-  const std::string name = Sha256::hex(h.finish()).substr(0, 32);
+  if (!disk || !toolchain || options.read_only || archs.empty()) return;
+  const std::string name = memo_name();
   std::string text = identity + "\n";
   for (const int a : archs) text += std::to_string(a) + " ";
   text.back() = '\n';
@@ -842,16 +845,11 @@ void CompileCache::open(CacheOptions options) {
   }
   if (c.disk && c.toolchain) {
     // Written once per NVRTC identity, by whichever process knows the targets first.
+    std::vector<int> memo = c.read_toolchain_memo();
     if (c.archs.empty()) {
-      c.read_toolchain_memo();
-    } else {
-      auto known = c.archs;
-      c.archs.clear();
-      c.read_toolchain_memo();
-      if (c.archs != known) {
-        c.archs = std::move(known);
-        c.write_toolchain_memo();
-      }
+      c.archs = std::move(memo);
+    } else if (memo != c.archs) {
+      c.write_toolchain_memo();
     }
   }
   detail::logf(log::Level::debug, "compile cache: {}", c.disk ? "at " + c.directory + (c.options.read_only ? " (read-only)" : "")

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,15 @@ inline drvshim::Driver load_and_init() {
   auto drv = load_fake();
   drv.init();
   return drv;
+}
+
+// The toolkit's real NVRTC (no GPU needed); its absence fails the test with the paths tried.
+inline drvshim::Nvrtc load_nvrtc() {
+  try {
+    return drvshim::Nvrtc::load();
+  } catch (const drvshim::NvrtcNotFoundError& e) {
+    throw std::runtime_error(std::string("the CUDA toolkit's NVRTC is required for these tests: ") + e.what());
+  }
 }
 
 // The fake's call log since the last clear, as base names.

@@ -12,14 +12,6 @@ using namespace drvshim_test;
 
 namespace {
 
-Nvrtc nvrtc() {
-  try {
-    return Nvrtc::load();
-  } catch (const NvrtcNotFoundError& e) {
-    throw std::runtime_error(std::string("the CUDA toolkit's NVRTC is required for these tests: ") + e.what());
-  }
-}
-
 std::string text_of(const CompileResult& r) {
   return std::string(reinterpret_cast<const char*>(r.image.data()), r.image.size());
 }
@@ -39,7 +31,7 @@ TEST(NvrtcOptions, RenderEveryFlagInOnePlace) {
 }
 
 TEST(NvrtcCompile, PtxAndCubinForAnExplicitArchitectureWithoutADevice) {
-  const auto nv = nvrtc();
+  const auto nv = load_nvrtc();
   EXPECT_FALSE(nv.cuda_include_dir().empty());
   const char* src = "extern \"C\" __global__ void k(float* p) { p[threadIdx.x] *= 2.0f; }\n";
   CompileOptions o;
@@ -58,7 +50,7 @@ TEST(NvrtcCompile, PtxAndCubinForAnExplicitArchitectureWithoutADevice) {
 }
 
 TEST(NvrtcCompile, NameExpressionsHeadersDefinesAndToolkitIncludes) {
-  const auto nv = nvrtc();
+  const auto nv = load_nvrtc();
   const char* src = R"(
 #include <cuda_fp16.h>
 #include "scale.h"
@@ -77,7 +69,7 @@ template <typename T> __global__ void scale(T* p) { p[threadIdx.x] = p[threadIdx
 }
 
 TEST(NvrtcCompile, WarningsAreKeptOnSuccess) {
-  const auto nv = nvrtc();
+  const auto nv = load_nvrtc();
   CompileOptions o;
   o.arch = "compute_90";
   const auto r = nv.compile("__global__ void k() { int unused = 1; }\n", "warn.cu", o);
@@ -85,7 +77,7 @@ TEST(NvrtcCompile, WarningsAreKeptOnSuccess) {
 }
 
 TEST(NvrtcCompile, AFailureCarriesTheLogTheOptionsAndTheOffendingLines) {
-  const auto nv = nvrtc();
+  const auto nv = load_nvrtc();
   CompileOptions o;
   o.arch = "compute_90";
   o.defines = {{"MODE", "1"}};
@@ -106,7 +98,7 @@ TEST(NvrtcCompile, AFailureCarriesTheLogTheOptionsAndTheOffendingLines) {
 class NvrtcTarget : public PrimaryContextTest {};
 
 TEST_F(NvrtcTarget, TheDevicesOwnArchitectureOrTheHighestBelowIt) {
-  const auto nv = nvrtc();
+  const auto nv = load_nvrtc();
   EXPECT_EQ(nv.target_for(drv_->device(0)), "sm_90");
   drvshim_fake_set_attribute(0, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 10);
   drvshim_fake_set_attribute(0, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 1);
@@ -124,7 +116,7 @@ void doubles_cpu(const drvshim_fake_launch* l, void** args) {
 
 TEST_F(NvrtcTarget, CompileLoadAndLaunchEndToEnd) {
   drvshim_fake_register_kernel("doubles", &doubles_cpu);
-  const auto nv = nvrtc();
+  const auto nv = load_nvrtc();
   CompileOptions o;
   o.arch = "compute_90";  // the fake loads PTX
   const auto r = nv.compile("extern \"C\" __global__ void doubles(float* p) { p[threadIdx.x] *= 2.0f; }\n", "d.cu", o);
