@@ -28,14 +28,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-Nvrtc nvrtc() {
-  try {
-    return Nvrtc::load();
-  } catch (const NvrtcNotFoundError& e) {
-    throw std::runtime_error(std::string("the CUDA toolkit's NVRTC is required for these tests: ") + e.what());
-  }
-}
-
 struct TempDir {
   fs::path path;
   TempDir() {
@@ -93,7 +85,7 @@ TEST(Sha256, KnownAnswers) {
 
 TEST(CompileCache, MissThenMemoryHitThenDiskHitInAFreshCacheBehaveLikeTheCompile) {
   TempDir dir;
-  const auto nv = nvrtc();
+  const auto nv = load_nvrtc();
   KernelSource p;
   p.source = "template <typename T> __global__ void scale(T* p) { int unused = 0; p[threadIdx.x] *= T(2); }\n";
   p.name = "scale.cu";
@@ -144,7 +136,7 @@ TEST(CompileCache, HitsNeverLoadNvrtcAMissDoesAndBothConstructorsShareEntries) {
   EXPECT_EQ(miss.outcome, CacheOutcome::compiled);
   EXPECT_TRUE(lazy.nvrtc_loaded());
 
-  CompileCache eager(nvrtc(), in(root));
+  CompileCache eager(load_nvrtc(), in(root));
   EXPECT_EQ(eager.compile(program(4)).key, miss.key) << "NVRTC's identity is the same whether it is loaded or found";
   EXPECT_EQ(eager.compile(program(4)).outcome, CacheOutcome::memory_hit);
 
@@ -161,7 +153,7 @@ TEST(CompileCache, HitsNeverLoadNvrtcAMissDoesAndBothConstructorsShareEntries) {
 
 TEST(CompileCache, EveryInputThatChangesTheOutputChangesTheKey) {
   TempDir dir;
-  CompileCache cache(nvrtc(), in(dir / "c"));
+  CompileCache cache(load_nvrtc(), in(dir / "c"));
   const std::string base = cache.compile(program()).key;
   auto differs = [&](KernelSource p, const char* what) {
     const auto r = cache.compile(p);
@@ -217,7 +209,7 @@ TEST(CompileCache, EditingAHeaderUnderAnIncludePathMissesEvenWhenNested) {
   p.name = "inc.cu";
   p.options.arch = "compute_90";
   p.options.include_paths = {dir / "inc"};
-  CompileCache cache(nvrtc(), in(dir / "c"));
+  CompileCache cache(load_nvrtc(), in(dir / "c"));
   const auto a = cache.compile(p);
   EXPECT_EQ(a.outcome, CacheOutcome::compiled);
   EXPECT_EQ(cache.compile(p).outcome, CacheOutcome::memory_hit);
@@ -235,7 +227,7 @@ TEST(CompileCache, EditingAHeaderUnderAnIncludePathMissesEvenWhenNested) {
 // Each way an entry can be damaged: removed, counted, recompiled, rewritten; never an error.
 TEST(CompileCache, CorruptTruncatedForeignAndUnsafeEntriesAreRemovedAndRecompiled) {
   TempDir dir;
-  const auto nv = nvrtc();
+  const auto nv = load_nvrtc();
   const std::string root = dir / "c";
   std::string other_key;
   std::string other_bytes;
@@ -298,7 +290,7 @@ TEST(CompileCache, CorruptTruncatedForeignAndUnsafeEntriesAreRemovedAndRecompile
 
 TEST(CompileCache, RefusesADirectoryWritableByOthersASymlinkOrAnotherUsersAndStillCompiles) {
   TempDir dir;
-  const auto nv = nvrtc();
+  const auto nv = load_nvrtc();
   fs::create_directories(dir / "open");
   fs::permissions(dir / "open", fs::perms::all);
   CompileCache open(nv, in(dir / "open"));
@@ -336,7 +328,7 @@ TEST(CompileCache, DisabledCompilesEveryTimeAndWritesNothing) {
   TempDir dir;
   auto o = in(dir / "c");
   o.enabled = false;
-  CompileCache cache(nvrtc(), o);
+  CompileCache cache(load_nvrtc(), o);
   EXPECT_EQ(cache.compile(program()).outcome, CacheOutcome::uncached);
   EXPECT_EQ(cache.compile(program()).outcome, CacheOutcome::uncached);
   EXPECT_EQ(cache.stats().compiles, 2u);
@@ -353,7 +345,7 @@ TEST(CompileCache, DisabledCompilesEveryTimeAndWritesNothing) {
 
 TEST(CompileCache, ReadOnlyReadsButNeverWritesOrClears) {
   TempDir dir;
-  const auto nv = nvrtc();
+  const auto nv = load_nvrtc();
   const std::string root = dir / "c";
   {
     CompileCache writer(nv, in(root));
@@ -379,7 +371,7 @@ TEST(CompileCache, ReadOnlyReadsButNeverWritesOrClears) {
 
 TEST(CompileCache, EvictsTheLeastRecentlyUsedEntriesAboveTheCap) {
   TempDir dir;
-  const auto nv = nvrtc();
+  const auto nv = load_nvrtc();
   const std::string root = dir / "c";
   std::string a, b;
   std::uint64_t two = 0;
@@ -406,7 +398,7 @@ TEST(CompileCache, EvictsTheLeastRecentlyUsedEntriesAboveTheCap) {
 
 TEST(CompileCache, ManyThreadsAskingForOneMissingKeyCauseOneCompile) {
   TempDir dir;
-  CompileCache cache(nvrtc(), in(dir / "c"));
+  CompileCache cache(load_nvrtc(), in(dir / "c"));
   std::vector<std::thread> threads;
   std::vector<CacheOutcome> outcomes(8);
   std::vector<std::string> keys(8);
@@ -462,7 +454,7 @@ TEST(CompileCache, ManyProcessesAskingForOneMissingKeyCauseOneCompile) {
 
 TEST(CompileCache, ALockHeldTooLongIsWaitedOutThenCompiledAnywayNeverADeadlock) {
   TempDir dir;
-  const auto nv = nvrtc();
+  const auto nv = load_nvrtc();
   const std::string key = CompileCache(nv, in(dir / "first")).compile(program(3)).key;
   auto o = in(dir / "c");
   o.lock_timeout = std::chrono::milliseconds(150);
@@ -483,7 +475,7 @@ TEST(CompileCache, ALockHeldTooLongIsWaitedOutThenCompiledAnywayNeverADeadlock) 
 
 TEST(CompileCache, AFailedCompileIsNeverCachedAndEveryWaiterSeesTheError) {
   TempDir dir;
-  CompileCache cache(nvrtc(), in(dir / "c"));
+  CompileCache cache(load_nvrtc(), in(dir / "c"));
   KernelSource p = program();
   p.source = "__global__ void k() { this is wrong; }\n";
   expect_throw<NvrtcCompileError>([&] { (void)cache.compile(p); });
@@ -495,13 +487,25 @@ TEST(CompileCache, AFailedCompileIsNeverCachedAndEveryWaiterSeesTheError) {
 
 TEST(CompileCache, ClearRemovesEveryEntry) {
   TempDir dir;
-  CompileCache cache(nvrtc(), in(dir / "c"));
+  CompileCache cache(load_nvrtc(), in(dir / "c"));
   (void)cache.compile(program(1));
   (void)cache.compile(program(2));
   EXPECT_GT(cache.disk_bytes(), 0u);
   cache.clear();
   EXPECT_EQ(cache.disk_bytes(), 0u);
   EXPECT_EQ(cache.compile(program(1)).outcome, CacheOutcome::compiled);
+}
+
+TEST(CompileCache, AnEntryThatCannotBeWrittenIsCountedAndTheResultStillReturned) {
+  TempDir dir;
+  CompileCache cache(load_nvrtc(), in(dir / "c"));
+  fs::remove_all(dir / "c/v1/tmp");  // the open directory is gone: creating the temporary file fails
+  const auto r = cache.compile(program(9));
+  EXPECT_EQ(r.outcome, CacheOutcome::compiled);
+  EXPECT_FALSE(r.result.image.empty());
+  EXPECT_EQ(cache.stats().write_failures, 1u);
+  EXPECT_EQ(cache.stats().writes, 0u);
+  EXPECT_FALSE(fs::exists(entry_path(dir / "c", r.key)));
 }
 
 void adds_cpu(const drvshim_fake_launch* l, void** args) {
@@ -518,7 +522,7 @@ TEST_F(CompileCacheLink, PtxForANewerDeviceIsLinkedOnceAndTheLinkedImageCached) 
   drvshim_fake_set_attribute(0, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 10);
   drvshim_fake_set_attribute(0, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 1);
   TempDir dir;
-  const auto nv = nvrtc();
+  const auto nv = load_nvrtc();
   KernelSource p = program(1);
   p.options.arch.clear();  // chosen from the device
   const auto links_before = drvshim_fake_call_count("cuLinkComplete");

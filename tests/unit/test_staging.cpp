@@ -230,4 +230,22 @@ TEST_F(Staging, PoolFreesWhatGoesAboveItsCap) {
   EXPECT_EQ(drvshim_fake_live_pinned_allocations(), 1);
 }
 
+TEST_F(Staging, PoolOutOfPinnedMemoryFreesItsCachedBlocksAndTriesOnce) {
+  PinnedPool pool(ctx());
+  pool.acquire(64 << 10).release();  // one cached block of another size class
+  drvshim_fake_fail_call("cuMemHostAlloc", 1, 2 /* CUDA_ERROR_OUT_OF_MEMORY */);
+  auto block = pool.acquire(1 << 20);
+  EXPECT_TRUE(block);
+  auto s = pool.stats();
+  EXPECT_EQ(s.frees, 1u) << "the cached block was freed to make room";
+  EXPECT_EQ(s.bytes_cached, 0u);
+  EXPECT_EQ(s.allocations, 2u);
+  block.release();
+  drvshim_fake_fail_call("cuMemHostAlloc", 1, 2);
+  PinnedPool empty(ctx());
+  const auto e = expect_throw<OutOfMemoryError>([&] { (void)empty.acquire(1 << 20); });
+  EXPECT_NE(std::string(e.what()).find("cuMemHostAlloc"), std::string::npos) << e.what();
+  EXPECT_EQ(empty.stats().blocks_in_use, 0u);
+}
+
 }  // namespace
