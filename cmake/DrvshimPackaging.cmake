@@ -5,7 +5,7 @@ install(TARGETS drvshim EXPORT drvshimTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(DIRECTORY driver/include/drvshim ptx/include/drvshim DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(DIRECTORY driver/include/drvshim ptx/include/drvshim runtime_compat/include/drvshim DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(FILES "${PROJECT_BINARY_DIR}/driver/generated/drvshim/version.hpp"
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/drvshim)
 

@@ -29,6 +29,13 @@ bool ContextRef::is_current() const {
   return current == native(address_);
 }
 
+void ContextRef::make_current() const {
+  const auto& core = *device_.core();
+  core.require_init("ContextRef::make_current");
+  core.check_not_poisoned(address_, "ContextRef::make_current");
+  DRVSHIM_TRY(core, cuCtxSetCurrent, ctx_objects(*this), native(address_));
+}
+
 void ContextRef::synchronize() const {
   const auto& core = *device_.core();
   detail::ContextScope scope(core, address_, "ContextRef::synchronize");

@@ -8,11 +8,13 @@ build=${DRVSHIM_GPU_BUILD_DIR:-$root/build-gpu}
 bundle=$root/.gpu-bundle
 "$root/tools/setup-deps.sh"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" -j"$(nproc)" --target drvshim drvshim-probe drvshim_gpu_tests drvshim_gpu_interop init_order zero_copy_vadd pinned_stream_copy nvrtc_kernel bench_transfers bench_launch bench_launch_cudart bench_compile bench_staging drvshim_gpu_kernels
+cmake --build "$build" -j"$(nproc)" --target drvshim drvshim-probe drvshim_gpu_tests drvshim_gpu_interop init_order zero_copy_vadd pinned_stream_copy nvrtc_kernel bench_transfers bench_launch bench_launch_cudart bench_compile bench_staging drvshim_gpu_kernels drvshim_cudart drvshim_runtime_api_programs
 rm -rf "$bundle"
-mkdir -p "$bundle/driver" "$bundle/tools" "$bundle/tests" "$bundle/examples"
+mkdir -p "$bundle/driver" "$bundle/tools" "$bundle/tests" "$bundle/examples" "$bundle/runtime_compat"
 # Real files, not links: the device tool carries links only as links.
 cp -L "$build/driver/libdrvshim.so.0" "$bundle/driver/libdrvshim.so.0"
+cp -L "$build/runtime_compat/libdrvshim_cudart.so.0" "$bundle/runtime_compat/libdrvshim_cudart.so.0"
+cp -a "$build/tests/runtime_api" "$bundle/tests/"
 cp -a "$build/tools/drvshim-probe" "$bundle/tools/"
 cp -a "$build/tests/drvshim_gpu_tests" "$build/tests/drvshim_gpu_interop" "$bundle/tests/"
 cp -a "$build/examples/init_order" "$build/examples/zero_copy_vadd" "$build/examples/pinned_stream_copy" \

@@ -46,6 +46,17 @@ for ex in init_order nvrtc_kernel zero_copy_vadd pinned_stream_copy; do
   [[ $rc -eq 0 ]] || status=1
 done
 
+echo "== Runtime-API programs on libdrvshim_cudart.so (nvcc -cudart none) =="
+for policy in lazy eager; do
+  for prog in vector_add zero_copy streams; do
+    echo "== runtime_api/$prog, DRVSHIM_RT_POLICY=$policy ==" | tee -a "$results/examples.txt"
+    DRVSHIM_RT_POLICY=$policy DRVSHIM_RT_TRACE=1 "$bundle/tests/runtime_api/$prog" 2>&1 | tee -a "$results/examples.txt"
+    rc=${PIPESTATUS[0]}
+    echo "$prog ($policy) exit code: $rc" | tee -a "$results/examples.txt"
+    [[ $rc -eq 0 ]] || status=1
+  done
+done
+
 if [[ ${DRVSHIM_SKIP_BENCH:-0} != 1 ]]; then
   echo "== bench_transfers =="
   "$bundle/tools/bench_transfers" "$results/bench_transfers.md" 2>&1

@@ -39,6 +39,12 @@ class DRVSHIM_API ContextRef {
 
   /// Whether this context is the calling thread's current context (cuCtxGetCurrent).
   bool is_current() const;
+  /// Makes this context the calling thread's current one, replacing the top
+  /// of its context stack (cuCtxSetCurrent), as the CUDA Runtime does.
+  /// drvshim's own calls never need it (they push and pop the context they
+  /// use); it is for code that relies on a current context, such as
+  /// runtime_compat. Throws ContextPoisonedError for a poisoned context.
+  void make_current() const;
   /// Waits for all work in the context (cuCtxSynchronize, with the context made current).
   void synchronize() const;
   /// cuMemGetInfo for the context's device (with the context made current).
