@@ -4,13 +4,17 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -32,7 +36,7 @@ namespace detail {
 namespace {
 
 constexpr char kMagic[8] = {'D', 'R', 'V', 'S', 'H', 'I', 'M', '\0'};
-constexpr std::uint32_t kFormat = 1;
+constexpr std::uint32_t kFormat = 2;  // 2: a 64-bit checksum trailer (1 had SHA-256)
 constexpr std::uint32_t kFlagCubin = 1;
 constexpr std::uint32_t kFlagLinked = 2;
 constexpr std::uint64_t kMaxEntryBytes = std::uint64_t{256} << 20;
@@ -64,6 +68,12 @@ struct Fd {
 
 std::string errno_text(int err) { return std::strerror(err); }
 
+// The effective user, asked once (it is checked against every file opened).
+uid_t me() noexcept {
+  static const uid_t uid = ::geteuid();
+  return uid;
+}
+
 std::string env(const char* name) {
   const char* v = std::getenv(name);
   return v != nullptr ? std::string(v) : std::string();
@@ -77,9 +87,8 @@ bool env_true(const char* name) {
 // The answer to "may this directory hold our entries?": empty when yes.
 std::string directory_problem(const struct stat& st, const std::string& path, bool allow_root_owner) {
   if (!S_ISDIR(st.st_mode)) return fmt::format("{} is not a directory", path);
-  const uid_t me = ::geteuid();
-  if (st.st_uid != me && !(allow_root_owner && st.st_uid == 0)) {
-    return fmt::format("{} is owned by uid {}, not by this user (uid {})", path, st.st_uid, me);
+  if (st.st_uid != me() && !(allow_root_owner && st.st_uid == 0)) {
+    return fmt::format("{} is owned by uid {}, not by this user (uid {})", path, st.st_uid, me());
   }
   if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
     return fmt::format("{} is writable by group or others (mode {:04o}); chmod 700 it", path, st.st_mode & 07777);
@@ -187,6 +196,32 @@ struct Stored {
   bool linked = false;
 };
 
+// The entry's trailer: a 64-bit checksum against truncation and damage. Not
+// SHA-256: the key (SHA-256) and its echo inside the entry already keep one
+// key's entry from being taken for another's, and SHA-256 over a 4 KB image
+// costs ~35 µs here, a tenth of a whole disk hit. Every step after a changed
+// word is a bijection of the running state, so any one changed word changes
+// the result; the length is mixed in first, so truncation does too.
+std::uint64_t checksum(const char* data, std::size_t size) noexcept {
+  auto mix = [](std::uint64_t x) noexcept {
+    x ^= x >> 32;
+    x *= 0xd6e8feb86659fd93ull;
+    x ^= x >> 32;
+    return x;
+  };
+  std::uint64_t h = 0x9e3779b97f4a7c15ull ^ mix(size);
+  std::size_t i = 0;
+  for (; i + 8 <= size; i += 8) {
+    std::uint64_t w = 0;
+    std::memcpy(&w, data + i, 8);
+    h = (h ^ mix(w + i)) * 0x9fb21c651e98df25ull;
+  }
+  std::uint64_t tail = 0;
+  std::memcpy(&tail, data + i, size - i);
+  h = (h ^ mix(tail + i)) * 0x9fb21c651e98df25ull;
+  return mix(h);
+}
+
 std::string encode(const Sha256::Digest& key, const Stored& s) {
   Writer w;
   w.out.append(kMagic, sizeof kMagic);
@@ -204,23 +239,19 @@ std::string encode(const Sha256::Digest& key, const Stored& s) {
   }
   w.u64(std::bit_cast<std::uint64_t>(s.result.compile_ms));
   w.str(std::string_view(reinterpret_cast<const char*>(s.result.image.data()), s.result.image.size()));
-  Sha256 sum;
-  sum.update(w.out);
-  const auto digest = sum.finish();
-  w.out.append(reinterpret_cast<const char*>(digest.data()), digest.size());
+  w.u64(checksum(w.out.data(), w.out.size()));
   return w.out;
 }
 
 // Decodes an entry; returns the reason it is unusable, or empty.
 std::string decode(std::string_view bytes, const Sha256::Digest& key, Stored& out) {
-  if (bytes.size() < sizeof kMagic + 8 + 32 + 32) return "truncated";
+  if (bytes.size() < sizeof kMagic + 8 + 32 + 8) return "truncated";
   if (std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) return "not a drvshim entry (bad magic)";
-  Sha256 sum;
-  sum.update(bytes.data(), bytes.size() - 32);
-  const auto digest = sum.finish();
-  if (std::memcmp(digest.data(), bytes.data() + bytes.size() - 32, 32) != 0) return "checksum mismatch (truncated or altered)";
-  Reader r{bytes.substr(0, bytes.size() - 32), sizeof kMagic};
+  Reader r{bytes.substr(0, bytes.size() - 8), sizeof kMagic};
   if (const auto format = r.u32(); format != kFormat) return fmt::format("unknown format {}", format);
+  std::uint64_t trailer = 0;
+  std::memcpy(&trailer, bytes.data() + bytes.size() - 8, 8);
+  if (checksum(bytes.data(), bytes.size() - 8) != trailer) return "checksum mismatch (truncated or altered)";
   const std::uint32_t flags = r.u32();
   if (!r.need(32)) return "truncated";
   if (std::memcmp(bytes.data() + r.pos, key.data(), 32) != 0) return "foreign entry (its key is another key's)";
@@ -299,14 +330,20 @@ struct CacheCore {
   NvrtcLoadOptions load_options;
   mutable std::mutex nvrtc_mutex;
   mutable std::optional<Nvrtc> nvrtc;
-  std::string nvrtc_path;     // the library the identity describes
+  std::string nvrtc_path;     // the library the identity describes, as found
+  std::string nvrtc_print;    // its fingerprint (name, size, time)
   std::string cuda_include;   // the toolkit include directory beside it
+  std::vector<std::pair<std::string, std::string>> builtins;  // NVRTC's builtins libraries: path, fingerprint
   mutable std::vector<int> archs;  // NVRTC's targets, from the toolchain memo or NVRTC
   CacheOptions options;
   std::string directory;
   std::string disabled_reason;
   bool disk = false;
-  Fd root, objects, locks, tmp, toolchain;
+  Fd root, v1, objects, toolchain;
+  // Needed only to write or to wait for another process: opened at the first miss.
+  mutable std::mutex dirs_mutex;
+  mutable Fd locks, tmp;
+  mutable bool dirs_tried = false;
   std::string identity;  // NVRTC's identity, hashed into every key
 
   mutable std::mutex mutex;
@@ -319,15 +356,27 @@ struct CacheCore {
   // The loaded NVRTC (loading it now if needed). Throws NvrtcNotFoundError.
   const Nvrtc& compiler() const;
   const std::vector<int>& targets() const;
+  // Learns NVRTC's builtins, include directory and targets (from the toolchain
+  // memo when it matches the files, else from the files) and sets the identity.
+  void learn_toolchain();
   void write_toolchain_memo() const;
-  // The memo's file name: the identity's hash.
+  // The memo's file name: the hash of NVRTC's fingerprint.
   std::string memo_name() const {
     Sha256 h;
-    h.update(identity);
+    h.update(nvrtc_print);
     return Sha256::hex(h.finish()).substr(0, 32);
   }
-  // The architectures the memo records for this identity; empty when there is none usable.
-  std::vector<int> read_toolchain_memo() const;
+  struct Memo {
+    std::vector<std::pair<std::string, std::string>> builtins;
+    std::string cuda_include;
+    std::vector<int> archs;
+  };
+  // The memo for this NVRTC, if there is a readable one whose builtins still match their files.
+  std::optional<Memo> read_toolchain_memo() const;
+  // The directories opened at the first miss (no fd when they cannot be opened).
+  const Fd& locks_dir() const { return lazy_dirs(), locks; }
+  const Fd& tmp_dir() const { return lazy_dirs(), tmp; }
+  void lazy_dirs() const;
 
   void count_miss(const std::string& reason) const {
     std::lock_guard<std::mutex> lock(mutex);
@@ -355,30 +404,47 @@ struct CacheCore {
 
 namespace {
 
+// A library's fingerprint: size and modification time of the file (a patch
+// update changes them; a version number alone would not). Not its path or
+// name: the same file reached through a link (libnvrtc.so.13 or
+// libnvrtc.so.13.0.88), or a toolkit mounted elsewhere in a container, is the
+// same compiler.
 std::string fingerprint(const std::string& path) {
   struct stat st {};
-  if (path.empty() || ::stat(path.c_str(), &st) != 0) return path + ":missing";
-  return fmt::format("{}:{}:{}", path, st.st_size, mtime_ns(st));
+  if (path.empty() || ::stat(path.c_str(), &st) != 0) return "missing";
+  return fmt::format("{}:{}", st.st_size, mtime_ns(st));
 }
 
-// NVRTC's identity without loading it: the library file and the builtins
-// libraries beside it, by path, size and modification time (a patch update
-// changes them; the version alone would not).
-std::string toolchain_identity(const std::string& nvrtc_path) {
-  std::string id = fingerprint(nvrtc_path);
-  // NVRTC loads libnvrtc-builtins.so.<major>.<minor> from beside itself. The
-  // minor is not known without loading NVRTC, and listing the directory costs
-  // more than a disk hit, so the few possible names are asked for directly.
+// The toolkit include directory as NVRTC::load() finds it: beside the
+// library's real path (a readlink per component: done only without a memo).
+std::string include_beside(const std::string& nvrtc_path, bool use_environment) {
+  char resolved[PATH_MAX];
+  const bool ok = ::realpath(nvrtc_path.c_str(), resolved) != nullptr;
+  return find_cuda_include(ok ? std::string(resolved) : nvrtc_path, use_environment);
+}
+
+// The builtins libraries NVRTC loads from beside itself
+// (libnvrtc-builtins.so.<major>.<minor>). The minor is not known without
+// loading NVRTC, so the few possible names are asked for; the toolchain memo
+// spares later processes even that.
+std::vector<std::pair<std::string, std::string>> probe_builtins(const std::string& nvrtc_path) {
+  std::vector<std::pair<std::string, std::string>> found;
   const std::string dir = nvrtc_path.substr(0, nvrtc_path.rfind('/'));
   const std::string file = nvrtc_path.substr(nvrtc_path.rfind('/') + 1);
   const auto so = file.find(".so.");
   const std::string major = so == std::string::npos ? std::string() : file.substr(so + 4, file.find('.', so + 4) - so - 4);
   for (int minor = 0; minor < 10 && !major.empty(); ++minor) {
-    const std::string builtins = fmt::format("{}/libnvrtc-builtins.so.{}.{}", dir, major, minor);
-    if (::access(builtins.c_str(), F_OK) == 0) id += ";" + fingerprint(builtins);
+    std::string builtins = fmt::format("{}/libnvrtc-builtins.so.{}.{}", dir, major, minor);
+    if (::access(builtins.c_str(), F_OK) == 0) {
+      std::string print = fingerprint(builtins);
+      found.emplace_back(std::move(builtins), std::move(print));
+    }
   }
-  return id;
+  return found;
 }
+
+// Memo fields are lines and ';' / '|' separated lists.
+bool memo_safe(std::string_view text) { return text.find_first_of("\n;|") == std::string_view::npos; }
 
 }  // namespace
 
@@ -390,7 +456,7 @@ const Nvrtc& CacheCore::compiler() const {
     logf(log::Level::debug, "compile cache: loaded NVRTC {}.{} from {} for a miss ({:.1f} ms)", nvrtc->version_major(),
          nvrtc->version_minor(), nvrtc->loaded_path(),
          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    if (nvrtc->loaded_path() != nvrtc_path) {
+    if (fingerprint(nvrtc->loaded_path()) != nvrtc_print) {
       logf(log::Level::warn, "compile cache: NVRTC was expected at {} but loaded from {}; entries are keyed by the former",
            nvrtc_path.empty() ? std::string("(not found without loading)") : nvrtc_path, nvrtc->loaded_path());
     }
@@ -411,48 +477,111 @@ const std::vector<int>& CacheCore::targets() const {
   return archs;
 }
 
-// The toolchain memo: NVRTC's architectures, so compile_for() can choose a
-// target on a hit without loading NVRTC. Named by the identity's hash.
-std::vector<int> CacheCore::read_toolchain_memo() const {
-  if (!disk || !toolchain) return {};
+// The toolchain memo, named by NVRTC's fingerprint: its builtins libraries
+// (with their fingerprints, checked against the files on every read), the
+// toolkit include directory and NVRTC's architectures, so that a disk hit
+// neither loads NVRTC nor searches for what surrounds it. Four lines:
+// "<nvrtc fingerprint>\n<path>|<fingerprint>;...\n<include dir>\n<arch> <arch> ...\n".
+std::optional<CacheCore::Memo> CacheCore::read_toolchain_memo() const {
+  if (!disk || !toolchain) return std::nullopt;
   const std::string name = memo_name();
   Fd fd(::openat(toolchain.fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   struct stat st {};
-  if (!fd || ::fstat(fd.fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > 4096 || st.st_uid != ::geteuid() ||
+  if (!fd || ::fstat(fd.fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > 16384 || st.st_uid != me() ||
       (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-    return {};
+    return std::nullopt;
   }
   std::string text(static_cast<std::size_t>(st.st_size), '\0');
-  if (::pread(fd.fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size())) return {};
-  // "<identity>\n<arch> <arch> ...\n": the identity is echoed so a misplaced memo is ignored.
-  const auto nl = text.find('\n');
-  if (nl == std::string::npos || text.substr(0, nl) != identity || text.back() != '\n') return {};
-  std::vector<int> parsed;
-  const char* p = text.c_str() + nl + 1;
-  while (*p != '\n') {
+  if (::pread(fd.fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size())) return std::nullopt;
+  std::vector<std::string_view> lines;
+  for (std::size_t pos = 0; pos < text.size();) {
+    const auto nl = text.find('\n', pos);
+    if (nl == std::string::npos) return std::nullopt;
+    lines.emplace_back(text.data() + pos, nl - pos);
+    pos = nl + 1;
+  }
+  if (lines.size() != 4 || lines[0] != nvrtc_print) return std::nullopt;
+  Memo m;
+  for (std::size_t pos = 0; pos < lines[1].size();) {
+    const auto end = std::min(lines[1].find(';', pos), lines[1].size());
+    const std::string_view item = lines[1].substr(pos, end - pos);
+    const auto bar = item.find('|');
+    if (bar == std::string_view::npos) return std::nullopt;
+    m.builtins.emplace_back(std::string(item.substr(0, bar)), std::string(item.substr(bar + 1)));
+    // A builtins library replaced since the memo was written: the memo is stale.
+    if (fingerprint(m.builtins.back().first) != m.builtins.back().second) return std::nullopt;
+    pos = end + 1;
+  }
+  m.cuda_include = std::string(lines[2]);
+  const std::string archs_text(lines[3]);
+  const char* p = archs_text.c_str();
+  while (*p != '\0') {
     char* end = nullptr;
     const long v = std::strtol(p, &end, 10);
-    if (end == p || v <= 0 || v > 1000) return {};
-    parsed.push_back(static_cast<int>(v));
+    if (end == p || v <= 0 || v > 1000) return std::nullopt;
+    m.archs.push_back(static_cast<int>(v));
     p = end;
     while (*p == ' ') ++p;
   }
-  return parsed;
+  if (m.archs.empty()) return std::nullopt;
+  return m;
 }
 
 void CacheCore::write_toolchain_memo() const {
   if (!disk || !toolchain || options.read_only || archs.empty()) return;
-  const std::string name = memo_name();
-  std::string text = identity + "\n";
+  // The include directory as found from NVRTC's place, whatever DRVSHIM_CUDA_INCLUDE says in this process.
+  const std::string include = include_beside(nvrtc_path, false);
+  std::string text = nvrtc_print + "\n";
+  for (std::size_t i = 0; i < builtins.size(); ++i) {
+    if (!memo_safe(builtins[i].first) || !memo_safe(builtins[i].second)) return;
+    text += (i == 0 ? "" : ";") + builtins[i].first + "|" + builtins[i].second;
+  }
+  if (!memo_safe(include)) return;
+  text += "\n" + include + "\n";
   for (const int a : archs) text += std::to_string(a) + " ";
   text.back() = '\n';
+  const Fd& staging = tmp_dir();
+  if (!staging) return;
   std::random_device rd;
   const std::string tmp_name = fmt::format("{:08x}{:08x}.memo", rd(), rd());
-  Fd fd(::openat(tmp.fd, tmp_name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  Fd fd(::openat(staging.fd, tmp_name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!fd) return;
   const bool ok = ::write(fd.fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
   fd.reset();
-  if (!ok || ::renameat(tmp.fd, tmp_name.c_str(), toolchain.fd, name.c_str()) != 0) (void)::unlinkat(tmp.fd, tmp_name.c_str(), 0);
+  if (!ok || ::renameat(staging.fd, tmp_name.c_str(), toolchain.fd, memo_name().c_str()) != 0) {
+    (void)::unlinkat(staging.fd, tmp_name.c_str(), 0);
+  }
+}
+
+void CacheCore::learn_toolchain() {
+  nvrtc_print = fingerprint(nvrtc_path);
+  const bool include_known = !cuda_include.empty();
+  const bool env_include = !env("DRVSHIM_CUDA_INCLUDE").empty();
+  std::optional<Memo> memo = read_toolchain_memo();
+  if (memo) {
+    builtins = memo->builtins;
+    if (!include_known) cuda_include = env_include ? include_beside(nvrtc_path, true) : memo->cuda_include;
+    if (archs.empty()) archs = memo->archs;
+  } else {
+    builtins = probe_builtins(nvrtc_path);
+    if (!include_known) cuda_include = include_beside(nvrtc_path, true);
+  }
+  identity = "nvrtc " + nvrtc_print;
+  for (const auto& [path, print] : builtins) identity += "; builtins " + print;
+  // Written once per NVRTC, by whichever process knows the targets first.
+  if (!archs.empty() && (!memo || memo->archs != archs)) write_toolchain_memo();
+}
+
+void CacheCore::lazy_dirs() const {
+  std::lock_guard<std::mutex> lock(dirs_mutex);
+  if (dirs_tried || !disk || options.read_only) return;
+  dirs_tried = true;
+  std::string problem;
+  locks = open_subdir(v1.fd, "locks", directory + "/v1/locks", true, false, problem);
+  if (!problem.empty()) logf(log::Level::warn, "compile cache: {}; compiles here will not wait for other processes", problem);
+  problem.clear();
+  tmp = open_subdir(v1.fd, "tmp", directory + "/v1/tmp", true, false, problem);
+  if (!problem.empty()) logf(log::Level::warn, "compile cache: {}; no entry can be written", problem);
 }
 
 const FileInfo* CacheCore::file(const std::string& path) const {
@@ -555,6 +684,26 @@ Sha256::Digest CacheCore::key_of(const KernelSource& program, const std::vector<
   return key.finish();
 }
 
+// openat2 with no symbolic link allowed on the way and nothing outside
+// `dirfd`; -1 with ENOSYS where the kernel (or a seccomp filter, which
+// answers EPERM) does not offer it.
+static int open_without_links(int dirfd, const char* path, int flags) {
+#if defined(SYS_openat2)
+  static std::atomic<bool> unavailable{false};
+  if (!unavailable.load(std::memory_order_relaxed)) {
+    open_how how{};
+    how.flags = static_cast<__u64>(static_cast<unsigned>(flags));
+    how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH;
+    const long fd = ::syscall(SYS_openat2, dirfd, path, &how, sizeof how);
+    if (fd >= 0) return static_cast<int>(fd);
+    if (errno != ENOSYS && errno != EPERM) return -1;
+    unavailable.store(true, std::memory_order_relaxed);
+  }
+#endif
+  errno = ENOSYS;
+  return -1;
+}
+
 Fd CacheCore::fanout(int parent, const std::string& hex, bool create) const {
   std::string problem;
   return open_subdir(parent, hex.substr(0, 2), hex.substr(0, 2), create, options.read_only, problem);
@@ -562,15 +711,20 @@ Fd CacheCore::fanout(int parent, const std::string& hex, bool create) const {
 
 std::shared_ptr<const Stored> CacheCore::read_entry(const std::string& hex, const Sha256::Digest& key,
                                                     std::string& reason) const {
-  Fd dir = fanout(objects.fd, hex, false);
   const std::string name = hex.substr(2);
-  Fd fd = dir ? Fd(::openat(dir.fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) : Fd();
+  // One system call where the kernel has openat2: no link anywhere on the way.
+  Fd fd(open_without_links(objects.fd, (hex.substr(0, 2) + "/" + name).c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd && errno == ENOSYS) {
+    Fd dir = fanout(objects.fd, hex, false);
+    fd = dir ? Fd(::openat(dir.fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) : Fd();
+  }
   if (!fd) {
     const bool link = errno == ELOOP;
     reason = link ? "unsafe entry (a symbolic link)" : "no entry";
     if (link) {
       bump([](CacheStats& s) { ++s.corrupt_removed; });
-      if (!options.read_only) (void)::unlinkat(dir.fd, name.c_str(), 0);
+      Fd dir = fanout(objects.fd, hex, false);
+      if (!options.read_only && dir) (void)::unlinkat(dir.fd, name.c_str(), 0);
     }
     return nullptr;
   }
@@ -578,7 +732,7 @@ std::shared_ptr<const Stored> CacheCore::read_entry(const std::string& hex, cons
   std::string problem;
   if (::fstat(fd.fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     problem = "unsafe entry (not a regular file)";
-  } else if (st.st_uid != ::geteuid() && !(options.read_only && st.st_uid == 0)) {
+  } else if (st.st_uid != me() && !(options.read_only && st.st_uid == 0)) {
     problem = fmt::format("unsafe entry (owned by uid {})", st.st_uid);
   } else if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
     problem = "unsafe entry (writable by group or others)";
@@ -603,7 +757,8 @@ std::shared_ptr<const Stored> CacheCore::read_entry(const std::string& hex, cons
     logf(log::Level::info, "compile cache: removing entry {}: {}; it will be recompiled", hex.substr(0, 16), problem);
     // Removed only if it is still the file just judged (another process may have replaced it).
     struct stat now {};
-    if (!options.read_only && ::fstatat(dir.fd, name.c_str(), &now, AT_SYMLINK_NOFOLLOW) == 0 && now.st_ino == st.st_ino &&
+    Fd dir = options.read_only ? Fd() : fanout(objects.fd, hex, false);
+    if (dir && ::fstatat(dir.fd, name.c_str(), &now, AT_SYMLINK_NOFOLLOW) == 0 && now.st_ino == st.st_ino &&
         now.st_dev == st.st_dev) {
       (void)::unlinkat(dir.fd, name.c_str(), 0);
     }
@@ -621,9 +776,12 @@ bool CacheCore::write_entry(const std::string& hex, const Sha256::Digest& key, c
   const std::string bytes = encode(key, s);
   std::random_device rd;
   const std::string tmp_name = fmt::format("{:08x}{:08x}{:08x}{:08x}.tmp", rd(), rd(), rd(), rd());
-  Fd fd(::openat(tmp.fd, tmp_name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  const Fd& staging = tmp_dir();
+  Fd fd(staging ? ::openat(staging.fd, tmp_name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600) : -1);
   std::string problem;
-  if (!fd) {
+  if (!staging) {
+    problem = "its temporary directory v1/tmp cannot be opened";
+  } else if (!fd) {
     problem = "create: " + errno_text(errno);
   } else {
     std::size_t done = 0;
@@ -641,10 +799,10 @@ bool CacheCore::write_entry(const std::string& hex, const Sha256::Digest& key, c
     fd.reset();
     Fd dir = problem.empty() ? fanout(objects.fd, hex, true) : Fd();
     if (problem.empty() && !dir) problem = "cannot open its directory";
-    if (problem.empty() && ::renameat(tmp.fd, tmp_name.c_str(), dir.fd, hex.substr(2).c_str()) != 0) {
+    if (problem.empty() && ::renameat(staging.fd, tmp_name.c_str(), dir.fd, hex.substr(2).c_str()) != 0) {
       problem = "rename: " + errno_text(errno);
     }
-    if (!problem.empty()) (void)::unlinkat(tmp.fd, tmp_name.c_str(), 0);
+    if (!problem.empty()) (void)::unlinkat(staging.fd, tmp_name.c_str(), 0);
   }
   if (!problem.empty()) {
     bump([](CacheStats& st) { ++st.write_failures; });
@@ -789,8 +947,8 @@ CompileCache::CompileCache(const NvrtcLoadOptions& load, CacheOptions options)
     // Not findable without the dynamic linker: load it now, so the key names the real library.
     const auto& n = core_->compiler();
     core_->nvrtc_path = n.loaded_path();
+    core_->cuda_include = n.cuda_include_dir();
   }
-  core_->cuda_include = core_->nvrtc ? core_->nvrtc->cuda_include_dir() : detail::find_cuda_include(core_->nvrtc_path);
   open(std::move(options));
 }
 
@@ -802,56 +960,45 @@ bool CompileCache::nvrtc_loaded() const {
 void CompileCache::open(CacheOptions options) {
   auto& c = *core_;
   c.options = std::move(options);
-  c.identity = detail::toolchain_identity(c.nvrtc_path);
   if (!c.options.enabled) {
     c.disabled_reason = "disabled (CacheOptions::enabled is false or DRVSHIM_CACHE_DISABLE is set)";
-    detail::logf(log::Level::debug, "compile cache: {}", c.disabled_reason);
-    return;
-  }
-  std::string dir = c.options.directory.empty() ? detail::default_directory() : c.options.directory;
-  if (dir.empty() || dir[0] != '/') {
-    c.disabled_reason = dir.empty() ? std::string("no cache directory: set DRVSHIM_CACHE_DIR or HOME")
-                                    : fmt::format("cache directory \"{}\" is not an absolute path", dir);
   } else {
-    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-    if (!c.options.read_only) detail::create_parents(dir);
-    const auto slash = dir.rfind('/');
-    const std::string parent = slash == 0 ? std::string("/") : dir.substr(0, slash);
-    detail::Fd parent_fd(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    std::string problem = parent_fd ? std::string() : fmt::format("cannot open {}: {}", parent, detail::errno_text(errno));
-    if (problem.empty()) {
-      c.root = detail::open_subdir(parent_fd.fd, dir.substr(slash + 1), dir, !c.options.read_only, c.options.read_only,
-                                   problem);
-    }
-    const bool create = !c.options.read_only;
-    if (problem.empty()) {
-      detail::Fd v1 = detail::open_subdir(c.root.fd, "v1", dir + "/v1", create, c.options.read_only, problem);
-      if (problem.empty()) c.objects = detail::open_subdir(v1.fd, "objects", dir + "/v1/objects", create, c.options.read_only, problem);
-      if (problem.empty() && create) c.locks = detail::open_subdir(v1.fd, "locks", dir + "/v1/locks", true, false, problem);
-      if (problem.empty() && create) c.tmp = detail::open_subdir(v1.fd, "tmp", dir + "/v1/tmp", true, false, problem);
+    std::string dir = c.options.directory.empty() ? detail::default_directory() : c.options.directory;
+    if (dir.empty() || dir[0] != '/') {
+      c.disabled_reason = dir.empty() ? std::string("no cache directory: set DRVSHIM_CACHE_DIR or HOME")
+                                      : fmt::format("cache directory \"{}\" is not an absolute path", dir);
+    } else {
+      while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+      const auto slash = dir.rfind('/');
+      const std::string parent = slash == 0 ? std::string("/") : dir.substr(0, slash);
+      detail::Fd parent_fd(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+      // Parents are created only when missing: an existing cache opens with no extra system call.
+      if (!parent_fd && errno == ENOENT && !c.options.read_only) {
+        detail::create_parents(dir);
+        parent_fd = detail::Fd(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+      }
+      std::string problem = parent_fd ? std::string() : fmt::format("cannot open {}: {}", parent, detail::errno_text(errno));
+      const bool create = !c.options.read_only;
+      if (problem.empty()) {
+        c.root = detail::open_subdir(parent_fd.fd, dir.substr(slash + 1), dir, create, c.options.read_only, problem);
+      }
+      if (problem.empty()) c.v1 = detail::open_subdir(c.root.fd, "v1", dir + "/v1", create, c.options.read_only, problem);
+      if (problem.empty()) {
+        c.objects = detail::open_subdir(c.v1.fd, "objects", dir + "/v1/objects", create, c.options.read_only, problem);
+      }
       if (problem.empty()) {
         // Optional: without it compile_for() loads NVRTC to learn its targets.
         std::string ignored;
-        c.toolchain = detail::open_subdir(v1.fd, "toolchain", dir + "/v1/toolchain", create, c.options.read_only, ignored);
+        c.toolchain = detail::open_subdir(c.v1.fd, "toolchain", dir + "/v1/toolchain", create, c.options.read_only, ignored);
+        c.directory = dir;
+        c.disk = true;
+      } else {
+        c.disabled_reason = "refused: " + problem;
+        detail::logf(log::Level::warn, "compile cache {}: {}; compiling without a disk cache", dir, problem);
       }
     }
-    if (problem.empty()) {
-      c.directory = dir;
-      c.disk = true;
-    } else {
-      c.disabled_reason = "refused: " + problem;
-      detail::logf(log::Level::warn, "compile cache {}: {}; compiling without a disk cache", dir, problem);
-    }
   }
-  if (c.disk && c.toolchain) {
-    // Written once per NVRTC identity, by whichever process knows the targets first.
-    std::vector<int> memo = c.read_toolchain_memo();
-    if (c.archs.empty()) {
-      c.archs = std::move(memo);
-    } else if (memo != c.archs) {
-      c.write_toolchain_memo();
-    }
-  }
+  c.learn_toolchain();
   detail::logf(log::Level::debug, "compile cache: {}", c.disk ? "at " + c.directory + (c.options.read_only ? " (read-only)" : "")
                                                               : c.disabled_reason);
 }
@@ -873,7 +1020,8 @@ std::shared_ptr<const detail::Stored> fetch_or_produce(
   }
   detail::KeyLock lock;
   if (c.disk && !c.options.read_only) {
-    detail::Fd dir = c.fanout(c.locks.fd, hex, true);
+    const detail::Fd& locks = c.locks_dir();
+    detail::Fd dir = locks ? c.fanout(locks.fd, hex, true) : detail::Fd();
     if (dir) lock.fd = detail::Fd(::openat(dir.fd, hex.substr(2).c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (lock.fd) {
       const auto deadline = std::chrono::steady_clock::now() + c.options.lock_timeout;

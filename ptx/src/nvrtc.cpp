@@ -68,9 +68,11 @@ bool has_file(const std::string& path) { return access(path.c_str(), R_OK) == 0;
 
 // The toolkit's include directory: DRVSHIM_CUDA_INCLUDE, else relative to the
 // loaded NVRTC (lib64/ or targets/<arch>/lib/ beside include/), else /usr/local/cuda/include.
-std::string find_cuda_include(const std::string& nvrtc_path) {
+std::string find_cuda_include(const std::string& nvrtc_path, bool use_environment) {
   std::vector<std::string> candidates;
-  if (const char* env = std::getenv("DRVSHIM_CUDA_INCLUDE"); env != nullptr && *env != '\0') candidates.emplace_back(env);
+  if (const char* env = use_environment ? std::getenv("DRVSHIM_CUDA_INCLUDE") : nullptr; env != nullptr && *env != '\0') {
+    candidates.emplace_back(env);
+  }
   const std::string dir = nvrtc_path.substr(0, nvrtc_path.rfind('/'));
   candidates.push_back(dir + "/../include");
   candidates.push_back(dir + "/../../include");
@@ -94,7 +96,6 @@ std::vector<std::string> nvrtc_candidates(const NvrtcLoadOptions& options) {
 }
 
 std::string locate_nvrtc(const NvrtcLoadOptions& options) {
-  char resolved[PATH_MAX];
   // A libnvrtc already mapped into the process is the one dlopen would hand
   // back; the loaded-object list answers that without touching the file system
   // (dlopen(RTLD_NOLOAD) reads ld.so.cache: ~0.09 ms, a third of a disk hit).
@@ -114,7 +115,9 @@ std::string locate_nvrtc(const NvrtcLoadOptions& options) {
       },
       &search);
   }
-  if (!search.found.empty() && realpath(search.found.c_str(), resolved) != nullptr) return resolved;
+  // Not resolved to a canonical path: the cache names NVRTC by file size and
+  // time, and a realpath() is a readlink per path component.
+  if (!search.found.empty()) return search.found;
   for (const auto& c : candidates) {
     std::vector<std::string> dirs;
     if (c.find('/') != std::string::npos) {
@@ -132,7 +135,7 @@ std::string locate_nvrtc(const NvrtcLoadOptions& options) {
     }
     for (const auto& d : dirs) {
       const std::string path = d + c;
-      if (has_file(path) && realpath(path.c_str(), resolved) != nullptr) return resolved;
+      if (has_file(path)) return path;
     }
   }
   return {};

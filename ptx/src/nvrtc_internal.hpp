@@ -13,10 +13,11 @@ namespace drvshim::detail {
 std::vector<std::string> nvrtc_candidates(const NvrtcLoadOptions& options);
 // The file dlopen would most likely map for those candidates, found without
 // loading it (the library already loaded, else a path with a slash, else
-// LD_LIBRARY_PATH, the toolkit and the system library directories); its real
-// path, or empty when it cannot be told without dlopen.
+// LD_LIBRARY_PATH, the toolkit and the system library directories): the path
+// as found (links not resolved), or empty when it cannot be told without dlopen.
 std::string locate_nvrtc(const NvrtcLoadOptions& options);
-std::string find_cuda_include(const std::string& nvrtc_path);
+// DRVSHIM_CUDA_INCLUDE (when `use_environment`), else the include directory beside NVRTC, resolved.
+std::string find_cuda_include(const std::string& nvrtc_path, bool use_environment = true);
 // "sm_XY" when `archs` has the device's XY, else "compute_<highest below>"; empty when none.
 std::string choose_target(const std::vector<int>& archs, int cc);
 std::vector<std::string> effective_options(const CompileOptions& options, const std::string& cuda_include);

@@ -21,6 +21,10 @@ class Sha256 {
   void field(std::string_view label, std::string_view value) noexcept;
   Digest finish() noexcept;
   static std::string hex(const Digest& digest);
+  // Whether blocks go through the CPU's SHA instructions (where it has them);
+  // false forces the portable code (tests compare the two).
+  static void use_cpu_instructions(bool on) noexcept;
+  static bool uses_cpu_instructions() noexcept;
 
  private:
   void block(const std::uint8_t* p) noexcept;

@@ -71,16 +71,28 @@ void write_all(const std::string& path, const std::string& bytes) {
   out << bytes;
 }
 
-TEST(Sha256, KnownAnswers) {
+// Both block functions: the CPU's SHA instructions (where it has them) and the portable code.
+TEST(Sha256, KnownAnswersWithAndWithoutTheCpuInstructions) {
   using detail::Sha256;
-  Sha256 empty;
-  EXPECT_EQ(Sha256::hex(empty.finish()), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-  Sha256 abc;
-  abc.update("abc");
-  EXPECT_EQ(Sha256::hex(abc.finish()), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-  Sha256 two_blocks;
-  two_blocks.update("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq");
-  EXPECT_EQ(Sha256::hex(two_blocks.finish()), "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  for (const bool cpu : {true, false}) {
+    SCOPED_TRACE(cpu ? "CPU instructions where available" : "portable");
+    Sha256::use_cpu_instructions(cpu);
+    if (!cpu) {
+      EXPECT_FALSE(Sha256::uses_cpu_instructions());
+    }
+    Sha256 empty;
+    EXPECT_EQ(Sha256::hex(empty.finish()), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    Sha256 abc;
+    abc.update("abc");
+    EXPECT_EQ(Sha256::hex(abc.finish()), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    Sha256 two_blocks;
+    two_blocks.update("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq");
+    EXPECT_EQ(Sha256::hex(two_blocks.finish()), "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+    Sha256 million;
+    million.update(std::string(1000000, 'a'));
+    EXPECT_EQ(Sha256::hex(million.finish()), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  }
+  Sha256::use_cpu_instructions(true);
 }
 
 TEST(CompileCache, MissThenMemoryHitThenDiskHitInAFreshCacheBehaveLikeTheCompile) {
@@ -254,6 +266,13 @@ TEST(CompileCache, CorruptTruncatedForeignAndUnsafeEntriesAreRemovedAndRecompile
        "corrupt entry (checksum mismatch"},
       {"not an entry", [](const std::string& path, const std::string& b) { write_all(path, std::string(b.size(), 'x')); },
        "corrupt entry (not a drvshim entry"},
+      {"an older format",
+       [](const std::string& path, const std::string& b) {
+         std::string c = b;
+         c[8] = 1;  // the format number after the 8-byte magic: 1 had a SHA-256 trailer
+         write_all(path, c);
+       },
+       "corrupt entry (unknown format 1)"},
       {"another key's entry", [&](const std::string& path, const std::string&) { write_all(path, other_bytes); },
        "corrupt entry (foreign entry"},
       {"writable by others",
@@ -496,10 +515,39 @@ TEST(CompileCache, ClearRemovesEveryEntry) {
   EXPECT_EQ(cache.compile(program(1)).outcome, CacheOutcome::compiled);
 }
 
+// The toolchain memo (NVRTC's builtins with their fingerprints, the include
+// directory, the targets) spares a fresh process the search for them; one
+// that no longer matches the files is ignored, and the keys do not change.
+TEST(CompileCache, AStaleToolchainMemoIsIgnoredAndKeysStayTheSame) {
+  TempDir dir;
+  const std::string root = dir / "c";
+  const auto first = CompileCache(load_nvrtc(), in(root)).compile(program(5));
+  std::vector<fs::path> memos;
+  for (const auto& e : fs::directory_iterator(root + "/v1/toolchain")) memos.push_back(e.path());
+  ASSERT_EQ(memos.size(), 1u);
+  const std::string memo = read_all(memos[0]);
+  const auto l1 = memo.find('\n'), l2 = memo.find('\n', l1 + 1);
+  ASSERT_NE(memo.substr(l1 + 1, l2 - l1 - 1).find("libnvrtc-builtins"), std::string::npos) << memo;
+  {
+    CompileCache lazy(NvrtcLoadOptions{}, in(root));
+    EXPECT_EQ(lazy.compile(program(5)).outcome, CacheOutcome::disk_hit);
+  }
+  std::string stale = memo;
+  stale.insert(l2, "7");  // the last builtins fingerprint's time no longer matches the file
+  write_all(memos[0], stale);
+  CompileCache lazy(NvrtcLoadOptions{}, in(root));
+  const auto again = lazy.compile(program(5));
+  EXPECT_EQ(again.key, first.key) << "the identity found by looking at the files is the memo's";
+  EXPECT_EQ(again.outcome, CacheOutcome::disk_hit);
+  EXPECT_FALSE(lazy.nvrtc_loaded());
+}
+
 TEST(CompileCache, AnEntryThatCannotBeWrittenIsCountedAndTheResultStillReturned) {
   TempDir dir;
   CompileCache cache(load_nvrtc(), in(dir / "c"));
-  fs::remove_all(dir / "c/v1/tmp");  // the open directory is gone: creating the temporary file fails
+  // Its temporary directory (opened at the first write) is not a directory: no entry can be written.
+  fs::remove_all(dir / "c/v1/tmp");
+  write_all(dir / "c/v1/tmp", "");
   const auto r = cache.compile(program(9));
   EXPECT_EQ(r.outcome, CacheOutcome::compiled);
   EXPECT_FALSE(r.result.image.empty());

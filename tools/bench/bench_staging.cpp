@@ -16,6 +16,8 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <tuple>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -43,10 +45,15 @@ void fill_pattern(std::byte* p, std::size_t n, unsigned seed) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s OUTPUT.md\n", argv[0]);
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s OUTPUT.md [diag] [sweep] [copies] [pool]   (default: sweep, copies, pool)\n", argv[0]);
     return 2;
   }
+  const std::vector<std::string> sections(argv + 2, argv + argc);
+  auto wanted = [&](const std::string& name) {
+    if (sections.empty()) return name != "diag";
+    return std::find(sections.begin(), sections.end(), name) != sections.end();
+  };
   try {
     using namespace drvshim;
     auto drv = Driver::load();
@@ -64,39 +71,133 @@ int main(int argc, char** argv) {
     auto dev = DeviceBuffer::allocate(ctx, kMax);
     PinnedPool pool(ctx);
 
-    // ---- sweep: chunk x threads at 256 MiB ----
-    {
-      const std::size_t n = std::size_t{256} << 20;
-      out += "### Chunk size, ring depth and host threads, 256 MiB, GB/s (median of 3)\n\n| chunk | depth | threads | H2D | D2H |\n|---:|---:|---:|---:|---:|\n";
+    // ---- diag: the host copy alone, and one traced staged copy each way ----
+    if (wanted("diag")) {
+      out += "### Host copy alone (pageable to pinned), GB/s, medians of 5\n\n| size | 1 thread | 4 | 8 | 12 | 16 |\n|---:|---:|---:|---:|---:|---:|\n";
+      for (std::size_t n : {std::size_t{16} << 20, std::size_t{256} << 20}) {
+        out += fmt::format("| {} MiB |", n >> 20);
+        for (unsigned t : {1u, 4u, 8u, 12u, 16u}) {
+          std::vector<double> v;
+          for (int r = 0; r < 6; ++r) {
+            const double s = timed([&] {
+              std::vector<std::thread> crew;
+              const std::size_t part = n / t;
+              for (unsigned i = 0; i < t; ++i) {
+                crew.emplace_back([&, i] {
+                  std::memcpy(static_cast<std::byte*>(pinned.data()) + i * part, pageable.data() + i * part, part);
+                });
+              }
+              for (auto& th : crew) th.join();
+            });
+            if (r > 0) v.push_back(s);
+          }
+          out += fmt::format(" {:.1f} |", static_cast<double>(n) / median(v) / 1e9);
+        }
+        out += "\n";
+      }
+      // DMA of 16 MiB from pinned memory in pieces, with an event after each:
+      // from memory the CPU last wrote long ago (cold) and right after
+      // memset (the lines still dirty in this core's cache).
+      {
+        auto stream = Stream::create(ctx, StreamFlags::non_blocking);
+        auto ev = Event::create(ctx, EventFlags::disable_timing);
+        const std::size_t n = std::size_t{16} << 20;
+        out += "\n### DMA of 16 MiB from pinned memory in pieces (an event after each), GB/s, medians of 7\n\n"
+               "| piece | cold source | source just written by the CPU |\n|---:|---:|---:|\n";
+        for (std::size_t piece : {n / 16, n / 8, n / 4, n}) {
+          std::vector<double> cold, hot;
+          auto* p = static_cast<std::byte*>(pinned.data());
+          for (int r = 0; r < 8; ++r) {
+            for (int variant = 0; variant < 2; ++variant) {
+              if (variant == 1) std::memset(p, r, n);
+              const double t = timed([&] {
+                for (std::size_t off = 0; off < n; off += piece) {
+                  copy_async(stream.ref(), dev.as<std::byte>().subspan(off, piece), std::span<const std::byte>(p + off, piece));
+                  ev.ref().record(stream.ref());
+                }
+                stream.ref().synchronize();
+              });
+              if (r > 0) (variant == 0 ? cold : hot).push_back(t);
+            }
+            p += n;  // a region not touched since the start for the next cold round
+          }
+          out += fmt::format("| {} KiB | {:.1f} | {:.1f} |\n", piece >> 10, static_cast<double>(n) / median(cold) / 1e9,
+                             static_cast<double>(n) / median(hot) / 1e9);
+        }
+        fill_pattern(static_cast<std::byte*>(pinned.data()), kMax, 17);  // the reference the copies compare against
+      }
+      for (const auto& [chunk, depth, threads] : {std::tuple<std::size_t, unsigned, unsigned>{0, 4, 0}, {4u << 20, 4, 8}}) {
+        StagingOptions o;
+        o.chunk_bytes = chunk;
+        o.depth = depth;
+        o.threads = threads;
+        StagingEngine e(pool, o);
+        const std::size_t n = std::size_t{16} << 20;
+        const auto dspan = dev.as<std::byte>().subspan(0, n);
+        for (int r = 0; r < 5; ++r) {
+          e.copy_to_device(dspan, std::span(pageable).first(n));
+          e.copy_to_host(std::span(back).first(n), DeviceSpan<const std::byte>(dspan));
+        }
+        trace::clear();
+        trace::enable(true);
+        e.copy_to_device(dspan, std::span(pageable).first(n));
+        e.copy_to_host(std::span(back).first(n), DeviceSpan<const std::byte>(dspan));
+        trace::enable(false);
+        out += fmt::format("\n### Trace of one 16 MiB copy each way (chunk {}, depth {}, {} threads)\n\n```\n{}```\n",
+                           chunk >> 10, depth, e.options().threads, trace::format_timeline(trace::records()));
+      }
+    }
+
+    // ---- sweep: chunk x depth x threads at 16 and 256 MiB ----
+    // "back to back": copies follow each other (the helpers are spinning);
+    // "after a pause": 3 ms of idleness before each copy (the helpers sleep).
+    if (wanted("sweep")) {
+      out += "### Chunk size, ring depth and host threads, GB/s (medians)\n\n"
+             "| size | chunk | depth | threads | H2D back to back | D2H back to back | H2D after a pause | D2H after a pause |\n"
+             "|---:|---:|---:|---:|---:|---:|---:|---:|\n";
       struct Config {
-        std::size_t chunk;
+        std::size_t bytes, chunk;
         unsigned depth, threads;
       };
       std::vector<Config> configs;
-      for (unsigned t : {1u, 4u, 8u, 12u}) configs.push_back({std::size_t{4} << 20, 3, t});
-      for (std::size_t chunk : {std::size_t{8} << 20, std::size_t{16} << 20}) {
-        for (unsigned t : {8u, 12u, 16u}) configs.push_back({chunk, 3, t});
-      }
-      configs.push_back({std::size_t{16} << 20, 4, 12});
-      for (const auto& [chunk, depth, threads] : configs) {
-        {
-          StagingOptions o;
-          o.chunk_bytes = chunk;
-          o.depth = depth;
-          o.threads = threads;
-          StagingEngine e(pool, o);
-          std::vector<double> h2d, d2h;
-          for (int r = 0; r < 4; ++r) {
-            const double a = timed([&] { e.copy_to_device(dev.as<std::byte>().subspan(0, n), std::span(pageable).first(n)); });
-            const double b = timed([&] { e.copy_to_host(std::span(back).first(n), DeviceSpan<const std::byte>(dev.as<std::byte>().subspan(0, n))); });
-            if (r > 0) {
-              h2d.push_back(a);
-              d2h.push_back(b);
-            }
-          }
-          out += fmt::format("| {} MiB | {} | {} | {:.1f} | {:.1f} |\n", chunk >> 20, depth, threads, static_cast<double>(n) / median(h2d) / 1e9,
-                             static_cast<double>(n) / median(d2h) / 1e9);
+      const std::size_t mib = std::size_t{1} << 20;
+      for (std::size_t chunk : {mib / 2, mib, 2 * mib, 4 * mib}) {
+        for (unsigned depth : {4u, 8u}) {
+          for (unsigned t : {8u, 12u, 16u}) configs.push_back({16 * mib, chunk, depth, t});
         }
+      }
+      for (std::size_t chunk : {2 * mib, 4 * mib, 8 * mib, 16 * mib}) {
+        for (unsigned t : {8u, 12u, 16u}) configs.push_back({256 * mib, chunk, 4, t});
+      }
+      configs.push_back({16 * mib, 0, 4, 0});
+      configs.push_back({256 * mib, 0, 4, 0});
+      for (const auto& [n, chunk, depth, threads] : configs) {
+        StagingOptions o;
+        o.chunk_bytes = chunk;
+        o.depth = depth;
+        o.threads = threads;
+        StagingEngine e(pool, o);
+        const auto dspan = dev.as<std::byte>().subspan(0, n);
+        const DeviceSpan<const std::byte> cdspan(dspan);
+        const int reps = n > 16 * mib ? 5 : 15;
+        std::vector<double> h2d, d2h, h2d_cold, d2h_cold;
+        for (int r = 0; r < reps + 1; ++r) {
+          const double a = timed([&] { e.copy_to_device(dspan, std::span(pageable).first(n)); });
+          const double b = timed([&] { e.copy_to_host(std::span(back).first(n), cdspan); });
+          std::this_thread::sleep_for(std::chrono::milliseconds(3));
+          const double c = timed([&] { e.copy_to_device(dspan, std::span(pageable).first(n)); });
+          std::this_thread::sleep_for(std::chrono::milliseconds(3));
+          const double d = timed([&] { e.copy_to_host(std::span(back).first(n), cdspan); });
+          if (r == 0) {
+            if (std::memcmp(back.data(), pageable.data(), n) != 0) throw std::runtime_error("staged round trip differs");
+            continue;
+          }
+          h2d.push_back(a); d2h.push_back(b); h2d_cold.push_back(c); d2h_cold.push_back(d);
+        }
+        const double nb = static_cast<double>(n);
+        out += fmt::format("| {} MiB | {} | {} | {} | {:.1f} | {:.1f} | {:.1f} | {:.1f} |\n", n >> 20,
+                           chunk == 0 ? std::string("auto") : fmt::format("{} KiB", chunk >> 10), depth, e.options().threads,
+                           nb / median(h2d) / 1e9, nb / median(d2h) / 1e9, nb / median(h2d_cold) / 1e9, nb / median(d2h_cold) / 1e9);
       }
       out += "\n";
     }
@@ -104,14 +205,15 @@ int main(int argc, char** argv) {
     const std::size_t printed = out.size();
 
     // ---- copies ----
+    bool targets_met = true;
+    if (wanted("copies")) {
     StagingEngine engine(pool);
     const auto& eo = engine.options();
     out += fmt::format(
-        "### Copies, GB/s (medians of interleaved rounds; engine defaults: {} MiB chunks, depth {}, {} threads)\n\n"
+        "### Copies, GB/s (medians of interleaved rounds; engine defaults: {} chunks, depth {}, {} threads)\n\n"
         "| size | direction | direct pageable | staged pageable | pinned (ceiling) | staged / pinned | staged / direct |\n"
         "|---:|---|---:|---:|---:|---:|---:|\n",
-        eo.chunk_bytes >> 20, eo.depth, eo.threads);
-    bool targets_met = true;
+        eo.chunk_bytes == 0 ? std::string("auto") : fmt::format("{} MiB", eo.chunk_bytes >> 20), eo.depth, eo.threads);
     for (std::size_t n : {std::size_t{1} << 20, std::size_t{16} << 20, std::size_t{256} << 20, kMax}) {
       const int rounds = n >= kMax ? 5 : 9;
       std::vector<double> dh, sh, ph, dd, sd, pd;
@@ -143,35 +245,49 @@ int main(int argc, char** argv) {
     }
     out += fmt::format("\nTarget (16 MiB and up: staged >= 80 % of pinned): {}\n\n", targets_met ? "met" : "NOT met");
     std::fputs(out.c_str() + printed, stdout);
+    }
 
     // ---- pool vs cuMemHostAlloc ----
-    out += "### Pinned blocks: pool reuse vs a fresh allocation, microseconds (medians)\n\n"
+    // Each sample times a loop and divides (a clock read costs tens of
+    // nanoseconds on a VM, as much as a pool reuse); fresh and reused rounds
+    // interleave.
+    out += "### Pinned blocks: pool reuse vs a fresh allocation, microseconds per acquire + release (medians)\n\n"
            "| size | PinnedPool acquire + release (reused) | cuMemHostAlloc + cuMemFreeHost | ratio |\n|---:|---:|---:|---:|\n";
+    const std::size_t pool_mark = out.size();
     bool pool_met = true;
     for (std::size_t n : {std::size_t{1} << 20, std::size_t{16} << 20, std::size_t{256} << 20, kMax}) {
+      if (!wanted("pool")) break;
       std::vector<double> fresh, reused;
-      const int fresh_rounds = n >= (std::size_t{256} << 20) ? 3 : 9;
-      for (int r = 0; r < fresh_rounds; ++r) {
-        fresh.push_back(timed([&] {
-          auto b = PinnedBuffer::allocate(ctx, n);
-          b.free();
-        }));
-      }
+      const int rounds = n >= (std::size_t{256} << 20) ? 3 : 11;
+      const int fresh_loop = n <= (std::size_t{1} << 20) ? 200 : 1;
+      constexpr int kReuseLoop = 20000;
       PinnedPool p(ctx);
       (void)p.acquire(n);  // the first acquire allocates; every later one reuses
-      for (int r = 0; r < 101; ++r) {
-        reused.push_back(timed([&] {
-          auto b = p.acquire(n);
-          b.release();
-        }));
+      for (int r = 0; r < rounds + 1; ++r) {
+        const double f = timed([&] {
+          for (int i = 0; i < fresh_loop; ++i) {
+            auto b = PinnedBuffer::allocate(ctx, n);
+            b.free();
+          }
+        }) / fresh_loop;
+        const double u = timed([&] {
+          for (int i = 0; i < kReuseLoop; ++i) {
+            auto b = p.acquire(n);
+            if (b.data() == nullptr) throw std::runtime_error("empty block");
+            b.release();
+          }
+        }) / kReuseLoop;
+        if (r == 0) continue;  // warm-up round
+        fresh.push_back(f);
+        reused.push_back(u);
       }
       if (p.stats().allocations != 1) throw std::runtime_error("the pool allocated more than once");
       const double f = median(fresh) * 1e6, u = median(reused) * 1e6;
       if (f / u < 100) pool_met = false;
-      out += fmt::format("| {} MiB | {:.2f} | {:.0f} | {:.0f}x |\n", n >> 20, u, f, f / u);
+      out += fmt::format("| {} MiB | {:.3f} | {:.1f} | {:.0f}x |\n", n >> 20, u, f, f / u);
     }
     out += fmt::format("\nTarget (reuse >= 100x cheaper than a fresh cuMemHostAlloc): {}\n", pool_met ? "met" : "NOT met");
-    std::fputs(out.c_str() + out.rfind("### Pinned"), stdout);
+    std::fputs(out.c_str() + pool_mark, stdout);
     std::ofstream(argv[1], std::ios::app) << out;
     return targets_met && pool_met ? 0 : 3;
   } catch (const std::exception& e) {

@@ -26,6 +26,7 @@ namespace drvshim {
 
 namespace detail {
 struct PoolCore;
+struct PoolEntry;
 struct StagingCore;
 }  // namespace detail
 
@@ -84,9 +85,13 @@ class DRVSHIM_API PinnedBlock {
  private:
   friend class PinnedPool;
   friend struct detail::PoolCore;
-  PinnedBlock(std::shared_ptr<detail::PoolCore> pool, std::byte* data, std::size_t size, std::size_t capacity) noexcept
-      : pool_(std::move(pool)), data_(data), size_(size), capacity_(capacity) {}
-  std::shared_ptr<detail::PoolCore> pool_;
+  PinnedBlock(detail::PoolCore* pool, detail::PoolEntry* entry, std::byte* data, std::size_t size,
+              std::size_t capacity) noexcept
+      : pool_(pool), entry_(entry), data_(data), size_(size), capacity_(capacity) {}
+  // The pool outlives its blocks: it counts them under its lock and is
+  // deleted by whichever goes last, its last handle or its last block.
+  detail::PoolCore* pool_ = nullptr;
+  detail::PoolEntry* entry_ = nullptr;  // the pool's record of this allocation, handed back on release
   std::byte* data_ = nullptr;
   std::size_t size_ = 0;
   std::size_t capacity_ = 0;
@@ -125,10 +130,11 @@ class DRVSHIM_API PinnedPool {
 /// measurements in docs/staging.md (one host thread copies pageable memory at
 /// about 8 GB/s there, so the bus needs many); every field can be overridden.
 struct StagingOptions {
-  /// Bytes per staging block and per DMA; a copy smaller than four of them
-  /// uses quarter-size chunks (at least 1 MiB) so the DMA still overlaps.
-  std::size_t chunk_bytes = std::size_t{16} << 20;
-  unsigned depth = 3;  ///< staging blocks in the ring
+  /// Bytes per staging block and per DMA. 0: chosen per copy, about an
+  /// eighth of it, between 1 and 8 MiB, so that the first DMA starts early
+  /// and the last one is short.
+  std::size_t chunk_bytes = 0;
+  unsigned depth = 8;  ///< staging blocks in the ring (DMAs in flight at most)
   /// Host-side copy threads, the caller counting as one; 0: three quarters of
   /// the hardware threads, at most 12.
   unsigned threads = 0;
@@ -162,8 +168,9 @@ struct StagingStats {
 ///    an event recorded after it). It must stay alive until then.
 class DRVSHIM_API StagingEngine {
  public:
-  /// Throws InvalidArgumentError for a chunk of 0 bytes, depth < 2 or more
-  /// than 64 threads; what Stream::create throws.
+  /// Throws InvalidArgumentError for depth < 2 or more than 64 threads; what
+  /// Stream::create throws. Starts `threads - 1` helper threads, which spin
+  /// for 0.3 ms after each copy before they sleep.
   StagingEngine(const PinnedPool& pool, StagingOptions options = {});
 
   /// Host to device. Throws InvalidArgumentError when the sizes differ; CUDA
