@@ -573,6 +573,14 @@ inline std::size_t chunk_for(const StagingOptions& o, std::size_t bytes) {
   return std::clamp(eighth, std::size_t{1} << 20, std::size_t{8} << 20);
 }
 
+// The ring's depth: the configured one, or as many blocks as fit in 32 MiB,
+// 4 to 8 (the sweep's best: 2 MiB chunks eight deep for 16 MiB copies, 8 MiB
+// chunks four deep for 256 MiB ones).
+inline std::size_t depth_for(const StagingOptions& o, std::size_t chunk) {
+  if (o.depth != 0) return o.depth;
+  return std::clamp<std::size_t>((std::size_t{32} << 20) / chunk, 4, 8);
+}
+
 // Chunks below this are written into staging with streaming stores. Measured
 // on the H200 machine: 2-4 MiB chunks of a 16 MiB copy went from 21-31 to
 // 30-37 GB/s with them; 8 MiB chunks of a 256 MiB copy dropped from ~49 to
@@ -640,7 +648,7 @@ class StagedCopy {
     j.total_pieces = j.chunks * j.pieces_per_chunk;
     j.remaining = std::make_unique<std::atomic<std::uint32_t>[]>(j.chunks);
     for (std::size_t i = 0; i < j.chunks; ++i) j.remaining[i].store(static_cast<std::uint32_t>(j.pieces_per_chunk));
-    const std::size_t slots = std::min<std::size_t>(c.options.depth, j.chunks);
+    const std::size_t slots = std::min<std::size_t>(depth_for(c.options, j.chunk), j.chunks);
     while (c.events.size() < slots) c.events.push_back(Event::create(c.pool.context(), EventFlags::disable_timing));
     blocks_.reserve(slots);
     busy_.assign(slots, false);
@@ -767,11 +775,11 @@ void stage_to_host(StagingCore& c, std::span<std::byte> dst, DeviceSpan<const st
 }  // namespace detail
 
 StagingEngine::StagingEngine(const PinnedPool& pool, StagingOptions options) {
-  if (options.depth < 2 || options.threads > 64) {
+  if (options.depth == 1 || options.threads > 64) {
     throw InvalidArgumentError(
         "StagingEngine",
         fmt::format("chunk_bytes {}, depth {}, threads {}", options.chunk_bytes, options.depth, options.threads),
-        "use depth >= 2 and 0 (automatic) to 64 threads");
+        "use a depth of 0 (automatic) or at least 2, and 0 (automatic) to 64 threads");
   }
   core_ = std::make_shared<detail::StagingCore>(pool, options);
 }

@@ -191,6 +191,34 @@ TEST_F(Staging, StreamOrderedFormsFollowTheStream) {
   EXPECT_EQ(pool.stats().blocks_in_use, 0u) << "the host functions returned every block";
 }
 
+// The defaults choose chunk and ring per copy: an eighth of the copy
+// (1-8 MiB), as many blocks as fit in 32 MiB (4-8).
+TEST_F(Staging, AutomaticChunksAndDepthFollowTheCopySize) {
+  PinnedPool pool(ctx());
+  StagingOptions o;
+  o.threads = 2;
+  StagingEngine engine(pool, o);
+  EXPECT_EQ(engine.options().chunk_bytes, 0u);
+  EXPECT_EQ(engine.options().depth, 0u);
+  struct Case {
+    std::size_t bytes, chunks, blocks, block_bytes;
+  };
+  for (const Case& c : {Case{16 << 20, 8, 8, 2 << 20}, Case{std::size_t{64} << 20, 8, 4, 8 << 20}, Case{4 << 20, 4, 4, 1 << 20}}) {
+    SCOPED_TRACE(c.bytes);
+    PinnedPool fresh(ctx());
+    StagingEngine e(fresh, o);
+    const auto src = pattern(c.bytes, 3);
+    auto dev = DeviceBuffer::allocate(ctx(), c.bytes);
+    e.copy_to_device(bytes_of(dev), std::as_bytes(std::span(src)));
+    EXPECT_EQ(e.stats().chunks, c.chunks);
+    EXPECT_EQ(fresh.stats().allocations, c.blocks);
+    EXPECT_EQ(fresh.stats().bytes_cached, c.blocks * c.block_bytes);
+    std::vector<std::uint8_t> back(c.bytes);
+    e.copy_to_host(std::as_writable_bytes(std::span(back)), DeviceSpan<const std::byte>(bytes_of(dev)));
+    EXPECT_EQ(back, src);
+  }
+}
+
 TEST_F(Staging, BadOptionsAndMismatchedSizesAreRefused) {
   PinnedPool pool(ctx());
   auto o = small();

@@ -161,16 +161,18 @@ int main(int argc, char** argv) {
       };
       std::vector<Config> configs;
       const std::size_t mib = std::size_t{1} << 20;
-      for (std::size_t chunk : {mib / 2, mib, 2 * mib, 4 * mib}) {
+      for (std::size_t chunk : {mib, 2 * mib, 4 * mib}) {
         for (unsigned depth : {4u, 8u}) {
-          for (unsigned t : {8u, 12u, 16u}) configs.push_back({16 * mib, chunk, depth, t});
+          for (unsigned t : {8u, 12u}) configs.push_back({16 * mib, chunk, depth, t});
         }
       }
-      for (std::size_t chunk : {2 * mib, 4 * mib, 8 * mib, 16 * mib}) {
-        for (unsigned t : {8u, 12u, 16u}) configs.push_back({256 * mib, chunk, 4, t});
+      for (std::size_t chunk : {4 * mib, 8 * mib, 16 * mib}) {
+        for (unsigned depth : {4u, 8u}) {
+          for (unsigned t : {8u, 12u}) configs.push_back({256 * mib, chunk, depth, t});
+        }
       }
-      configs.push_back({16 * mib, 0, 4, 0});
-      configs.push_back({256 * mib, 0, 4, 0});
+      configs.push_back({16 * mib, 0, 0, 0});
+      configs.push_back({256 * mib, 0, 0, 0});
       for (const auto& [n, chunk, depth, threads] : configs) {
         StagingOptions o;
         o.chunk_bytes = chunk;
@@ -196,7 +198,8 @@ int main(int argc, char** argv) {
         }
         const double nb = static_cast<double>(n);
         out += fmt::format("| {} MiB | {} | {} | {} | {:.1f} | {:.1f} | {:.1f} | {:.1f} |\n", n >> 20,
-                           chunk == 0 ? std::string("auto") : fmt::format("{} KiB", chunk >> 10), depth, e.options().threads,
+                           chunk == 0 ? std::string("auto") : fmt::format("{} KiB", chunk >> 10),
+                           depth == 0 ? std::string("auto") : std::to_string(depth), e.options().threads,
                            nb / median(h2d) / 1e9, nb / median(d2h) / 1e9, nb / median(h2d_cold) / 1e9, nb / median(d2h_cold) / 1e9);
       }
       out += "\n";
@@ -213,7 +216,8 @@ int main(int argc, char** argv) {
         "### Copies, GB/s (medians of interleaved rounds; engine defaults: {} chunks, depth {}, {} threads)\n\n"
         "| size | direction | direct pageable | staged pageable | pinned (ceiling) | staged / pinned | staged / direct |\n"
         "|---:|---|---:|---:|---:|---:|---:|\n",
-        eo.chunk_bytes == 0 ? std::string("auto") : fmt::format("{} MiB", eo.chunk_bytes >> 20), eo.depth, eo.threads);
+        eo.chunk_bytes == 0 ? std::string("auto") : fmt::format("{} MiB", eo.chunk_bytes >> 20),
+        eo.depth == 0 ? std::string("auto") : std::to_string(eo.depth), eo.threads);
     for (std::size_t n : {std::size_t{1} << 20, std::size_t{16} << 20, std::size_t{256} << 20, kMax}) {
       const int rounds = n >= kMax ? 5 : 9;
       std::vector<double> dh, sh, ph, dd, sd, pd;

@@ -134,7 +134,9 @@ struct StagingOptions {
   /// eighth of it, between 1 and 8 MiB, so that the first DMA starts early
   /// and the last one is short.
   std::size_t chunk_bytes = 0;
-  unsigned depth = 8;  ///< staging blocks in the ring (DMAs in flight at most)
+  /// Staging blocks in the ring (DMAs in flight at most). 0: as many as fit
+  /// in 32 MiB of pinned memory, at least 4 and at most 8.
+  unsigned depth = 0;
   /// Host-side copy threads, the caller counting as one; 0: three quarters of
   /// the hardware threads, at most 12.
   unsigned threads = 0;
@@ -168,7 +170,7 @@ struct StagingStats {
 ///    an event recorded after it). It must stay alive until then.
 class DRVSHIM_API StagingEngine {
  public:
-  /// Throws InvalidArgumentError for depth < 2 or more than 64 threads; what
+  /// Throws InvalidArgumentError for a depth of 1 or more than 64 threads; what
   /// Stream::create throws. Starts `threads - 1` helper threads, which spin
   /// for 0.3 ms after each copy before they sleep.
   StagingEngine(const PinnedPool& pool, StagingOptions options = {});
