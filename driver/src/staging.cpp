@@ -7,6 +7,7 @@
 #include <atomic>
 #include <bit>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -375,13 +376,13 @@ inline void cpu_pause() noexcept {
 #endif
 }
 
-// Copies into a staging block with non-temporal (streaming) stores where the
-// CPU has them: the bytes go to memory instead of into this core's cache. A
-// DMA that reads lines still dirty in some core's cache has to pull each one
-// out of it; on the H200 machine that held 1 MiB DMAs to ~26 GB/s right after
-// the crew wrote them. Streaming stores also skip reading each line before
-// overwriting it.
-inline void copy_to_staging(std::byte* dst, const std::byte* src, std::size_t n) noexcept {
+// Copies with non-temporal (streaming) stores where the CPU has them: the
+// bytes go to memory instead of into this core's cache, and no line is read
+// before it is overwritten. A DMA that reads lines still dirty in some core's
+// cache has to pull each one out of it: on the H200 machine a 16 MiB DMA ran
+// at 45.5 GB/s right after the CPU wrote its source, 53.5 GB/s otherwise.
+// (AVX-512 full-line stores measured the same there: 16 bytes at a time it is.)
+inline void stream_copy_sse2(std::byte* dst, const std::byte* src, std::size_t n) noexcept {
 #if defined(__x86_64__) || defined(_M_X64)
   const std::size_t head = std::min(n, (16 - (reinterpret_cast<std::uintptr_t>(dst) & 15)) & 15);
   std::memcpy(dst, src, head);
@@ -405,6 +406,22 @@ inline void copy_to_staging(std::byte* dst, const std::byte* src, std::size_t n)
 #endif
 }
 
+// Which side's writes stream (DRVSHIM_STAGING_STORES, read once: "auto",
+// "stream" or "plain"). auto: H2D chunks under 8 MiB stream into staging;
+// stream: both directions, every chunk; plain: memcpy everywhere. A tuning
+// and diagnosis switch; the default came from the H200 sweeps in docs/staging.md
+// (streaming D2H writes measured no faster: 43.8 against 47.1 GB/s at 16 MiB).
+enum class Stores { automatic, stream, plain };
+inline Stores stores_mode() noexcept {
+  static const Stores mode = [] {
+    const char* v = std::getenv("DRVSHIM_STAGING_STORES");
+    if (v != nullptr && std::strcmp(v, "stream") == 0) return Stores::stream;
+    if (v != nullptr && std::strcmp(v, "plain") == 0) return Stores::plain;
+    return Stores::automatic;
+  }();
+  return mode;
+}
+
 // One staged copy, shared by the thread that runs it (the conductor: it
 // issues every DMA and watches every event) and the crew. The host-side work
 // is cut into pieces, `pieces_per_chunk` per chunk, handed out in order from
@@ -416,7 +433,7 @@ inline void copy_to_staging(std::byte* dst, const std::byte* src, std::size_t n)
 // issues a chunk's DMA the moment its last piece is in.
 struct StagingJob {
   bool to_device = true;
-  bool streaming = false;  // write staging blocks with streaming stores
+  bool streaming = false;  // the host-side writes (into staging, or into the user's buffer) stream
   std::byte* host = nullptr;  // the pageable side (read for H2D, written for D2H)
   std::size_t bytes = 0, chunk = 0, piece = 0, pieces_per_chunk = 0, chunks = 0, total_pieces = 0;
   std::vector<std::byte*> slots;                          // ring slot memory; chunk c uses slot c % slots.size()
@@ -435,12 +452,12 @@ struct StagingJob {
       std::byte* slot = slots[c % slots.size()] + begin;
       std::byte* user = host + c * chunk + begin;
       const std::size_t n = std::min(piece, size - begin);
-      if (to_device && streaming) {
-        copy_to_staging(slot, user, n);
-      } else if (to_device) {
-        std::memcpy(slot, user, n);
+      std::byte* to = to_device ? slot : user;
+      const std::byte* from = to_device ? user : slot;
+      if (streaming) {
+        stream_copy_sse2(to, from, n);
       } else {
-        std::memcpy(user, slot, n);
+        std::memcpy(to, from, n);
       }
     }
     remaining[c].fetch_sub(1, std::memory_order_release);
@@ -639,7 +656,11 @@ class StagedCopy {
     j.host = host;
     j.bytes = bytes;
     j.chunk = chunk_for(c.options, bytes);
-    j.streaming = to_device && j.chunk < kStreamBelow;
+    switch (stores_mode()) {
+      case Stores::automatic: j.streaming = to_device && j.chunk < kStreamBelow; break;
+      case Stores::stream: j.streaming = true; break;
+      case Stores::plain: j.streaming = false; break;
+    }
     j.chunks = (bytes + j.chunk - 1) / j.chunk;
     // One piece per thread and chunk, but no piece under 64 KiB.
     const std::size_t threads = c.crew.size() + 1;

@@ -339,10 +339,10 @@ struct CacheCore {
   std::string directory;
   std::string disabled_reason;
   bool disk = false;
-  Fd root, v1, objects, toolchain;
+  Fd root, objects, toolchain;
   // Needed only to write or to wait for another process: opened at the first miss.
   mutable std::mutex dirs_mutex;
-  mutable Fd locks, tmp;
+  mutable Fd v1, locks, tmp;
   mutable bool dirs_tried = false;
   std::string identity;  // NVRTC's identity, hashed into every key
 
@@ -577,6 +577,11 @@ void CacheCore::lazy_dirs() const {
   if (dirs_tried || !disk || options.read_only) return;
   dirs_tried = true;
   std::string problem;
+  if (!v1) v1 = open_subdir(root.fd, "v1", directory + "/v1", true, false, problem);
+  if (!problem.empty()) {
+    logf(log::Level::warn, "compile cache: {}; no entry can be written", problem);
+    return;
+  }
   locks = open_subdir(v1.fd, "locks", directory + "/v1/locks", true, false, problem);
   if (!problem.empty()) logf(log::Level::warn, "compile cache: {}; compiles here will not wait for other processes", problem);
   problem.clear();
@@ -982,14 +987,26 @@ void CompileCache::open(CacheOptions options) {
       if (problem.empty()) {
         c.root = detail::open_subdir(parent_fd.fd, dir.substr(slash + 1), dir, create, c.options.read_only, problem);
       }
-      if (problem.empty()) c.v1 = detail::open_subdir(c.root.fd, "v1", dir + "/v1", create, c.options.read_only, problem);
       if (problem.empty()) {
-        c.objects = detail::open_subdir(c.v1.fd, "objects", dir + "/v1/objects", create, c.options.read_only, problem);
+        // An existing cache: each subdirectory in one call, no link on the
+        // way (the root was checked; nobody else can create anything in it).
+        constexpr int kDir = O_RDONLY | O_DIRECTORY | O_CLOEXEC;
+        c.objects = detail::Fd(detail::open_without_links(c.root.fd, "v1/objects", kDir));
+        if (c.objects) c.toolchain = detail::Fd(detail::open_without_links(c.root.fd, "v1/toolchain", kDir));
       }
-      if (problem.empty()) {
+      if (problem.empty() && (!c.objects || !c.toolchain)) {
+        // Missing (to be created), a kernel without openat2, or something odd on the way: step by step, checked.
+        c.v1 = detail::open_subdir(c.root.fd, "v1", dir + "/v1", create, c.options.read_only, problem);
+        if (problem.empty()) {
+          c.objects = detail::open_subdir(c.v1.fd, "objects", dir + "/v1/objects", create, c.options.read_only, problem);
+        }
         // Optional: without it compile_for() loads NVRTC to learn its targets.
         std::string ignored;
-        c.toolchain = detail::open_subdir(c.v1.fd, "toolchain", dir + "/v1/toolchain", create, c.options.read_only, ignored);
+        if (problem.empty()) {
+          c.toolchain = detail::open_subdir(c.v1.fd, "toolchain", dir + "/v1/toolchain", create, c.options.read_only, ignored);
+        }
+      }
+      if (problem.empty()) {
         c.directory = dir;
         c.disk = true;
       } else {
@@ -1009,8 +1026,10 @@ namespace {
 // lock) and, failing that, `produce`. Returns the stored result and sets the outcome.
 std::shared_ptr<const detail::Stored> fetch_or_produce(
     const detail::CacheCore& c, const std::string& hex, const detail::Sha256::Digest& key,
-    const std::function<detail::Stored()>& produce, CacheOutcome& outcome, std::string& reason) {
-  if (c.disk) {
+    const std::function<detail::Stored()>& produce, CacheOutcome& outcome, std::string& reason, bool disk_read) {
+  if (c.disk && disk_read) {
+    // Looked at already (and `reason` says why it missed).
+  } else if (c.disk) {
     if (auto hit = c.read_entry(hex, key, reason)) {
       outcome = CacheOutcome::disk_hit;
       return hit;
@@ -1079,9 +1098,34 @@ CachedCompile run(const detail::CacheCore& c, const KernelSource& program, const
   const auto key = c.key_of(program, detail::effective_options(program.options, c.cuda_include), link_identity);
   out.key = detail::Sha256::hex(key);
 
+  {
+    std::unique_lock<std::mutex> lock(c.mutex);
+    if (auto it = c.memory.find(out.key); it != c.memory.end()) {
+      ++c.stats.memory_hits;
+      auto hit = it->second;
+      lock.unlock();
+      out.outcome = CacheOutcome::memory_hit;
+      return finish(*hit);
+    }
+  }
+  // A disk hit needs no coordination (two threads reading one entry both
+  // hit), so it is tried before the in-flight bookkeeping only a miss needs.
+  bool disk_read = false;
+  if (c.disk) {
+    if (auto hit = c.read_entry(out.key, key, out.miss_reason)) {
+      std::lock_guard<std::mutex> lock(c.mutex);
+      ++c.stats.disk_hits;
+      if (c.options.in_memory) c.memory.emplace(out.key, hit);
+      out.outcome = CacheOutcome::disk_hit;
+      return finish(*hit);
+    }
+    disk_read = true;
+  }
+
   std::promise<std::shared_ptr<const detail::Stored>> promise;
   std::shared_future<std::shared_ptr<const detail::Stored>> waiting;
   {
+    // Again: another thread may have produced it meanwhile.
     std::unique_lock<std::mutex> lock(c.mutex);
     if (auto it = c.memory.find(out.key); it != c.memory.end()) {
       ++c.stats.memory_hits;
@@ -1105,7 +1149,7 @@ CachedCompile run(const detail::CacheCore& c, const KernelSource& program, const
   }
   std::shared_ptr<const detail::Stored> stored;
   try {
-    stored = fetch_or_produce(c, out.key, key, produce, out.outcome, out.miss_reason);
+    stored = fetch_or_produce(c, out.key, key, produce, out.outcome, out.miss_reason, disk_read);
   } catch (...) {
     promise.set_exception(std::current_exception());
     std::lock_guard<std::mutex> lock(c.mutex);

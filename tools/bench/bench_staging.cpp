@@ -8,6 +8,10 @@
 //   bench_staging OUTPUT.md
 #include <drvshim/drvshim.hpp>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -97,36 +101,86 @@ int main(int argc, char** argv) {
       }
       // DMA of 16 MiB from pinned memory in pieces, with an event after each:
       // from memory the CPU last wrote long ago (cold) and right after
-      // memset (the lines still dirty in this core's cache).
+      // memset (the lines still dirty in this core's cache), on one stream
+      // or alternating between two (two copy engines' worth of reads in flight).
       {
         auto stream = Stream::create(ctx, StreamFlags::non_blocking);
+        auto stream2 = Stream::create(ctx, StreamFlags::non_blocking);
         auto ev = Event::create(ctx, EventFlags::disable_timing);
         const std::size_t n = std::size_t{16} << 20;
         out += "\n### DMA of 16 MiB from pinned memory in pieces (an event after each), GB/s, medians of 7\n\n"
-               "| piece | cold source | source just written by the CPU |\n|---:|---:|---:|\n";
-        for (std::size_t piece : {n / 16, n / 8, n / 4, n}) {
-          std::vector<double> cold, hot;
-          auto* p = static_cast<std::byte*>(pinned.data());
-          for (int r = 0; r < 8; ++r) {
-            for (int variant = 0; variant < 2; ++variant) {
-              if (variant == 1) std::memset(p, r, n);
-              const double t = timed([&] {
-                for (std::size_t off = 0; off < n; off += piece) {
-                  copy_async(stream.ref(), dev.as<std::byte>().subspan(off, piece), std::span<const std::byte>(p + off, piece));
-                  ev.ref().record(stream.ref());
-                }
-                stream.ref().synchronize();
-              });
-              if (r > 0) (variant == 0 ? cold : hot).push_back(t);
+               "| piece | streams | cold source | source just written by the CPU |\n|---:|---:|---:|---:|\n";
+        for (unsigned streams : {1u, 2u}) {
+          for (std::size_t piece : {n / 16, n / 8, n / 4, n}) {
+            if (streams == 2 && piece == n) continue;
+            std::vector<double> cold, hot;
+            auto* p = static_cast<std::byte*>(pinned.data());
+            for (int r = 0; r < 8; ++r) {
+              for (int variant = 0; variant < 2; ++variant) {
+                if (variant == 1) std::memset(p, r, n);
+                const double t = timed([&] {
+                  std::size_t k = 0;
+                  for (std::size_t off = 0; off < n; off += piece, ++k) {
+                    const StreamRef s = (streams == 2 && k % 2 == 1) ? stream2.ref() : stream.ref();
+                    copy_async(s, dev.as<std::byte>().subspan(off, piece), std::span<const std::byte>(p + off, piece));
+                    ev.ref().record(s);
+                  }
+                  stream.ref().synchronize();
+                  stream2.ref().synchronize();
+                });
+                if (r > 0) (variant == 0 ? cold : hot).push_back(t);
+              }
+              p += n;  // a region not touched since the start for the next cold round
             }
-            p += n;  // a region not touched since the start for the next cold round
+            out += fmt::format("| {} KiB | {} | {:.1f} | {:.1f} |\n", piece >> 10, streams, static_cast<double>(n) / median(cold) / 1e9,
+                               static_cast<double>(n) / median(hot) / 1e9);
           }
-          out += fmt::format("| {} KiB | {:.1f} | {:.1f} |\n", piece >> 10, static_cast<double>(n) / median(cold) / 1e9,
-                             static_cast<double>(n) / median(hot) / 1e9);
+        }
+        // The same 2 MiB-piece DMA from a pool block and from the big buffer,
+        // after the CPU wrote the source with streaming stores (as the
+        // engine does), with ordinary stores, or long ago.
+        {
+          auto block = pool.acquire(n);
+          out += "\n| source (16 MiB, 2 MiB pieces) | cold | memset | streaming stores | streaming stores, 1 ms later |\n|---|---:|---:|---:|---:|\n";
+          for (int which = 0; which < 2; ++which) {
+            std::vector<double> v[4];
+            for (int r = 0; r < 8; ++r) {
+              auto* p = which == 0 ? block.data() : static_cast<std::byte*>(pinned.data()) + (std::size_t{512} << 20) + static_cast<std::size_t>(r) * n;
+              for (int variant = 0; variant < 4; ++variant) {
+                if (variant == 1) std::memset(p, r, n);
+                if (variant >= 2) {
+#if defined(__x86_64__)
+                  for (std::size_t i = 0; i < n; i += 16) {
+                    _mm_stream_si128(reinterpret_cast<__m128i*>(p + i), _mm_loadu_si128(reinterpret_cast<const __m128i*>(pageable.data() + i)));
+                  }
+                  _mm_sfence();
+#endif
+                  if (variant == 3) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                }
+                const double t = timed([&] {
+                  for (std::size_t off = 0; off < n; off += n / 8) {
+                    copy_async(stream.ref(), dev.as<std::byte>().subspan(off, n / 8), std::span<const std::byte>(p + off, n / 8));
+                    ev.ref().record(stream.ref());
+                  }
+                  stream.ref().synchronize();
+                });
+                if (r > 0) v[variant].push_back(t);
+              }
+            }
+            out += fmt::format("| {} | {:.1f} | {:.1f} | {:.1f} | {:.1f} |\n", which == 0 ? "pool block (portable)" : "big pinned buffer",
+                               static_cast<double>(n) / median(v[0]) / 1e9, static_cast<double>(n) / median(v[1]) / 1e9,
+                               static_cast<double>(n) / median(v[2]) / 1e9, static_cast<double>(n) / median(v[3]) / 1e9);
+          }
         }
         fill_pattern(static_cast<std::byte*>(pinned.data()), kMax, 17);  // the reference the copies compare against
       }
-      for (const auto& [chunk, depth, threads] : {std::tuple<std::size_t, unsigned, unsigned>{0, 4, 0}, {4u << 20, 4, 8}}) {
+      // Where a 16 MiB staged copy spends its time, from the driver-call
+      // trace: when each chunk's DMA was queued (its last piece copied), and
+      // how long the final wait took; medians of 9 traced copies.
+      out += "\n### Timeline of a 16 MiB staged copy (µs from the copy's first driver call; medians of 9)\n\n"
+             "| direction | chunk, depth, threads | DMAs queued at | last queued | done |\n|---|---|---|---:|---:|\n";
+      for (const auto& [chunk, depth, threads] :
+           {std::tuple<std::size_t, unsigned, unsigned>{0, 0, 0}, {0, 0, 16}, {2u << 20, 8, 8}, {1u << 20, 16, 12}}) {
         StagingOptions o;
         o.chunk_bytes = chunk;
         o.depth = depth;
@@ -134,17 +188,42 @@ int main(int argc, char** argv) {
         StagingEngine e(pool, o);
         const std::size_t n = std::size_t{16} << 20;
         const auto dspan = dev.as<std::byte>().subspan(0, n);
-        for (int r = 0; r < 5; ++r) {
-          e.copy_to_device(dspan, std::span(pageable).first(n));
-          e.copy_to_host(std::span(back).first(n), DeviceSpan<const std::byte>(dspan));
+        for (const bool h2d : {true, false}) {
+          std::vector<std::vector<double>> at;
+          std::vector<double> last, done;
+          for (int r = 0; r < 12; ++r) {
+            trace::clear();
+            trace::enable(r >= 3);
+            const auto t0 = Clock::now();
+            if (h2d) {
+              e.copy_to_device(dspan, std::span(pageable).first(n));
+            } else {
+              e.copy_to_host(std::span(back).first(n), DeviceSpan<const std::byte>(dspan));
+            }
+            const double total = seconds_of(t0) * 1e6;
+            trace::enable(false);
+            if (r < 3) continue;
+            const auto recs = trace::records();
+            if (recs.empty()) continue;
+            const double start = static_cast<double>(recs.front().timestamp_ns) / 1e3;
+            std::vector<double> queued;
+            for (const auto& rec : recs) {
+              if (rec.api == (h2d ? "cuMemcpyHtoDAsync" : "cuMemcpyDtoHAsync")) {
+                queued.push_back(static_cast<double>(rec.timestamp_ns) / 1e3 - start);
+              }
+            }
+            if (at.size() < queued.size()) at.resize(queued.size());
+            for (std::size_t i = 0; i < queued.size(); ++i) at[i].push_back(queued[i]);
+            last.push_back(queued.empty() ? 0.0 : queued.back());
+            done.push_back(total);
+          }
+          std::string when;
+          for (auto& v : at) when += fmt::format("{}{:.0f}", when.empty() ? "" : " ", median(v));
+          out += fmt::format("| {} | {}, {}, {} | {} | {:.0f} | {:.0f} |\n", h2d ? "H2D" : "D2H",
+                             chunk == 0 ? std::string("auto") : fmt::format("{} KiB", chunk >> 10),
+                             depth == 0 ? std::string("auto") : std::to_string(depth), e.options().threads, when,
+                             median(last), median(done));
         }
-        trace::clear();
-        trace::enable(true);
-        e.copy_to_device(dspan, std::span(pageable).first(n));
-        e.copy_to_host(std::span(back).first(n), DeviceSpan<const std::byte>(dspan));
-        trace::enable(false);
-        out += fmt::format("\n### Trace of one 16 MiB copy each way (chunk {}, depth {}, {} threads)\n\n```\n{}```\n",
-                           chunk >> 10, depth, e.options().threads, trace::format_timeline(trace::records()));
       }
     }
 
