@@ -424,7 +424,7 @@ inline Stores stores_mode() noexcept {
 
 // One staged copy, shared by the thread that runs it (the conductor: it
 // issues every DMA and watches every event) and the crew. The host-side work
-// is cut into pieces, `pieces_per_chunk` per chunk, handed out in order from
+// is cut into pieces, one per thread and chunk, handed out in order from
 // one counter; a piece of chunk c may be copied once c < `open_below` (to the
 // device: the chunk's ring slot is no longer read by an earlier DMA; to the
 // host: the chunk's DMA has landed). Nobody waits for a whole chunk to be
@@ -435,23 +435,46 @@ struct StagingJob {
   bool to_device = true;
   bool streaming = false;  // the host-side writes (into staging, or into the user's buffer) stream
   std::byte* host = nullptr;  // the pageable side (read for H2D, written for D2H)
-  std::size_t bytes = 0, chunk = 0, piece = 0, pieces_per_chunk = 0, chunks = 0, total_pieces = 0;
-  std::vector<std::byte*> slots;                          // ring slot memory; chunk c uses slot c % slots.size()
+  std::size_t chunks = 0, total_pieces = 0;
+  std::vector<std::size_t> begin;        // chunk c covers bytes [begin[c], begin[c + 1])
+  std::vector<std::size_t> first_piece;  // chunk c's pieces are [first_piece[c], first_piece[c + 1])
+  std::vector<std::uint32_t> chunk_of;   // the chunk of each piece
+  std::vector<std::byte*> slots;         // ring slot memory; chunk c uses slot c % slots.size()
   std::unique_ptr<std::atomic<std::uint32_t>[]> remaining;  // per chunk: pieces not yet copied
   std::atomic<std::size_t> next_piece{0};
   std::atomic<std::size_t> open_below{0};
   std::atomic<bool> abort{false};
 
-  std::size_t chunk_size(std::size_t c) const noexcept { return std::min(chunk, bytes - c * chunk); }
+  // Cuts the copy at `bounds` (chunk starts, then the end) into pieces: one
+  // per thread and chunk, none under 64 KiB.
+  void plan(std::vector<std::size_t> bounds, std::size_t threads) {
+    begin = std::move(bounds);
+    chunks = begin.size() - 1;
+    first_piece.assign(1, 0);
+    chunk_of.clear();
+    for (std::size_t c = 0; c < chunks; ++c) {
+      const std::size_t n = std::clamp<std::size_t>((chunk_size(c) + 65535) / 65536, 1, threads);
+      chunk_of.insert(chunk_of.end(), n, static_cast<std::uint32_t>(c));
+      first_piece.push_back(first_piece.back() + n);
+    }
+    total_pieces = first_piece.back();
+    remaining = std::make_unique<std::atomic<std::uint32_t>[]>(chunks);
+    for (std::size_t c = 0; c < chunks; ++c) {
+      remaining[c].store(static_cast<std::uint32_t>(first_piece[c + 1] - first_piece[c]));
+    }
+  }
+
+  std::size_t chunk_size(std::size_t c) const noexcept { return begin[c + 1] - begin[c]; }
 
   void copy_piece(std::size_t p) noexcept {
-    const std::size_t c = p / pieces_per_chunk;
-    const std::size_t begin = (p % pieces_per_chunk) * piece;
-    const std::size_t size = chunk_size(c);
-    if (begin < size) {
-      std::byte* slot = slots[c % slots.size()] + begin;
-      std::byte* user = host + c * chunk + begin;
-      const std::size_t n = std::min(piece, size - begin);
+    const std::size_t c = chunk_of[p];
+    const std::size_t size = chunk_size(c), parts = first_piece[c + 1] - first_piece[c];
+    const std::size_t piece = (size / parts + 63) / 64 * 64;
+    const std::size_t at = (p - first_piece[c]) * piece;
+    if (at < size) {
+      std::byte* slot = slots[c % slots.size()] + at;
+      std::byte* user = host + begin[c] + at;
+      const std::size_t n = std::min(piece, size - at);
       std::byte* to = to_device ? slot : user;
       const std::byte* from = to_device ? user : slot;
       if (streaming) {
@@ -468,7 +491,7 @@ struct StagingJob {
   bool take_piece() noexcept {
     const std::size_t p = next_piece.fetch_add(1, std::memory_order_relaxed);
     if (p >= total_pieces) return false;
-    const std::size_t c = p / pieces_per_chunk;
+    const std::size_t c = chunk_of[p];
     while (open_below.load(std::memory_order_acquire) <= c) {
       if (abort.load(std::memory_order_relaxed)) {
         remaining[c].fetch_sub(1, std::memory_order_release);
@@ -484,7 +507,7 @@ struct StagingJob {
   // conductor must never wait for a chunk only it can open).
   bool try_piece() noexcept {
     std::size_t p = next_piece.load(std::memory_order_relaxed);
-    while (p < total_pieces && p / pieces_per_chunk < open_below.load(std::memory_order_relaxed)) {
+    while (p < total_pieces && chunk_of[p] < open_below.load(std::memory_order_relaxed)) {
       if (next_piece.compare_exchange_weak(p, p + 1, std::memory_order_relaxed)) {
         copy_piece(p);
         return true;
@@ -581,13 +604,32 @@ class CopyCrew {
 };
 
 // The chunk for a copy of `bytes`: the configured size, or when that is 0,
-// about an eighth of the copy between 1 and 8 MiB (H200 sweep,
-// docs/staging.md: 16 MiB copies did best with 2 MiB chunks eight deep,
-// 256 MiB ones with 8 MiB chunks; 1 MiB DMAs run at 46 GB/s against 53).
+// a quarter of the copy between 1 and 8 MiB (H200: a DMA of 2 MiB pieces
+// runs at ~50 GB/s, of 4 MiB ones at ~52, of 16 MiB at ~54).
 inline std::size_t chunk_for(const StagingOptions& o, std::size_t bytes) {
   if (o.chunk_bytes != 0) return o.chunk_bytes;
-  const std::size_t eighth = (bytes / 8 + 65535) / 65536 * 65536;
-  return std::clamp(eighth, std::size_t{1} << 20, std::size_t{8} << 20);
+  const std::size_t quarter = (bytes / 4 + 65535) / 65536 * 65536;
+  return std::clamp(quarter, std::size_t{1} << 20, std::size_t{8} << 20);
+}
+
+// Where a copy is cut: chunks of chunk_for(), but (with the automatic chunk)
+// starting at 256 KiB and doubling up to it, so the first DMA starts after a
+// small host copy instead of a whole chunk's; for device to host the same
+// cuts reversed, so the last chunk (whose host copy follows every DMA) is
+// the small one. Returns the chunk starts followed by the end.
+inline std::vector<std::size_t> cuts_for(const StagingOptions& o, std::size_t bytes, bool to_device) {
+  const std::size_t chunk = chunk_for(o, bytes);
+  std::vector<std::size_t> sizes;
+  std::size_t next = o.chunk_bytes == 0 ? std::min<std::size_t>(chunk, 256 << 10) : chunk;
+  for (std::size_t done = 0; done < bytes;) {
+    sizes.push_back(std::min(next, bytes - done));
+    done += sizes.back();
+    next = std::min(next * 2, chunk);
+  }
+  if (!to_device) std::reverse(sizes.begin(), sizes.end());
+  std::vector<std::size_t> cuts{0};
+  for (const std::size_t n : sizes) cuts.push_back(cuts.back() + n);
+  return cuts;
 }
 
 // The ring's depth: the configured one, or as many blocks as fit in 32 MiB,
@@ -631,8 +673,7 @@ struct StagingCore {
     std::lock_guard<std::mutex> lock(stats_mutex);
     ++(go_direct ? stats.direct_copies : stats.staged_copies);
     if (!go_direct) {
-      const std::size_t chunk = chunk_for(options, bytes);
-      stats.chunks += (bytes + chunk - 1) / chunk;
+      stats.chunks += cuts_for(options, bytes, true).size() - 1;
       stats.bytes_staged += bytes;
     }
     return go_direct;
@@ -654,27 +695,19 @@ class StagedCopy {
     StagingJob& j = job_;
     j.to_device = to_device;
     j.host = host;
-    j.bytes = bytes;
-    j.chunk = chunk_for(c.options, bytes);
+    const std::size_t chunk = chunk_for(c.options, bytes);
     switch (stores_mode()) {
-      case Stores::automatic: j.streaming = to_device && j.chunk < kStreamBelow; break;
+      case Stores::automatic: j.streaming = to_device && chunk < kStreamBelow; break;
       case Stores::stream: j.streaming = true; break;
       case Stores::plain: j.streaming = false; break;
     }
-    j.chunks = (bytes + j.chunk - 1) / j.chunk;
-    // One piece per thread and chunk, but no piece under 64 KiB.
-    const std::size_t threads = c.crew.size() + 1;
-    j.pieces_per_chunk = std::clamp<std::size_t>((j.chunk + 65535) / 65536, 1, threads);
-    j.piece = (j.chunk / j.pieces_per_chunk + 63) / 64 * 64;
-    j.total_pieces = j.chunks * j.pieces_per_chunk;
-    j.remaining = std::make_unique<std::atomic<std::uint32_t>[]>(j.chunks);
-    for (std::size_t i = 0; i < j.chunks; ++i) j.remaining[i].store(static_cast<std::uint32_t>(j.pieces_per_chunk));
-    const std::size_t slots = std::min<std::size_t>(depth_for(c.options, j.chunk), j.chunks);
+    j.plan(cuts_for(c.options, bytes, to_device), c.crew.size() + 1);
+    const std::size_t slots = std::min<std::size_t>(depth_for(c.options, chunk), j.chunks);
     while (c.events.size() < slots) c.events.push_back(Event::create(c.pool.context(), EventFlags::disable_timing));
     blocks_.reserve(slots);
     busy_.assign(slots, false);
     for (std::size_t i = 0; i < slots; ++i) {
-      blocks_.push_back(c.pool.acquire(std::min(j.chunk, bytes)));
+      blocks_.push_back(c.pool.acquire(std::min(chunk, bytes)));
       j.slots.push_back(blocks_.back().data());
     }
   }
@@ -708,7 +741,7 @@ class StagedCopy {
     while (issued < j.chunks) {
       if (j.chunk_done(issued)) {
         const std::size_t s = issued % slots, n = j.chunk_size(issued);
-        copy_async(stream_, dst.subspan(issued * j.chunk, n), std::span<const std::byte>(j.slots[s], n));
+        copy_async(stream_, dst.subspan(j.begin[issued], n), std::span<const std::byte>(j.slots[s], n));
         c_.events[s].ref().record(stream_);
         busy_[s] = true;
         ++issued;
@@ -740,7 +773,7 @@ class StagedCopy {
     std::size_t issued = 0, landed = 0, emptied = 0;
     auto issue = [&] {
       const std::size_t s = issued % slots, n = j.chunk_size(issued);
-      copy_async(stream_, std::span<std::byte>(j.slots[s], n), src.subspan(issued * j.chunk, n));
+      copy_async(stream_, std::span<std::byte>(j.slots[s], n), src.subspan(j.begin[issued], n));
       c_.events[s].ref().record(stream_);
       busy_[s] = true;
       ++issued;

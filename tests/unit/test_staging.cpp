@@ -191,8 +191,9 @@ TEST_F(Staging, StreamOrderedFormsFollowTheStream) {
   EXPECT_EQ(pool.stats().blocks_in_use, 0u) << "the host functions returned every block";
 }
 
-// The defaults choose chunk and ring per copy: an eighth of the copy
-// (1-8 MiB), as many blocks as fit in 32 MiB (4-8).
+// The defaults choose chunk and ring per copy: a quarter of the copy
+// (1-8 MiB), reached from 256 KiB by doubling; as many blocks as fit in
+// 32 MiB (4-8).
 TEST_F(Staging, AutomaticChunksAndDepthFollowTheCopySize) {
   PinnedPool pool(ctx());
   StagingOptions o;
@@ -203,7 +204,8 @@ TEST_F(Staging, AutomaticChunksAndDepthFollowTheCopySize) {
   struct Case {
     std::size_t bytes, chunks, blocks, block_bytes;
   };
-  for (const Case& c : {Case{16 << 20, 8, 8, 2 << 20}, Case{std::size_t{64} << 20, 8, 4, 8 << 20}, Case{4 << 20, 4, 4, 1 << 20}}) {
+  // 16 MiB: 0.25 0.5 1 2 4 4 4 0.25 MiB; 64 MiB: 0.25 .. 4, 7 x 8, 0.25; 4 MiB: 0.25 0.5 1 1 1 0.25.
+  for (const Case& c : {Case{16 << 20, 8, 8, 4 << 20}, Case{std::size_t{64} << 20, 13, 4, 8 << 20}, Case{4 << 20, 6, 6, 1 << 20}}) {
     SCOPED_TRACE(c.bytes);
     PinnedPool fresh(ctx());
     StagingEngine e(fresh, o);
