@@ -1098,15 +1098,17 @@ CachedCompile run(const detail::CacheCore& c, const KernelSource& program, const
   const auto key = c.key_of(program, detail::effective_options(program.options, c.cuda_include), link_identity);
   out.key = detail::Sha256::hex(key);
 
-  {
-    std::unique_lock<std::mutex> lock(c.mutex);
-    if (auto it = c.memory.find(out.key); it != c.memory.end()) {
-      ++c.stats.memory_hits;
-      auto hit = it->second;
-      lock.unlock();
-      out.outcome = CacheOutcome::memory_hit;
-      return finish(*hit);
-    }
+  // The in-process tier; the caller holds c.mutex.
+  auto in_memory = [&]() -> std::shared_ptr<const detail::Stored> {
+    const auto it = c.memory.find(out.key);
+    if (it == c.memory.end()) return nullptr;
+    ++c.stats.memory_hits;
+    out.outcome = CacheOutcome::memory_hit;
+    return it->second;
+  };
+  if (std::unique_lock<std::mutex> lock(c.mutex); auto hit = in_memory()) {
+    lock.unlock();
+    return finish(*hit);
   }
   // A disk hit needs no coordination (two threads reading one entry both
   // hit), so it is tried before the in-flight bookkeeping only a miss needs.
@@ -1127,11 +1129,8 @@ CachedCompile run(const detail::CacheCore& c, const KernelSource& program, const
   {
     // Again: another thread may have produced it meanwhile.
     std::unique_lock<std::mutex> lock(c.mutex);
-    if (auto it = c.memory.find(out.key); it != c.memory.end()) {
-      ++c.stats.memory_hits;
-      auto hit = it->second;
+    if (auto hit = in_memory()) {
       lock.unlock();
-      out.outcome = CacheOutcome::memory_hit;
       return finish(*hit);
     }
     if (auto it = c.inflight.find(out.key); it != c.inflight.end()) {
