@@ -4,6 +4,7 @@
 // stream's event.
 #include <drvshim/staging.hpp>
 
+#include <cstring>
 #include <map>
 #include <numeric>
 #include <set>
@@ -287,6 +288,51 @@ TEST_F(Staging, PoolFreesWhatGoesAboveItsCap) {
   EXPECT_EQ(s.bytes_cached, 1u << 20);
   EXPECT_EQ(s.frees, 1u);
   EXPECT_EQ(drvshim_fake_live_pinned_allocations(), 1);
+}
+
+// A block may outlive every handle of its pool: the pool (and the block's
+// memory) stays until the block comes back, then everything is freed.
+TEST_F(Staging, ABlockOutlivesItsPoolAndFreesItWhenReturned) {
+  PinnedBlock block;
+  {
+    PinnedPool pool(ctx());
+    pool.acquire(64 << 10).release();  // a cached block
+    block = pool.acquire(1 << 20);
+  }
+  EXPECT_EQ(drvshim_fake_live_pinned_allocations(), 2) << "the cached block and the one held";
+  std::memset(block.data(), 7, block.size());
+  block.release();
+  EXPECT_FALSE(block);
+  EXPECT_EQ(drvshim_fake_live_pinned_allocations(), 0) << "the last block back freed the pool";
+}
+
+// The stream-ordered D2H form returns its blocks from host functions, where no
+// driver call may be made: when the engine and the pool are gone by then, the
+// pool is freed later (at the next pool created or dropped), not inside the
+// host function.
+TEST_F(Staging, APoolWhoseLastBlockComesBackInAHostFunctionIsFreedLater) {
+  auto stream = Stream::create(ctx());
+  const std::size_t n = (3 << 20) + 5;
+  const auto src = pattern(n, 9);
+  auto dev = DeviceBuffer::allocate(ctx(), n);
+  std::vector<std::uint8_t> back(n, 0);
+  const auto native = reinterpret_cast<void*>(stream.ref().native());
+  {
+    PinnedPool pool(ctx());
+    StagingEngine engine(pool, small());
+    engine.copy_to_device(bytes_of(dev), std::as_bytes(std::span(src)));
+    drvshim_fake_stream_hold(native, 1);
+    engine.copy_to_host_async(std::as_writable_bytes(std::span(back)), DeviceSpan<const std::byte>(bytes_of(dev)),
+                              stream.ref());
+  }
+  const int pinned = drvshim_fake_live_pinned_allocations();
+  EXPECT_GT(pinned, 0) << "the blocks of the queued host functions keep the pool";
+  drvshim_fake_stream_hold(native, 0);
+  stream.ref().synchronize();
+  EXPECT_EQ(back, src);
+  EXPECT_EQ(drvshim_fake_live_pinned_allocations(), pinned) << "nothing freed inside a host function";
+  { PinnedPool next(ctx()); }
+  EXPECT_EQ(drvshim_fake_live_pinned_allocations(), 0) << "freed at the next pool created";
 }
 
 TEST_F(Staging, PoolOutOfPinnedMemoryFreesItsCachedBlocksAndTriesOnce) {
