@@ -74,16 +74,52 @@ struct PoolCore {
   ContextRef context;
   PinnedPoolOptions options;
   mutable SpinLock mutex;
-  // Free entries by size class (index: log2 of the class), most recently returned last.
-  // Each list's capacity covers every block of its class (reserved when one is
-  // allocated), so returning a block never allocates.
-  std::array<std::vector<std::unique_ptr<PoolEntry>>, 64> free;
+  // Free entries by size class (index: log2 of the class), most recently
+  // returned last; the pool owns them. Each list's capacity covers every
+  // block of its class (reserved when one is allocated), so returning a block
+  // never allocates.
+  std::array<std::vector<PoolEntry*>, 64> free;
   std::array<std::size_t, 64> blocks_of_class{};
   std::vector<Event> spare_events;
-  PinnedPoolStats stats;
+  // The counters a reuse must touch are few; the rest of PinnedPoolStats is
+  // derived from them (cached = allocated - in use; acquires = reuses +
+  // allocations + failures).
+  struct Counts {
+    std::uint64_t reuses = 0, allocations = 0, frees = 0, waits_skipped = 0, failures = 0;
+    std::size_t bytes_in_use = 0, blocks_in_use = 0, bytes_total = 0, blocks_total = 0;
+  } counts;
   bool orphaned = false;  // no PinnedPool handle is left: the last block returned deletes the pool
 
   PoolCore(ContextRef c, PinnedPoolOptions o) : context(std::move(c)), options(o) {}
+  ~PoolCore() {
+    for (auto& list : free) {
+      for (PoolEntry* e : list) delete e;
+    }
+  }
+  PoolCore(const PoolCore&) = delete;
+  PoolCore& operator=(const PoolCore&) = delete;
+
+  std::size_t bytes_cached() const noexcept { return counts.bytes_total - counts.bytes_in_use; }
+  PinnedPoolStats snapshot() const noexcept {
+    PinnedPoolStats s;
+    s.acquires = counts.reuses + counts.allocations + counts.failures;
+    s.reuses = counts.reuses;
+    s.allocations = counts.allocations;
+    s.frees = counts.frees;
+    s.waits_skipped = counts.waits_skipped;
+    s.bytes_in_use = counts.bytes_in_use;
+    s.blocks_in_use = counts.blocks_in_use;
+    s.bytes_cached = bytes_cached();
+    s.blocks_cached = counts.blocks_total - counts.blocks_in_use;
+    return s;
+  }
+  // A block leaves the pool's books (freed).
+  void forget(std::size_t bytes) noexcept {
+    ++counts.frees;
+    counts.bytes_total -= bytes;
+    --counts.blocks_total;
+    --blocks_of_class[class_index(bytes)];
+  }
 
   // The deleter of the handles' shared pointer: blocks still out keep the pool
   // (and their memory) alive; counting them under the lock spares every
@@ -92,7 +128,7 @@ struct PoolCore {
     bury_the_dead();
     {
       std::lock_guard<SpinLock> lock(core->mutex);
-      if (core->stats.blocks_in_use != 0) {
+      if (core->counts.blocks_in_use != 0) {
         core->orphaned = true;
         return;
       }
@@ -115,22 +151,17 @@ struct PoolCore {
     bool last = false;
     {
       std::lock_guard<SpinLock> lock(mutex);
-      stats.bytes_in_use -= bytes;
-      --stats.blocks_in_use;
-      last = orphaned && stats.blocks_in_use == 0;
+      counts.bytes_in_use -= bytes;
+      --counts.blocks_in_use;
+      last = orphaned && counts.blocks_in_use == 0;
       auto& list = free[class_index(bytes)];
       const bool room = list.size() < list.capacity();  // pushing never allocates (or throws)
-      if (!last && room && (!may_call_driver || stats.bytes_cached + bytes <= options.max_cached_bytes)) {
-        stats.bytes_cached += bytes;
-        ++stats.blocks_cached;
-        list.push_back(std::move(entry));
+      if (!last && room && (!may_call_driver || bytes_cached() <= options.max_cached_bytes)) {
+        list.push_back(entry.release());
         return;
       }
-      --blocks_of_class[class_index(bytes)];
-      if (!last) {
-        ++stats.frees;
-        if (entry->event) spare_events.push_back(std::move(*entry->event));
-      }
+      forget(bytes);
+      if (!last && entry->event) spare_events.push_back(std::move(*entry->event));
     }
     if (last && !may_call_driver) {
       // Inside a host function, where no driver call is allowed, the pool's
@@ -173,12 +204,10 @@ struct PoolCore {
     {
       std::lock_guard<SpinLock> lock(core.mutex);
       auto& list = core.free[class_index(bytes)];
-      if (!core.orphaned && core.stats.bytes_cached + bytes <= core.options.max_cached_bytes && list.size() < list.capacity()) {
-        core.stats.bytes_in_use -= bytes;
-        --core.stats.blocks_in_use;
-        core.stats.bytes_cached += bytes;
-        ++core.stats.blocks_cached;
-        list.emplace_back(block.entry_);
+      if (!core.orphaned && core.bytes_cached() + bytes <= core.options.max_cached_bytes && list.size() < list.capacity()) {
+        core.counts.bytes_in_use -= bytes;
+        --core.counts.blocks_in_use;
+        list.push_back(block.entry_);
         block.data_ = nullptr;
         block.entry_ = nullptr;
         block.pool_ = nullptr;
@@ -205,7 +234,7 @@ struct PoolCore {
     {
       std::lock_guard<SpinLock> lock(mutex);
       for (auto& list : free) {
-        for (auto it = list.begin(); it != list.end() && stats.bytes_cached > keep;) {
+        for (auto it = list.begin(); it != list.end() && bytes_cached() > keep;) {
           PoolEntry& e = **it;
           bool ready = true;
           if (e.event) {
@@ -220,12 +249,9 @@ struct PoolCore {
             continue;
           }
           if (e.event) spare_events.push_back(std::move(*e.event));
-          stats.bytes_cached -= e.buffer.size();
-          --stats.blocks_cached;
-          ++stats.frees;
-          --blocks_of_class[class_index(e.buffer.size())];
+          forget(e.buffer.size());
           freed += e.buffer.size();
-          doomed.push_back(std::move(*it));
+          doomed.emplace_back(*it);
           it = list.erase(it);
         }
       }
@@ -296,52 +322,53 @@ std::size_t PinnedPool::size_class(std::size_t bytes) const noexcept { return co
 const ContextRef& PinnedPool::context() const noexcept { return core_->context; }
 
 PinnedBlock PinnedPool::acquire(std::size_t bytes) const {
-  if (bytes == 0) {
-    throw InvalidArgumentError("PinnedPool::acquire", "0 bytes requested", "ask for at least one byte");
-  }
-  if (bytes > (std::size_t{1} << 62)) {
-    throw InvalidArgumentError("PinnedPool::acquire", fmt::format("{} bytes requested", bytes), "ask for less than 2^62 bytes");
+  if (bytes - 1 >= (std::size_t{1} << 62)) [[unlikely]] {
+    throw InvalidArgumentError("PinnedPool::acquire", fmt::format("{} bytes requested", bytes),
+                               bytes == 0 ? "ask for at least one byte" : "ask for less than 2^62 bytes");
   }
   auto& c = *core_;
   const std::size_t cls = c.size_class(bytes);
   {
     std::lock_guard<detail::SpinLock> lock(c.mutex);
-    ++c.stats.acquires;
     auto& list = c.free[detail::PoolCore::class_index(cls)];
     // Most recently returned first: its memory is the likeliest to be warm.
     for (std::size_t i = list.size(); i-- > 0;) {
-      detail::PoolEntry& e = *list[i];
-      if (e.event) {
-        if (!e.event->ref().query()) {
-          ++c.stats.waits_skipped;
+      detail::PoolEntry* e = list[i];
+      if (e->event) {
+        if (!e->event->ref().query()) {
+          ++c.counts.waits_skipped;
           continue;
         }
-        c.spare_events.push_back(std::move(*e.event));
-        e.event.reset();
+        c.spare_events.push_back(std::move(*e->event));
+        e->event.reset();
       }
-      detail::PoolEntry* entry = list[i].release();
       if (i + 1 == list.size()) {
         list.pop_back();
       } else {
         list.erase(list.begin() + static_cast<std::ptrdiff_t>(i));
       }
-      c.stats.bytes_cached -= cls;
-      --c.stats.blocks_cached;
-      ++c.stats.reuses;
-      c.stats.bytes_in_use += cls;
-      ++c.stats.blocks_in_use;
-      return PinnedBlock(core_.get(), entry, static_cast<std::byte*>(entry->buffer.data()), bytes, cls);
+      ++c.counts.reuses;
+      c.counts.bytes_in_use += cls;
+      ++c.counts.blocks_in_use;
+      return PinnedBlock(core_.get(), e, static_cast<std::byte*>(e->buffer.data()), bytes, cls);
     }
   }
-  std::optional<PinnedBuffer> buffer;
+  std::unique_ptr<detail::PoolEntry> entry;
   try {
-    buffer.emplace(PinnedBuffer::allocate(c.context, cls, c.options.flags));
-  } catch (const OutOfMemoryError&) {
-    // Cached blocks of other classes may be what keeps the host from pinning more.
-    if (c.trim(0) == 0) throw;
-    buffer.emplace(PinnedBuffer::allocate(c.context, cls, c.options.flags));
+    std::optional<PinnedBuffer> buffer;
+    try {
+      buffer.emplace(PinnedBuffer::allocate(c.context, cls, c.options.flags));
+    } catch (const OutOfMemoryError&) {
+      // Cached blocks of other classes may be what keeps the host from pinning more.
+      if (c.trim(0) == 0) throw;
+      buffer.emplace(PinnedBuffer::allocate(c.context, cls, c.options.flags));
+    }
+    entry = std::make_unique<detail::PoolEntry>(std::move(*buffer));
+  } catch (...) {
+    std::lock_guard<detail::SpinLock> lock(c.mutex);
+    ++c.counts.failures;
+    throw;
   }
-  auto entry = std::make_unique<detail::PoolEntry>(std::move(*buffer));
   auto* data = static_cast<std::byte*>(entry->buffer.data());
   const std::size_t index = detail::PoolCore::class_index(cls);
   std::lock_guard<detail::SpinLock> lock(c.mutex);
@@ -351,9 +378,11 @@ PinnedBlock PinnedPool::acquire(std::size_t bytes) const {
     c.free[index].reserve(++c.blocks_of_class[index]);
   } catch (const std::bad_alloc&) {
   }
-  ++c.stats.allocations;
-  c.stats.bytes_in_use += cls;
-  ++c.stats.blocks_in_use;
+  ++c.counts.allocations;
+  c.counts.bytes_total += cls;
+  ++c.counts.blocks_total;
+  c.counts.bytes_in_use += cls;
+  ++c.counts.blocks_in_use;
   return PinnedBlock(core_.get(), entry.release(), data, bytes, cls);
 }
 
@@ -361,7 +390,7 @@ std::size_t PinnedPool::trim(std::size_t keep_bytes) const { return core_->trim(
 
 PinnedPoolStats PinnedPool::stats() const {
   std::lock_guard<detail::SpinLock> lock(core_->mutex);
-  return core_->stats;
+  return core_->snapshot();
 }
 
 // ---- the staging engine -----------------------------------------------------------------------------
