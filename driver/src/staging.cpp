@@ -42,6 +42,15 @@ struct PoolEntry {
   std::optional<Event> event;  // set: reusable once it has completed
 };
 
+// A spin-wait hint to the CPU (lets a sibling hyperthread run).
+inline void cpu_pause() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
 // The pool's lock: held for a few pushes and pops (and, for blocks released
 // after a stream, a cuEventQuery), so spinning beats a futex-backed mutex,
 // whose lock + unlock pair costs as much as the whole reuse.
@@ -62,11 +71,6 @@ class SpinLock {
   void unlock() noexcept { held_.store(false, std::memory_order_release); }
 
  private:
-  static void cpu_pause() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-  }
   std::atomic<bool> held_{false};
 };
 
@@ -397,13 +401,6 @@ PinnedPoolStats PinnedPool::stats() const {
 
 namespace detail {
 
-inline void cpu_pause() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#else
-  std::this_thread::yield();
-#endif
-}
 
 // Copies with non-temporal (streaming) stores where the CPU has them: the
 // bytes go to memory instead of into this core's cache, and no line is read
@@ -701,10 +698,7 @@ struct StagingCore {
     if (!go_direct) go_direct = host_is_page_locked(*pool.context().device().core(), host);
     std::lock_guard<std::mutex> lock(stats_mutex);
     ++(go_direct ? stats.direct_copies : stats.staged_copies);
-    if (!go_direct) {
-      stats.chunks += cuts_for(options, bytes, true).size() - 1;
-      stats.bytes_staged += bytes;
-    }
+    if (!go_direct) stats.bytes_staged += bytes;
     return go_direct;
   }
 };
@@ -731,6 +725,10 @@ class StagedCopy {
       case Stores::plain: j.streaming = false; break;
     }
     j.plan(cuts_for(c.options, bytes, to_device), c.crew.size() + 1);
+    {
+      std::lock_guard<std::mutex> lock(c.stats_mutex);
+      c.stats.chunks += j.chunks;
+    }
     const std::size_t slots = std::min<std::size_t>(depth_for(c.options, chunk), j.chunks);
     while (c.events.size() < slots) c.events.push_back(Event::create(c.pool.context(), EventFlags::disable_timing));
     blocks_.reserve(slots);

@@ -2,14 +2,7 @@
 // timing the copy and ordering the second stream after the first.
 #include <cstdio>
 
-#define CHECK(call)                                                                       \
-  do {                                                                                    \
-    const cudaError_t e_ = (call);                                                        \
-    if (e_ != cudaSuccess) {                                                              \
-      std::fprintf(stderr, "%s failed: %s (%s)\n", #call, cudaGetErrorName(e_), cudaGetErrorString(e_)); \
-      return 1;                                                                           \
-    }                                                                                     \
-  } while (0)
+#include "check.cuh"
 
 extern "C" __global__ void scale(float* p, float f, unsigned n, unsigned repeat) {
   const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;

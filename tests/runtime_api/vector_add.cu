@@ -3,14 +3,7 @@
 #include <cstdio>
 #include <vector>
 
-#define CHECK(call)                                                                       \
-  do {                                                                                    \
-    const cudaError_t e_ = (call);                                                        \
-    if (e_ != cudaSuccess) {                                                              \
-      std::fprintf(stderr, "%s failed: %s (%s)\n", #call, cudaGetErrorName(e_), cudaGetErrorString(e_)); \
-      return 1;                                                                           \
-    }                                                                                     \
-  } while (0)
+#include "check.cuh"
 
 extern "C" __global__ void vadd(const float* a, const float* b, float* c, unsigned n) {
   const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
