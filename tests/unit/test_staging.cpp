@@ -25,6 +25,7 @@ class Staging : public PrimaryContextTest {
     o.depth = 3;
     o.threads = 3;
     o.direct_below = 1 << 20;
+    o.spin = std::chrono::microseconds(0);  // helpers sleep between copies: the wake-up path is what runs
     return o;
   }
   static std::vector<std::uint8_t> pattern(std::size_t bytes, unsigned seed) {
@@ -101,10 +102,12 @@ TEST_F(Staging, ManyThreadsShareOneEngine) {
 // the call; no staging block left in use; the engine works again afterwards;
 // nothing leaks (the fixture's TearDown counts pinned memory, events, streams).
 // The calls are read from the fake's call log of a clean copy, so a new step
-// in the engine is covered without editing this list. Event queries depend on
-// timing (how often the conductor finds a chunk not yet copied), so only the
-// first of them is failed; the context policy's own calls (get, push, pop
-// current) are failed in the context tests.
+// in the engine is covered without editing this list. How many DMAs a copy to
+// the device makes, and how often the conductor polls an event, depend on
+// timing (a DMA takes whatever has been copied in); so only the first event
+// query is failed, and DMAs and event records up to the number every copy
+// makes (one per 1 MiB block at least). The context policy's own calls (get,
+// push, pop current) are failed in the context tests.
 TEST_F(Staging, AFaultAtEveryStepSurfacesOnceAndLeavesNothingInUse) {
   const std::size_t n = (5 << 20) + 11;
   const auto src = pattern(n, 7);
@@ -131,6 +134,8 @@ TEST_F(Staging, AFaultAtEveryStepSurfacesOnceAndLeavesNothingInUse) {
         const std::string api = drvshim_fake_call_log_entry(i);
         const int nth = ++seen[api];
         if (api == "cuEventQuery" && nth > 1) continue;
+        const bool per_dma = api == "cuMemcpyHtoDAsync" || api == "cuMemcpyDtoHAsync" || api == "cuEventRecord";
+        if (per_dma && static_cast<std::size_t>(nth) > (n + small().chunk_bytes - 1) / small().chunk_bytes) continue;
         // The context policy's own calls are failed in the context tests.
         if (api == "cuCtxGetCurrent" || api == "cuCtxPushCurrent" || api == "cuCtxPopCurrent") continue;
         steps.emplace_back(api, nth);
@@ -192,32 +197,44 @@ TEST_F(Staging, StreamOrderedFormsFollowTheStream) {
   EXPECT_EQ(pool.stats().blocks_in_use, 0u) << "the host functions returned every block";
 }
 
-// The defaults choose chunk and ring per copy: a quarter of the copy
-// (1-8 MiB), reached from 256 KiB by doubling; as many blocks as fit in
-// 32 MiB (4-8).
-TEST_F(Staging, AutomaticChunksAndDepthFollowTheCopySize) {
-  PinnedPool pool(ctx());
+// The defaults choose the ring per copy: blocks of the copy's size rounded up
+// to a power of two, 1 to 8 MiB, at most four of them, only as many as the
+// copy fills. To the host the DMAs follow a fixed plan (a head of 256 KiB,
+// 256 KiB, 512 KiB ... summing to the largest DMA, a quarter of the copy
+// between 1 and 8 MiB; DMAs of that size; the head reversed); to the device
+// each DMA takes what has been copied in, at least one per block.
+TEST_F(Staging, AutomaticRingAndDmaPlanFollowTheCopySize) {
   StagingOptions o;
   o.threads = 2;
-  StagingEngine engine(pool, o);
-  EXPECT_EQ(engine.options().chunk_bytes, 0u);
-  EXPECT_EQ(engine.options().depth, 0u);
+  {
+    PinnedPool pool(ctx());
+    StagingEngine engine(pool, o);
+    EXPECT_EQ(engine.options().chunk_bytes, 0u);
+    EXPECT_EQ(engine.options().depth, 0u);
+  }
   struct Case {
-    std::size_t bytes, chunks, blocks, block_bytes;
+    std::size_t bytes, blocks, block_bytes, dmas_to_host;
   };
-  // 16 MiB: 0.25 0.5 1 2 4 4 4 0.25 MiB; 64 MiB: 0.25 .. 4, 7 x 8, 0.25; 4 MiB: 0.25 0.5 1 1 1 0.25.
-  for (const Case& c : {Case{16 << 20, 8, 8, 4 << 20}, Case{std::size_t{64} << 20, 13, 4, 8 << 20}, Case{4 << 20, 6, 6, 1 << 20}}) {
+  // 16 MiB: 2 x 8 MiB; to the host 0.25 0.25 0.5 1 2, 4 4, 2 1 0.5 0.25 0.25 MiB.
+  // 64 MiB: 4 x 8 MiB; 0.25 0.25 0.5 1 2 4, 6 x 8, 4 2 1 0.5 0.25 0.25.
+  // 4 MiB: 1 x 4 MiB; 0.25 0.25 0.5, 1 1, 0.5 0.25 0.25.
+  // 3 MiB + 5 bytes: 1 x 4 MiB; 0.25 0.25 0.5, 1, 5 bytes, 0.5 0.25 0.25 (a 1 MiB top).
+  for (const Case& c : {Case{16 << 20, 2, 8 << 20, 12}, Case{std::size_t{64} << 20, 4, 8 << 20, 18}, Case{4 << 20, 1, 4 << 20, 8},
+                        Case{(3 << 20) + 5, 1, 4 << 20, 8}}) {
     SCOPED_TRACE(c.bytes);
     PinnedPool fresh(ctx());
     StagingEngine e(fresh, o);
     const auto src = pattern(c.bytes, 3);
     auto dev = DeviceBuffer::allocate(ctx(), c.bytes);
     e.copy_to_device(bytes_of(dev), std::as_bytes(std::span(src)));
-    EXPECT_EQ(e.stats().chunks, c.chunks);
+    const auto to_device = e.stats().chunks;
+    EXPECT_GE(to_device, c.blocks) << "at least one DMA per block";
+    EXPECT_LE(to_device, c.bytes / (64 << 10) + 1) << "never more than one per piece";
     EXPECT_EQ(fresh.stats().allocations, c.blocks);
     EXPECT_EQ(fresh.stats().bytes_cached, c.blocks * c.block_bytes);
     std::vector<std::uint8_t> back(c.bytes);
     e.copy_to_host(std::as_writable_bytes(std::span(back)), DeviceSpan<const std::byte>(bytes_of(dev)));
+    EXPECT_EQ(e.stats().chunks - to_device, c.dmas_to_host);
     EXPECT_EQ(back, src);
   }
 }
@@ -232,6 +249,14 @@ TEST_F(Staging, BadOptionsAndMismatchedSizesAreRefused) {
   expect_throw<InvalidArgumentError>([&] { StagingEngine e(pool, o); });
   o.threads = 0;
   EXPECT_GE(StagingEngine(pool, o).options().threads, 1u) << "0 picks a count from the hardware";
+  o = small();
+  o.chunk_bytes = 4096;
+  auto bad = expect_throw<InvalidArgumentError>([&] { StagingEngine e(pool, o); });
+  EXPECT_NE(std::string(bad.what()).find("chunk_bytes 4096"), std::string::npos) << bad.what();
+  EXPECT_NE(std::string(bad.what()).find("at least 65536"), std::string::npos) << bad.what();
+  o = small();
+  o.spin = std::chrono::microseconds(-1);
+  expect_throw<InvalidArgumentError>([&] { StagingEngine e(pool, o); });
   StagingEngine engine(pool, small());
   auto dev = DeviceBuffer::allocate(ctx(), 16);
   std::vector<std::byte> host(17);
@@ -276,18 +301,95 @@ TEST_F(Staging, PoolReusesABlockOnlyAfterItsStreamPassedTheReleasePoint) {
   EXPECT_EQ(pool.stats().frees, 1u);
 }
 
+// The cap bounds the free lists; a thread's hot block (thread_cache) comes on top.
 TEST_F(Staging, PoolFreesWhatGoesAboveItsCap) {
-  PinnedPoolOptions o;
-  o.max_cached_bytes = 1 << 20;
-  PinnedPool pool(ctx(), o);
-  {
-    auto a = pool.acquire(1 << 20);
-    auto b = pool.acquire(1 << 20);
+  for (const bool thread_cache : {false, true}) {
+    SCOPED_TRACE(thread_cache);
+    PinnedPoolOptions o;
+    o.max_cached_bytes = 1 << 20;
+    o.thread_cache = thread_cache;
+    PinnedPool pool(ctx(), o);
+    pool.acquire(64 << 10).release();  // this thread's first return: from now on it may park one block
+    {
+      auto a = pool.acquire(1 << 20);
+      auto b = pool.acquire(1 << 20);
+      auto c = pool.acquire(1 << 20);
+    }
+    const auto s = pool.stats();
+    // 64 KiB are cached; no 1 MiB block fits under the cap after them, so all
+    // three are freed, except (with the thread cache) the first one back,
+    // parked in this thread's slot.
+    const std::size_t parked = thread_cache ? (1u << 20) : 0u;
+    EXPECT_EQ(s.bytes_cached, (64u << 10) + parked);
+    EXPECT_EQ(s.frees, thread_cache ? 2u : 3u);
+    EXPECT_EQ(drvshim_fake_live_pinned_allocations(), thread_cache ? 2 : 1);
   }
-  const auto s = pool.stats();
+}
+
+// A thread gets back the block it released last without the pool's lock;
+// the block counts as cached, and trim() frees it.
+TEST_F(Staging, AThreadReusesTheBlockItReleasedLast) {
+  PinnedPool pool(ctx());
+  pool.acquire(1 << 20).release();  // first return: through the lock (and this thread gets a slot)
+  auto a = pool.acquire(1 << 20);
+  std::byte* const first = a.data();
+  a.release();  // parked
+  auto s = pool.stats();
+  EXPECT_EQ(s.blocks_in_use, 0u);
+  EXPECT_EQ(s.blocks_cached, 1u);
   EXPECT_EQ(s.bytes_cached, 1u << 20);
-  EXPECT_EQ(s.frees, 1u);
+  for (int i = 0; i < 3; ++i) {
+    auto b = pool.acquire((1 << 20) - 3);
+    EXPECT_EQ(b.data(), first) << "the parked block, reused";
+    EXPECT_EQ(pool.stats().blocks_in_use, 1u);
+  }
+  s = pool.stats();
+  EXPECT_EQ(s.allocations, 1u);
+  EXPECT_EQ(s.reuses, 4u);
+  EXPECT_EQ(s.acquires, 5u);
+  EXPECT_EQ(pool.trim(0), 1u << 20) << "trim takes the parked block back and frees it";
+  EXPECT_EQ(drvshim_fake_live_pinned_allocations(), 0);
+  EXPECT_EQ(pool.stats().bytes_cached, 0u);
+}
+
+// A block parked by a thread that has gone is not lost: an acquire that
+// would allocate takes it, and the pool's end frees it.
+TEST_F(Staging, BlocksParkedByOtherThreadsAreReusedAndFreed) {
+  std::byte* parked = nullptr;
+  {
+    PinnedPool pool(ctx());
+    std::thread([&] {
+      pool.acquire(1 << 20).release();
+      auto b = pool.acquire(1 << 20);
+      parked = b.data();
+    }).join();
+    EXPECT_EQ(pool.stats().blocks_cached, 1u);
+    auto c = pool.acquire(1 << 20);
+    EXPECT_EQ(c.data(), parked) << "taken from the other thread's slot, not allocated";
+    EXPECT_EQ(pool.stats().allocations, 1u);
+    c.release();
+    // Parked by another thread again, and still there when the last handle goes.
+    std::thread([&] {
+      pool.acquire(1 << 20).release();
+      pool.acquire(1 << 20).release();
+    }).join();
+    EXPECT_EQ(drvshim_fake_live_pinned_allocations(), 1);
+  }
+  EXPECT_EQ(drvshim_fake_live_pinned_allocations(), 0) << "the pool's end took the parked block back";
+}
+
+// A block that comes back after the pool's last handle is gone is not parked:
+// as the last block, it frees the pool.
+TEST_F(Staging, ABlockReturnedAfterItsPoolIsNotParked) {
+  PinnedBlock block;
+  {
+    PinnedPool pool(ctx());
+    pool.acquire(1 << 20).release();  // this thread may park blocks of this pool
+    block = pool.acquire(1 << 20);
+  }
   EXPECT_EQ(drvshim_fake_live_pinned_allocations(), 1);
+  block.release();
+  EXPECT_EQ(drvshim_fake_live_pinned_allocations(), 0);
 }
 
 // A block may outlive every handle of its pool: the pool (and the block's

@@ -228,8 +228,9 @@ int main(int argc, char** argv) {
     }
 
     // ---- sweep: chunk x depth x threads at 16 and 256 MiB ----
-    // "back to back": copies follow each other (the helpers are spinning);
-    // "after a pause": 3 ms of idleness before each copy (the helpers sleep).
+    // "back to back": copies follow each other (the helpers are awake);
+    // "after a pause": 10 ms of idleness before each copy, longer than the
+    // helpers' default spin (they sleep, and the copy waits for them to wake).
     if (wanted("sweep")) {
       out += "### Chunk size, ring depth and host threads, GB/s (medians)\n\n"
              "| size | chunk | depth | threads | H2D back to back | D2H back to back | H2D after a pause | D2H after a pause |\n"
@@ -265,9 +266,9 @@ int main(int argc, char** argv) {
         for (int r = 0; r < reps + 1; ++r) {
           const double a = timed([&] { e.copy_to_device(dspan, std::span(pageable).first(n)); });
           const double b = timed([&] { e.copy_to_host(std::span(back).first(n), cdspan); });
-          std::this_thread::sleep_for(std::chrono::milliseconds(3));
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
           const double c = timed([&] { e.copy_to_device(dspan, std::span(pageable).first(n)); });
-          std::this_thread::sleep_for(std::chrono::milliseconds(3));
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
           const double d = timed([&] { e.copy_to_host(std::span(back).first(n), cdspan); });
           if (r == 0) {
             if (std::memcmp(back.data(), pageable.data(), n) != 0) throw std::runtime_error("staged round trip differs");
@@ -292,11 +293,11 @@ int main(int argc, char** argv) {
     StagingEngine engine(pool);
     const auto& eo = engine.options();
     out += fmt::format(
-        "### Copies, GB/s (medians of interleaved rounds; engine defaults: {} chunks, depth {}, {} threads)\n\n"
+        "### Copies, GB/s (medians of interleaved rounds; engine defaults: {} chunks, depth {}, {} threads, helpers awake {} ms after a copy)\n\n"
         "| size | direction | direct pageable | staged pageable | pinned (ceiling) | staged / pinned | staged / direct |\n"
         "|---:|---|---:|---:|---:|---:|---:|\n",
         eo.chunk_bytes == 0 ? std::string("auto") : fmt::format("{} MiB", eo.chunk_bytes >> 20),
-        eo.depth == 0 ? std::string("auto") : std::to_string(eo.depth), eo.threads);
+        eo.depth == 0 ? std::string("auto") : std::to_string(eo.depth), eo.threads, static_cast<double>(eo.spin.count()) / 1e3);
     for (std::size_t n : {std::size_t{1} << 20, std::size_t{16} << 20, std::size_t{256} << 20, kMax}) {
       const int rounds = n >= kMax ? 5 : 9;
       std::vector<double> dh, sh, ph, dd, sd, pd;
@@ -335,17 +336,32 @@ int main(int argc, char** argv) {
     // nanoseconds on a VM, as much as a pool reuse); fresh and reused rounds
     // interleave.
     out += "### Pinned blocks: pool reuse vs a fresh allocation, microseconds per acquire + release (medians)\n\n"
-           "| size | PinnedPool acquire + release (reused) | cuMemHostAlloc + cuMemFreeHost | ratio |\n|---:|---:|---:|---:|\n";
+           "| size | PinnedPool reuse (default: the thread's last block) | PinnedPool reuse through the lock (thread_cache off) | "
+           "cuMemHostAlloc + cuMemFreeHost | ratio | ratio through the lock | cuMemHostAlloc of new memory (8 held) |\n"
+           "|---:|---:|---:|---:|---:|---:|---:|\n";
     const std::size_t pool_mark = out.size();
     bool pool_met = true;
     for (std::size_t n : {std::size_t{1} << 20, std::size_t{16} << 20, std::size_t{256} << 20, kMax}) {
       if (!wanted("pool")) break;
-      std::vector<double> fresh, reused;
+      std::vector<double> fresh, reused, locked, held;
       const int rounds = n >= (std::size_t{256} << 20) ? 3 : 11;
       const int fresh_loop = n <= (std::size_t{1} << 20) ? 200 : 1;
       constexpr int kReuseLoop = 20000;
       PinnedPool p(ctx);
+      PinnedPoolOptions no_cache;
+      no_cache.thread_cache = false;
+      PinnedPool q(ctx, no_cache);
       (void)p.acquire(n);  // the first acquire allocates; every later one reuses
+      (void)q.acquire(n);
+      auto reuse_loop = [&](const PinnedPool& which) {
+        return timed([&] {
+          for (int i = 0; i < kReuseLoop; ++i) {
+            auto b = which.acquire(n);
+            if (b.data() == nullptr) throw std::runtime_error("empty block");
+            b.release();
+          }
+        }) / kReuseLoop;
+      };
       for (int r = 0; r < rounds + 1; ++r) {
         const double f = timed([&] {
           for (int i = 0; i < fresh_loop; ++i) {
@@ -353,21 +369,27 @@ int main(int argc, char** argv) {
             b.free();
           }
         }) / fresh_loop;
-        const double u = timed([&] {
-          for (int i = 0; i < kReuseLoop; ++i) {
-            auto b = p.acquire(n);
-            if (b.data() == nullptr) throw std::runtime_error("empty block");
-            b.release();
-          }
-        }) / kReuseLoop;
+        const double u = reuse_loop(p);
+        const double l = reuse_loop(q);
+        // New memory each time: eight blocks allocated while the earlier ones are still held.
+        double h = 0;
+        if (n <= (std::size_t{16} << 20)) {
+          std::vector<PinnedBuffer> keep;
+          h = timed([&] {
+            for (int i = 0; i < 8; ++i) keep.push_back(PinnedBuffer::allocate(ctx, n));
+          }) / 8;
+        }
         if (r == 0) continue;  // warm-up round
         fresh.push_back(f);
         reused.push_back(u);
+        locked.push_back(l);
+        held.push_back(h);
       }
-      if (p.stats().allocations != 1) throw std::runtime_error("the pool allocated more than once");
-      const double f = median(fresh) * 1e6, u = median(reused) * 1e6;
+      if (p.stats().allocations != 1 || q.stats().allocations != 1) throw std::runtime_error("a pool allocated more than once");
+      const double f = median(fresh) * 1e6, u = median(reused) * 1e6, l = median(locked) * 1e6, h = median(held) * 1e6;
       if (f / u < 100) pool_met = false;
-      out += fmt::format("| {} MiB | {:.3f} | {:.1f} | {:.0f}x |\n", n >> 20, u, f, f / u);
+      out += fmt::format("| {} MiB | {:.4f} | {:.4f} | {:.1f} | {:.0f}x | {:.0f}x | {} |\n", n >> 20, u, l, f, f / u, f / l,
+                         h > 0 ? fmt::format("{:.1f}", h) : std::string("-"));
     }
     out += fmt::format("\nTarget (reuse >= 100x cheaper than a fresh cuMemHostAlloc): {}\n", pool_met ? "met" : "NOT met");
     std::fputs(out.c_str() + pool_mark, stdout);

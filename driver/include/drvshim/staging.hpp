@@ -17,6 +17,7 @@
 #include <drvshim/memory.hpp>
 #include <drvshim/stream.hpp>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -38,6 +39,12 @@ struct PinnedPoolOptions {
   /// The smallest size class; requests are rounded up to a power of two at least this big.
   std::size_t min_block_bytes = std::size_t{64} << 10;
   HostAllocFlags flags = HostAllocFlags::portable;
+  /// Each thread keeps the block it released last (ready at once) for its
+  /// own next acquire of that size, without the pool's lock: a reuse on one
+  /// thread costs a few nanoseconds. Such a block counts as cached in
+  /// stats(), and trim(), other threads' acquires and the pool's end take it
+  /// back. Needs Linux's membarrier(2); where that is refused it is off.
+  bool thread_cache = true;
 };
 
 /// A pool's counters.
@@ -123,32 +130,41 @@ class DRVSHIM_API PinnedPool {
   std::size_t size_class(std::size_t bytes) const noexcept;
 
  private:
+  PinnedBlock acquire_locked(std::size_t bytes, std::size_t size_class) const;
+  PinnedBlock acquire_slowly(std::size_t bytes, std::size_t size_class) const;
   std::shared_ptr<detail::PoolCore> core_;
 };
 
 /// How a StagingEngine moves data. The defaults came from the H200
 /// measurements in docs/staging.md (one host thread copies pageable memory at
-/// about 8 GB/s there, so the bus needs many); every field can be overridden.
+/// 5-9 GB/s there, so the bus needs many); every field can be overridden.
 struct StagingOptions {
-  /// Bytes per staging block and per DMA. 0: chosen per copy, about an
-  /// eighth of it, between 1 and 8 MiB, so that the first DMA starts early
-  /// and the last one is short.
+  /// Bytes per staging block, and the largest DMA. 0: chosen per copy, the
+  /// copy's size rounded up to a power of two, between 1 and 8 MiB.
+  /// Otherwise at least 64 KiB.
   std::size_t chunk_bytes = 0;
-  /// Staging blocks in the ring (DMAs in flight at most). 0: as many as fit
-  /// in 32 MiB of pinned memory, at least 4 and at most 8.
+  /// Staging blocks in the ring. 0: four (only as many as the copy fills).
   unsigned depth = 0;
   /// Host-side copy threads, the caller counting as one; 0: three quarters of
   /// the hardware threads, at most 12.
   unsigned threads = 0;
   /// Copies smaller than this go straight to the driver (its own pageable path).
   std::size_t direct_below = std::size_t{1} << 20;
+  /// How long the helper threads stay awake after a copy, waiting for the
+  /// next one (spinning with a pause, yielding to other threads after the
+  /// first 0.3 ms), before they sleep. A copy that finds them asleep waits
+  /// for their wake-up: 50-100 µs on the H200 machine's VM, where it cost a
+  /// 16 MiB copy to the device about a fifth of its speed. The price is up
+  /// to `threads - 1` busy CPUs for this long after each copy; 0 lets them
+  /// sleep at once.
+  std::chrono::microseconds spin{5000};
 };
 
 /// What one staged copy did (for tests and benchmarks).
 struct StagingStats {
   std::uint64_t staged_copies = 0;
   std::uint64_t direct_copies = 0;  ///< small, or host memory already page-locked
-  std::uint64_t chunks = 0;
+  std::uint64_t chunks = 0;  ///< DMAs issued by staged copies
   std::uint64_t bytes_staged = 0;
 };
 
@@ -170,9 +186,9 @@ struct StagingStats {
 ///    an event recorded after it). It must stay alive until then.
 class DRVSHIM_API StagingEngine {
  public:
-  /// Throws InvalidArgumentError for a depth of 1 or more than 64 threads; what
-  /// Stream::create throws. Starts `threads - 1` helper threads, which spin
-  /// for 0.3 ms after each copy before they sleep.
+  /// Throws InvalidArgumentError for chunk_bytes under 64 KiB (but not 0), a
+  /// depth of 1, more than 64 threads or a negative spin; what Stream::create
+  /// throws. Starts `threads - 1` helper threads (see StagingOptions::spin).
   StagingEngine(const PinnedPool& pool, StagingOptions options = {});
 
   /// Host to device. Throws InvalidArgumentError when the sizes differ; CUDA
