@@ -63,7 +63,10 @@ struct PoolEntry {
 // reused), so a slot of a dead pool is never touched.
 struct HotSlot {
   std::atomic<PoolEntry*> entry{nullptr};
-  std::size_t size_class = 0;             // of `entry`; written by the owner before it parks one
+  // Of `entry`; written by the owner (before it parks a block), read by
+  // anyone holding the pool's lock (atomic only so that those reads are not
+  // a data race: relaxed loads and stores are plain moves).
+  std::atomic<std::size_t> size_class{0};
   std::atomic<std::uint64_t> reuses{0};   // acquires served from here (written by the owner only)
   std::thread::id owner;
 };
@@ -180,7 +183,7 @@ struct PoolCore {
   // A parked block of size class `cls`, taken back for an acquire (under `mutex`).
   PoolEntry* unpark_one(std::size_t cls) noexcept {
     for (auto& slot : hot_slots) {
-      if (slot->size_class != cls || slot->entry.load(std::memory_order_relaxed) == nullptr) continue;
+      if (slot->size_class.load(std::memory_order_relaxed) != cls || slot->entry.load(std::memory_order_relaxed) == nullptr) continue;
       if (PoolEntry* e = slot->entry.exchange(nullptr, std::memory_order_acquire)) return e;
     }
     return nullptr;
@@ -216,7 +219,7 @@ struct PoolCore {
     for (const auto& slot : hot_slots) {
       hot_reuses += slot->reuses.load(std::memory_order_relaxed);
       if (slot->entry.load(std::memory_order_acquire) != nullptr) {
-        hot_bytes += slot->size_class;
+        hot_bytes += slot->size_class.load(std::memory_order_relaxed);
         ++hot_blocks;
       }
     }
@@ -230,6 +233,12 @@ struct PoolCore {
     s.bytes_cached = bytes_cached() + hot_bytes;
     s.blocks_cached = counts.blocks_total - counts.blocks_in_use + hot_blocks;
     return s;
+  }
+  // A free block of class `cls` is handed out again (under `mutex`).
+  void count_reuse(std::size_t cls) noexcept {
+    ++counts.reuses;
+    counts.bytes_in_use += cls;
+    ++counts.blocks_in_use;
   }
   // A block leaves the pool's books (freed).
   void forget(std::size_t bytes) noexcept {
@@ -333,7 +342,7 @@ struct PoolCore {
         PoolEntry* e = std::exchange(block.entry_, nullptr);
         block.data_ = nullptr;
         block.pool_ = nullptr;
-        slot.size_class = bytes;
+        slot.size_class.store(bytes, std::memory_order_relaxed);
         slot.entry.store(e, std::memory_order_release);
         // Paired with the fence in handles_gone(): no CPU fence needed here.
         std::atomic_signal_fence(std::memory_order_seq_cst);
@@ -494,7 +503,7 @@ PinnedBlock PinnedPool::acquire(std::size_t bytes) const {
   if (detail::t_hot.serial == c.serial) {
     // This thread's parked block (see HotSlot).
     detail::HotSlot& slot = *detail::t_hot.slot;
-    if (slot.size_class == cls && slot.entry.load(std::memory_order_relaxed) != nullptr) {
+    if (slot.size_class.load(std::memory_order_relaxed) == cls && slot.entry.load(std::memory_order_relaxed) != nullptr) {
       if (detail::PoolEntry* e = slot.entry.exchange(nullptr, std::memory_order_acquire)) {
         slot.reuses.store(slot.reuses.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
         return PinnedBlock(core_.get(), e, e->data, bytes, cls);
@@ -514,9 +523,7 @@ PinnedBlock PinnedPool::acquire_locked(std::size_t bytes, std::size_t cls) const
     if (!list.empty() && !list.back()->event) [[likely]] {
       detail::PoolEntry* e = list.back();
       list.pop_back();
-      ++c.counts.reuses;
-      c.counts.bytes_in_use += cls;
-      ++c.counts.blocks_in_use;
+      c.count_reuse(cls);
       return PinnedBlock(core_.get(), e, e->data, bytes, cls);
     }
   }
@@ -540,9 +547,7 @@ PinnedBlock PinnedPool::acquire_slowly(std::size_t bytes, std::size_t cls) const
         e->event.reset();
       }
       list.erase(list.begin() + static_cast<std::ptrdiff_t>(i));
-      ++c.counts.reuses;
-      c.counts.bytes_in_use += cls;
-      ++c.counts.blocks_in_use;
+      c.count_reuse(cls);
       return PinnedBlock(core_.get(), e, e->data, bytes, cls);
     }
     // A block another thread parked (it counts as in use already).
