@@ -8,7 +8,7 @@ build=${DRVSHIM_GPU_BUILD_DIR:-$root/build-gpu}
 bundle=$root/.gpu-bundle
 "$root/tools/setup-deps.sh"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" -j"$(nproc)" --target drvshim drvshim-probe drvshim_gpu_tests drvshim_gpu_interop init_order zero_copy_vadd pinned_stream_copy nvrtc_kernel bench_transfers bench_launch bench_launch_cudart bench_compile bench_staging drvshim_gpu_kernels drvshim_cudart drvshim_runtime_api_programs
+cmake --build "$build" -j"$(nproc)" --target drvshim drvshim-probe drvshim_gpu_tests drvshim_gpu_interop init_order zero_copy_vadd pinned_stream_copy nvrtc_kernel bench_transfers bench_launch drvshim_bench_launch_cudart bench_compile bench_staging drvshim_gpu_kernels drvshim_cudart drvshim_runtime_api_programs
 rm -rf "$bundle"
 mkdir -p "$bundle/driver" "$bundle/tools" "$bundle/tests" "$bundle/examples" "$bundle/runtime_compat"
 # Real files, not links: the device tool carries links only as links.
