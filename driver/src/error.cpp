@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
 #include <utility>
 
 namespace drvshim {
@@ -188,6 +189,11 @@ HostCallbackError::HostCallbackError(const std::string& api, const std::string& 
     : Error(ErrorKind::host_callback,
             fmt::format("a host callback on {} threw: {} (reported at {})", stream, message, api),
             ErrorDetails{api, 0, stream, "host callbacks must not throw; catch inside the callback", true}) {}
+
+SystemError::SystemError(const std::string& api, const std::string& summary, int errno_value, const std::string& hint)
+    : Error(ErrorKind::system, fmt::format("{}: {} ({})", api, summary, std::strerror(errno_value)),
+            ErrorDetails{api, 0, {}, hint, false}),
+      errno_(errno_value) {}
 
 std::string Status::to_string() const {
   if (ok()) return "ok";

@@ -27,7 +27,10 @@
 
 #include "context_scope.hpp"
 #include "core.hpp"
+#include "cpu_budget.hpp"
 #include "log_internal.hpp"
+#include "test_hooks.hpp"
+#include "threads.hpp"
 #include "trace_internal.hpp"
 
 namespace drvshim {
@@ -68,6 +71,9 @@ struct HotSlot {
   // a data race: relaxed loads and stores are plain moves).
   std::atomic<std::size_t> size_class{0};
   std::atomic<std::uint64_t> reuses{0};   // acquires served from here (written by the owner only)
+  // Set by the owner while it parks a block (see give_back_ready()): the
+  // pool's last handle waits for it to clear before it takes the slots back.
+  std::atomic<bool> parking{false};
   std::thread::id owner;
 };
 struct ThreadHot {
@@ -105,6 +111,28 @@ inline void cpu_pause() noexcept {
   std::this_thread::yield();
 #endif
 }
+
+// Waiting for another thread of the same copy: spin briefly (the wait is
+// usually a few microseconds), then give the CPU away, since the thread
+// waited for may need this very CPU (a process restricted to fewer CPUs than
+// it has threads, or other work of the program). Spinning alone made a 256 MiB
+// staged copy on one allowed CPU four times slower than one thread.
+class Backoff {
+ public:
+  void wait() noexcept {
+    if (++rounds_ < 1024) {
+      cpu_pause();
+    } else if (rounds_ < 1024 + 256) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+  void reset() noexcept { rounds_ = 0; }
+
+ private:
+  unsigned rounds_ = 0;
+};
 
 // The pool's lock: held for a few pushes and pops (and, for blocks released
 // after a stream, a cuEventQuery), so spinning beats a futex-backed mutex,
@@ -162,29 +190,40 @@ struct PoolCore {
     return counter.fetch_add(1) + 1;
   }
 
-  // Takes every parked block back into the free lists (under `mutex`); the
-  // blocks stop counting as in use.
-  void unpark_all() noexcept {
-    for (auto& slot : hot_slots) {
-      if (PoolEntry* e = slot->entry.exchange(nullptr, std::memory_order_acquire)) {
-        const std::size_t bytes = e->buffer.size();
-        counts.bytes_in_use -= bytes;
-        --counts.blocks_in_use;
-        auto& list = free[class_index(bytes)];
-        if (list.size() < list.capacity()) {
-          list.push_back(e);
-        } else {
-          forget(bytes);  // no room was reserved for it (see acquire): freed instead
-          delete e;
-        }
-      }
+  // A block taken out of a hot slot goes into the free list of its own size
+  // (under `mutex`) and stops counting as in use. The size is the entry's
+  // own, never the slot's label: the owner may relabel its slot at any time.
+  void file_unparked(PoolEntry* e) noexcept {
+    const std::size_t bytes = e->buffer.size();
+    counts.bytes_in_use -= bytes;
+    --counts.blocks_in_use;
+    auto& list = free[class_index(bytes)];
+    if (list.size() < list.capacity()) {
+      list.push_back(e);
+    } else {
+      forget(bytes);  // no room was reserved for it (see acquire): freed instead
+      delete e;
     }
   }
-  // A parked block of size class `cls`, taken back for an acquire (under `mutex`).
+  // Takes every parked block back into the free lists (under `mutex`).
+  void unpark_all() noexcept {
+    for (auto& slot : hot_slots) {
+      if (PoolEntry* e = slot->entry.exchange(nullptr, std::memory_order_acquire)) file_unparked(e);
+    }
+  }
+  // A parked block of size class `cls`, taken back for an acquire (under
+  // `mutex`). The slot's label is only a hint: between reading it and taking
+  // the entry, the owner can take its block back and park one of another
+  // class, so the entry taken is checked; one of another class goes to its
+  // own free list.
   PoolEntry* unpark_one(std::size_t cls) noexcept {
     for (auto& slot : hot_slots) {
       if (slot->size_class.load(std::memory_order_relaxed) != cls || slot->entry.load(std::memory_order_relaxed) == nullptr) continue;
-      if (PoolEntry* e = slot->entry.exchange(nullptr, std::memory_order_acquire)) return e;
+      test_hooks::at(test_hooks::Point::pool_unpark);
+      PoolEntry* e = slot->entry.exchange(nullptr, std::memory_order_acquire);
+      if (e == nullptr) continue;
+      if (e->buffer.size() == cls) return e;
+      file_unparked(e);
     }
     return nullptr;
   }
@@ -254,11 +293,29 @@ struct PoolCore {
   static void handles_gone(PoolCore* core) noexcept {
     bury_the_dead();
     if (core->hot) {
-      // After this fence, a thread parking a block either had its block
-      // visible before it (taken back below) or sees `closing` and takes it
-      // back itself (see park()).
+      // After this fence, a thread that starts to park a block sees
+      // `closing` and returns its block through the lock instead (the block
+      // still counts as in use, so the pool outlives that return); one that
+      // had started before it is waited for, and its block is then visible
+      // to unpark_all() (see give_back_ready()).
       core->closing.store(true, std::memory_order_relaxed);
       fence_every_thread();
+      std::vector<HotSlot*> slots;
+      {
+        std::lock_guard<SpinLock> lock(core->mutex);
+        for (auto& slot : core->hot_slots) {
+          try {
+            slots.push_back(slot.get());
+          } catch (const std::bad_alloc&) {
+            // Too little memory to list them: wait for each one under the
+            // lock (parking itself never takes the lock).
+            while (slot->parking.load(std::memory_order_acquire)) cpu_pause();
+          }
+        }
+      }
+      for (HotSlot* slot : slots) {
+        while (slot->parking.load(std::memory_order_acquire)) std::this_thread::yield();
+      }
     }
     {
       std::lock_guard<SpinLock> lock(core->mutex);
@@ -333,23 +390,34 @@ struct PoolCore {
 
   // The common return (no event, room under the cap, pool alive): one short
   // lock, a push, counters; anything else takes give_back().
+  //
+  // Parking: mark the slot busy, then look at `closing`. The pool's last
+  // handle sets `closing`, fences every thread (membarrier), then waits for
+  // busy slots to clear. So either this thread marked its slot before that
+  // fence (the handle waits for it; the block stored meanwhile is visible to
+  // unpark_all()), or it sees `closing` and returns the block through the
+  // lock. Once the block is stored and the mark cleared, nothing of the pool
+  // is touched: its last handle may delete it at any moment from then on.
   static void give_back_ready(PinnedBlock& block) noexcept {
     PoolCore& core = *block.pool_;
     const std::size_t bytes = block.capacity_;
     if (t_hot.serial == core.serial) {
       HotSlot& slot = *t_hot.slot;
       if (slot.entry.load(std::memory_order_relaxed) == nullptr) {
-        PoolEntry* e = std::exchange(block.entry_, nullptr);
-        block.data_ = nullptr;
-        block.pool_ = nullptr;
-        slot.size_class.store(bytes, std::memory_order_relaxed);
-        slot.entry.store(e, std::memory_order_release);
+        slot.parking.store(true, std::memory_order_relaxed);
         // Paired with the fence in handles_gone(): no CPU fence needed here.
         std::atomic_signal_fence(std::memory_order_seq_cst);
-        if (core.closing.load(std::memory_order_relaxed)) [[unlikely]] {
-          if (PoolEntry* back = slot.entry.exchange(nullptr, std::memory_order_acquire)) core.give_back(back, std::nullopt, true);
+        if (!core.closing.load(std::memory_order_relaxed)) [[likely]] {
+          PoolEntry* e = std::exchange(block.entry_, nullptr);
+          block.data_ = nullptr;
+          block.pool_ = nullptr;
+          slot.size_class.store(bytes, std::memory_order_relaxed);
+          test_hooks::at(test_hooks::Point::pool_park);
+          slot.entry.store(e, std::memory_order_release);
+          slot.parking.store(false, std::memory_order_release);
+          return;
         }
-        return;
+        slot.parking.store(false, std::memory_order_release);
       }
     }
     give_back_locked(block);
@@ -362,7 +430,7 @@ struct PoolCore {
     const std::size_t bytes = block.capacity_;
     {
       std::lock_guard<SpinLock> lock(core.mutex);
-      if (core.hot && t_hot.serial != core.serial && !core.orphaned) {
+      if (core.hot && t_hot.serial != core.serial && !core.orphaned && !core.closing.load(std::memory_order_relaxed)) {
         // From the next release on, this thread parks its block here.
         if (HotSlot* slot = core.slot_of_this_thread()) t_hot = ThreadHot{core.serial, slot};
       }
@@ -841,9 +909,10 @@ struct StagingJob {
   bool take_piece() noexcept {
     const std::size_t p = next_piece.fetch_add(1, std::memory_order_relaxed);
     if (p >= pieces) return false;
+    Backoff backoff;
     while (open_until.load(std::memory_order_acquire) < piece_at[p + 1]) {
       if (abort.load(std::memory_order_relaxed)) return false;
-      cpu_pause();
+      backoff.wait();
     }
     copy_piece(p, [] {});
     return true;
@@ -875,15 +944,18 @@ struct StagingJob {
 // taken by whoever is awake.
 class CopyCrew {
  public:
+  // Throws SystemError when a helper cannot be started; the ones already
+  // started are stopped first.
   CopyCrew(unsigned helpers, std::chrono::microseconds spin) : spin_(spin) {
-    for (unsigned i = 0; i < helpers; ++i) threads_.emplace_back([this] { run(); });
+    try {
+      threads_.reserve(helpers);
+      for (unsigned i = 0; i < helpers; ++i) threads_.push_back(start_thread("StagingEngine", [this] { run(); }));
+    } catch (...) {
+      stop();
+      throw;
+    }
   }
-  ~CopyCrew() {
-    stop_.store(true);
-    bell_.fetch_add(1);
-    bell_.notify_all();
-    for (auto& t : threads_) t.join();
-  }
+  ~CopyCrew() { stop(); }
   CopyCrew(const CopyCrew&) = delete;
   CopyCrew& operator=(const CopyCrew&) = delete;
 
@@ -903,10 +975,19 @@ class CopyCrew {
   // Closes the job to late joiners and waits for every helper to leave it.
   void retire() noexcept {
     job_.store(nullptr);
-    while (active_.load() != 0) cpu_pause();
+    Backoff backoff;
+    while (active_.load() != 0) backoff.wait();
   }
 
  private:
+  void stop() noexcept {
+    stop_.store(true);
+    bell_.fetch_add(1);
+    bell_.notify_all();
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+  }
+
   void ring() {
     bell_.fetch_add(1);
     bell_.notify_one();
@@ -963,25 +1044,35 @@ struct StagingCore {
 
   PinnedPool pool;
   StagingOptions options;
+  // Fewer than two threads cannot beat the driver's own pageable path (one
+  // thread copies pageable memory at 5-9 GB/s on the H200 machine, about what
+  // the driver reaches alone): every copy then goes straight to the driver.
+  const bool staging_pays;
   Stream stream;
   std::mutex copy_mutex;      // one copy at a time: the ring, its events and the crew are per engine
   std::vector<Event> events;  // kMaxInFlight, created at the first staged copy and kept
+  std::optional<Event> legacy_mark;  // recorded on the legacy stream by each synchronous copy
   CopyCrew crew;
   mutable std::mutex stats_mutex;
   StagingStats stats;
 
   StagingCore(const PinnedPool& p, const StagingOptions& o)
-      : pool(p), options(resolved(o)), stream(Stream::create(p.context(), StreamFlags::non_blocking)),
-        crew(options.threads - 1, options.spin) {}
+      : pool(p), options(resolved(o)), staging_pays(options.threads >= 2),
+        stream(Stream::create(p.context(), StreamFlags::non_blocking)), crew(staging_pays ? options.threads - 1 : 0, options.spin) {}
 
+  // The thread count: asked for, or three quarters of the CPUs this process
+  // may use (its affinity mask and cgroup quota, not the machine's hardware
+  // threads), rounded up, at most 12; never more than those CPUs.
   static StagingOptions resolved(StagingOptions o) {
-    if (o.threads == 0) o.threads = std::clamp(std::thread::hardware_concurrency() * 3 / 4, 1u, 12u);
+    const unsigned cpus = usable_cpus();
+    if (o.threads == 0) o.threads = std::clamp((cpus * 3 + 3) / 4, 1u, 12u);
+    o.threads = std::min(o.threads, cpus);
     return o;
   }
 
   // Whether this copy goes straight to the driver, and counts it.
   bool direct(const void* host, std::size_t bytes) {
-    bool go_direct = bytes < options.direct_below;
+    bool go_direct = !staging_pays || bytes < options.direct_below;
     if (!go_direct) go_direct = host_is_page_locked(*pool.context().device().core(), host);
     std::lock_guard<std::mutex> lock(stats_mutex);
     ++(go_direct ? stats.direct_copies : stats.staged_copies);
@@ -1039,14 +1130,30 @@ class StagedCopy {
     c_.stats.chunks += issued_;
   }
 
+  // A synchronous copy is ordered as the driver's synchronous copies are:
+  // after the work already queued on the legacy default stream (and, through
+  // it, on every blocking stream). The engine's own stream is non-blocking,
+  // so it waits for an event recorded there: two calls, no host wait.
+  void order_after_legacy_stream() {
+    if (!c_.legacy_mark) c_.legacy_mark.emplace(Event::create(c_.pool.context(), EventFlags::disable_timing));
+    c_.legacy_mark->ref().record(StreamRef::legacy_default(c_.pool.context()));
+    stream_.wait(c_.legacy_mark->ref());
+  }
+
   void to_device(DeviceSpan<std::byte> dst, bool wait_at_end) {
     StagingJob& j = job_;
+    if (wait_at_end) order_after_legacy_stream();
     dst_.emplace(dst);
     j.open_until.store(std::min(j.bytes, j.ring_bytes), std::memory_order_release);
     c_.crew.publish(&j);
     auto between = [this] { send(); };
+    Backoff backoff;
     while (sent_ < j.bytes) {
-      if (!send() && !j.try_piece(between)) cpu_pause();
+      if (send() || j.try_piece(between)) {
+        backoff.reset();
+      } else {
+        backoff.wait();
+      }
     }
     c_.crew.retire();  // every piece is in: the source has been read completely
     if (wait_at_end) {
@@ -1063,12 +1170,18 @@ class StagedCopy {
 
   void to_host(DeviceSpan<const std::byte> src) {
     StagingJob& j = job_;
+    order_after_legacy_stream();
     src_.emplace(src);
     ends_ = host_dma_ends(plan_, j.bytes);
     c_.crew.publish(&j);
     auto between = [this] { fetch(); };
+    Backoff backoff;
     while (emptied_ < j.bytes) {
-      if (!fetch() && !j.try_piece(between)) cpu_pause();
+      if (fetch() || j.try_piece(between)) {
+        backoff.reset();
+      } else {
+        backoff.wait();
+      }
     }
     queued_ = false;  // every byte copied out: every DMA has landed
   }
@@ -1240,15 +1353,31 @@ void StagingEngine::copy_to_host_async(std::span<std::byte> dst, DeviceSpan<cons
   // driver call inside: host functions must not make any). Stream order makes
   // a block reusable once its host function has run.
   const std::size_t chunk = detail::ring_for(c.options, dst.size()).top;
-  for (std::size_t offset = 0; offset < dst.size(); offset += chunk) {
-    const std::size_t n = std::min(chunk, dst.size() - offset);
-    auto block = std::make_shared<PinnedBlock>(c.pool.acquire(n));
-    copy_async(stream, std::span<std::byte>(block->data(), n), src.subspan(offset, n));
-    std::byte* out = dst.data() + offset;
-    stream.launch_host_func([block, out, n] {
-      std::memcpy(out, block->data(), n);
-      detail::PoolCore::release_in_host_func(*block);
-    });
+  // The chunk being queued: its DMA may be queued although its host function
+  // is not, so its block must not go back to the pool before the stream has
+  // passed that DMA.
+  std::shared_ptr<PinnedBlock> block;
+  try {
+    for (std::size_t offset = 0; offset < dst.size(); offset += chunk) {
+      const std::size_t n = std::min(chunk, dst.size() - offset);
+      block = std::make_shared<PinnedBlock>(c.pool.acquire(n));
+      copy_async(stream, std::span<std::byte>(block->data(), n), src.subspan(offset, n));
+      std::byte* out = dst.data() + offset;
+      stream.launch_host_func([block, out, n] {
+        std::memcpy(out, block->data(), n);
+        detail::PoolCore::release_in_host_func(*block);
+      });
+    }
+  } catch (...) {
+    // Wait for the stream before reporting: the queued DMAs land before their
+    // blocks are reused, and no host function of this call writes into `dst`
+    // after it returned (its contents are then unspecified). The wait's own
+    // error is dropped: the first one is on its way.
+    try {
+      stream.synchronize();
+    } catch (...) {
+    }
+    throw;
   }
 }
 

@@ -76,7 +76,8 @@ Error map_exception(const drvshim::Error& e) noexcept {
     case ErrorKind::context_state: return Error::not_permitted;
     case ErrorKind::invalid_argument: return Error::invalid_value;
     case ErrorKind::unsupported: return Error::not_supported;
-    case ErrorKind::host_callback: return Error::unknown;
+    case ErrorKind::host_callback:
+    case ErrorKind::system: return Error::unknown;
     case ErrorKind::context_poisoned:
     case ErrorKind::cuda: break;
   }

@@ -61,11 +61,19 @@ DRVSHIM_FAKE_API int drvshim_fake_live_device_allocations(void);
 DRVSHIM_FAKE_API int drvshim_fake_live_pinned_allocations(void);
 DRVSHIM_FAKE_API int drvshim_fake_live_registrations(void);
 DRVSHIM_FAKE_API int drvshim_fake_live_streams(void);
-/* Streams with controllable completion. A held stream's queued work does not
- * complete: cuStreamQuery and its events' queries answer CUDA_ERROR_NOT_READY
- * and host functions wait; releasing (on = 0) or synchronising completes it,
- * running the host functions in order. */
+/* Streams with controllable completion. Work on a stream runs in order, when
+ * the stream may run: asynchronous copies, memsets and kernel launches, event
+ * records, waits for events (cuStreamWaitEvent) and host functions. A held
+ * stream's work does not run: cuStreamQuery and its events' queries answer
+ * CUDA_ERROR_NOT_READY, copies have not happened, streams waiting for its
+ * events wait; releasing (on = 0) or synchronising it (stream, event, context,
+ * or a synchronous operation that waits for it) runs it, host functions in
+ * order. The legacy default stream orders as the driver's: a blocking stream's
+ * work waits for the legacy stream's earlier work, legacy work (and every
+ * synchronous copy or memset, which runs there) for every blocking stream's. */
 DRVSHIM_FAKE_API void drvshim_fake_stream_hold(void* stream, int on);
+/* Holds the legacy default stream of `context` (a CUcontext), likewise. */
+DRVSHIM_FAKE_API void drvshim_fake_legacy_stream_hold(void* context, int on);
 /* The stream's next query or synchronize reports `code` as the failure of
  * earlier work; a sticky code (700, 710, 714-719) also poisons its context:
  * every later call in it returns the code. */

@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -83,13 +85,31 @@ struct HostFn {
   void* data;
 };
 
+// One record of an event (or an internal marker): done once the stream
+// reached it. Waits keep the record they wait for, so a later re-record of
+// the event does not change what an earlier wait waits for.
+struct RecordState {
+  bool done = false;
+  std::chrono::steady_clock::time_point at;
+};
+
+// Work queued on a stream, run in order once the stream may run (not held,
+// not waiting for a record). Copies, memsets and kernels run under the
+// engine lock; host functions run without it.
+struct FakeOp {
+  enum Kind { work, kernel, record, wait, host_fn } kind = work;
+  std::function<void()> run;             // work (under the engine lock), kernel (without it)
+  std::shared_ptr<RecordState> state;    // record, wait
+  HostFn fn{};                           // host_fn
+};
+
 struct FakeStream {
   FakeCtx* ctx = nullptr;
   unsigned flags = 0;
   int priority = 0;
-  bool held = false;               // queued work does not complete until released (or synchronised)
-  std::vector<HostFn> pending_fns;  // host functions waiting for the stream, in order
-  std::vector<FakeEvent*> pending_events;
+  bool legacy = false;             // the context's legacy default stream (handle 0 or CU_STREAM_LEGACY)
+  bool held = false;               // queued work does not run until released (or synchronised)
+  std::deque<FakeOp> queue;        // work not yet run, in order
   int fail_with = 0;               // the next query/synchronize reports this asynchronous error
 };
 
@@ -97,8 +117,8 @@ struct FakeEvent {
   FakeCtx* ctx = nullptr;
   unsigned flags = 0;
   bool recorded = false;
-  bool pending = false;
-  std::chrono::steady_clock::time_point at;
+  std::shared_ptr<RecordState> latest;  // the last record (null: never recorded)
+  bool pending() const { return latest != nullptr && !latest->done; }
 };
 
 struct FakeFunction;
@@ -137,6 +157,7 @@ struct Engine {
   std::map<uintptr_t, Alloc> allocs;             // device, managed, stream-ordered and pinned memory, by base
   std::map<uintptr_t, Registration> registered;  // host registrations, by base
   std::set<FakeStream*> streams;
+  std::map<FakeCtx*, std::unique_ptr<FakeStream>> legacy_streams;  // each context's legacy default stream
   bool recycle_handles = false;          // reuse the last destroyed stream's handle (ABA tests)
   std::vector<FakeStream*> free_streams;
   std::set<FakeEvent*> events;
@@ -341,6 +362,7 @@ void reset_state(Engine& e) {
   e.streams.clear();
   for (FakeStream* st : e.free_streams) delete st;
   e.free_streams.clear();
+  e.legacy_streams.clear();
   e.recycle_handles = false;
   for (FakeEvent* ev : e.events) delete ev;
   e.events.clear();
@@ -763,10 +785,15 @@ CUresult fake_cuCtxGetId(CUcontext c, unsigned long long* id) {
   return CUDA_SUCCESS;
 }
 
+void drain_everything(Engine& e, std::unique_lock<std::mutex>& lock, FakeCtx* ctx = nullptr);
+
 CUresult fake_cuCtxSynchronize() {
   FAKE_ENTER("cuCtxSynchronize");
   FakeCtx* ctx = nullptr;
-  return current(e, &ctx);
+  if (const CUresult r = current(e, &ctx); r != CUDA_SUCCESS) return r;
+  // Every stream of the context, its legacy stream included, runs to its end.
+  drain_everything(e, lock, ctx);
+  return CUDA_SUCCESS;
 }
 
 CUresult fake_cuMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
@@ -799,6 +826,197 @@ CUresult stream_ctx(Engine& e, CUstream s, FakeCtx** out) {
   return CUDA_SUCCESS;
 }
 
+FakeStream* legacy_of(Engine& e, FakeCtx* ctx) {
+  auto& slot = e.legacy_streams[ctx];
+  if (!slot) {
+    slot = std::make_unique<FakeStream>();
+    slot->ctx = ctx;
+    slot->legacy = true;
+  }
+  return slot.get();
+}
+
+// The queue a handle's work goes to: a user stream, the context's legacy
+// stream (0 or CU_STREAM_LEGACY), or none (the per-thread default stream:
+// its work runs at once). Call after stream_ctx() succeeded.
+FakeStream* queue_of(Engine& e, CUstream s, FakeCtx* ctx) {
+  const auto h = reinterpret_cast<uintptr_t>(s);
+  if (h == kPerThreadStream) return nullptr;
+  if (h == 0 || h == kLegacyStream) return legacy_of(e, ctx);
+  return reinterpret_cast<FakeStream*>(s);
+}
+
+std::vector<FakeStream*> all_queues(Engine& e) {
+  std::vector<FakeStream*> out(e.streams.begin(), e.streams.end());
+  for (auto& [ctx, st] : e.legacy_streams) out.push_back(st.get());
+  return out;
+}
+
+// A marker at the end of `st`'s queue: a record the caller can wait for.
+std::shared_ptr<RecordState> tail_marker(FakeStream* st) {
+  auto state = std::make_shared<RecordState>();
+  FakeOp op;
+  op.kind = FakeOp::record;
+  op.state = state;
+  st->queue.push_back(std::move(op));
+  return state;
+}
+
+void add_wait(FakeStream* st, std::shared_ptr<RecordState> state) {
+  FakeOp op;
+  op.kind = FakeOp::wait;
+  op.state = std::move(state);
+  st->queue.push_back(std::move(op));
+}
+
+// Runs what may run, on every stream, until nothing moves. Streams in
+// `forced` run even when held (a synchronize waits for held work: the test
+// that holds a stream decides when its work "finishes" by synchronising or
+// releasing it). Host functions run without the engine lock.
+void pump(Engine& e, std::unique_lock<std::mutex>& lock, const std::set<FakeStream*>& forced = {}) {
+  for (;;) {
+    bool moved = false, restart = false;
+    for (FakeStream* st : all_queues(e)) {
+      if (st->held && forced.count(st) == 0) continue;
+      while (!st->queue.empty() && !restart) {
+        FakeOp& op = st->queue.front();
+        if (op.kind == FakeOp::wait) {
+          if (!op.state->done) break;
+          st->queue.pop_front();
+        } else if (op.kind == FakeOp::record) {
+          op.state->done = true;
+          op.state->at = std::chrono::steady_clock::now();
+          st->queue.pop_front();
+        } else if (op.kind == FakeOp::work) {
+          auto run = std::move(op.run);
+          st->queue.pop_front();
+          run();
+        } else {
+          const HostFn fn = op.fn;
+          auto run = std::move(op.run);
+          st->queue.pop_front();
+          lock.unlock();
+          if (run) {
+            run();
+          } else {
+            fn.fn(fn.data);
+          }
+          lock.lock();
+          restart = true;  // streams may have come and gone meanwhile: look again
+        }
+        moved = true;
+      }
+      if (restart) break;
+    }
+    if (!moved) return;
+  }
+}
+
+// Runs `st`'s queue to its end, held or not, with everything it waits for
+// (a synchronize, or a synchronous operation on the legacy stream).
+void drain(Engine& e, std::unique_lock<std::mutex>& lock, FakeStream* st) {
+  std::set<FakeStream*> forced{st};
+  for (;;) {
+    pump(e, lock, forced);
+    const auto queues = all_queues(e);
+    if (std::find(queues.begin(), queues.end(), st) == queues.end() || st->queue.empty()) return;
+    // Blocked on a record queued elsewhere: that stream runs too.
+    const auto state = st->queue.front().state;
+    FakeStream* owner = nullptr;
+    for (FakeStream* other : queues) {
+      for (const FakeOp& op : other->queue) {
+        if (op.kind == FakeOp::record && op.state == state) owner = other;
+      }
+    }
+    if (owner == nullptr || forced.count(owner) != 0) return;  // nothing can complete it
+    forced.insert(owner);
+  }
+}
+
+// Queues `op` on `st` with the legacy default stream's implicit ordering (a
+// blocking stream waits for the legacy stream's earlier work, the legacy
+// stream for every blocking stream's), then runs what may run. `st` null:
+// the per-thread default stream, whose work runs at once.
+void submit(Engine& e, std::unique_lock<std::mutex>& lock, FakeStream* st, FakeOp op) {
+  if (st == nullptr) {
+    if (op.kind == FakeOp::work) {
+      op.run();
+    } else if (op.kind == FakeOp::kernel) {
+      lock.unlock();
+      op.run();
+      lock.lock();
+    } else if (op.kind == FakeOp::record) {
+      op.state->done = true;
+      op.state->at = std::chrono::steady_clock::now();
+    } else if (op.kind == FakeOp::host_fn) {
+      lock.unlock();
+      op.fn.fn(op.fn.data);
+      lock.lock();
+    }
+    return;
+  }
+  if (st->legacy) {
+    for (FakeStream* other : e.streams) {
+      if (other->ctx == st->ctx && (other->flags & CU_STREAM_NON_BLOCKING) == 0 && !other->queue.empty()) {
+        add_wait(st, tail_marker(other));
+      }
+    }
+  } else if ((st->flags & CU_STREAM_NON_BLOCKING) == 0) {
+    auto it = e.legacy_streams.find(st->ctx);
+    if (it != e.legacy_streams.end() && !it->second->queue.empty()) add_wait(st, tail_marker(it->second.get()));
+  }
+  st->queue.push_back(std::move(op));
+  pump(e, lock);
+}
+
+void submit_work(Engine& e, std::unique_lock<std::mutex>& lock, FakeStream* st, std::function<void()> run) {
+  FakeOp op;
+  op.kind = FakeOp::work;
+  op.run = std::move(run);
+  submit(e, lock, st, std::move(op));
+}
+
+// Whether work on `st` would have to wait (held, or work already queued).
+bool queued(const FakeStream* st) { return st != nullptr && (st->held || !st->queue.empty()); }
+
+// Whether work on `st` must wait for another stream's queued work through
+// the legacy stream's implicit ordering (see submit()).
+bool must_wait_implicitly(Engine& e, const FakeStream* st) {
+  if (st == nullptr) return false;
+  if (st->legacy) {
+    for (FakeStream* other : e.streams) {
+      if (other->ctx == st->ctx && (other->flags & CU_STREAM_NON_BLOCKING) == 0 && !other->queue.empty()) return true;
+    }
+    return false;
+  }
+  if ((st->flags & CU_STREAM_NON_BLOCKING) != 0) return false;
+  auto it = e.legacy_streams.find(st->ctx);
+  return it != e.legacy_streams.end() && !it->second->queue.empty();
+}
+
+// Runs every queue (of `ctx`, or of every context) to its end.
+void drain_everything(Engine& e, std::unique_lock<std::mutex>& lock, FakeCtx* ctx) {
+  std::set<FakeStream*> drained;
+  for (bool more = true; more;) {
+    more = false;
+    for (FakeStream* st : all_queues(e)) {
+      if ((ctx == nullptr || st->ctx == ctx) && !st->queue.empty() && drained.insert(st).second) {
+        drain(e, lock, st);  // host functions may destroy streams: look again
+        more = true;
+        break;
+      }
+    }
+  }
+}
+
+// A synchronous operation: ordered after the legacy stream's work (and through
+// it every blocking stream's), and complete on return.
+void run_synchronously(Engine& e, std::unique_lock<std::mutex>& lock, FakeCtx* ctx, std::function<void()> run) {
+  FakeStream* legacy = legacy_of(e, ctx);
+  submit_work(e, lock, legacy, std::move(run));
+  drain(e, lock, legacy);
+}
+
 CUresult fake_cuCtxGetStreamPriorityRange(int* least, int* greatest) {
   FAKE_ENTER("cuCtxGetStreamPriorityRange");
   FakeCtx* ctx = nullptr;
@@ -829,24 +1047,6 @@ CUresult fake_cuStreamCreateWithPriority(CUstream* ps, unsigned flags, int prior
   return CUDA_SUCCESS;
 }
 
-// Completes a held stream's queued work: events get their time, host
-// functions are returned to be run (in order) after the engine lock is dropped.
-std::vector<HostFn> complete(FakeStream* st) {
-  const auto now = std::chrono::steady_clock::now();
-  for (FakeEvent* ev : st->pending_events) {
-    ev->pending = false;
-    ev->at = now;
-  }
-  st->pending_events.clear();
-  std::vector<HostFn> fns;
-  fns.swap(st->pending_fns);
-  return fns;
-}
-
-void run_host_fns(const std::vector<HostFn>& fns) {
-  for (const auto& f : fns) f.fn(f.data);
-}
-
 FakeStream* user_stream(Engine& e, CUstream s) {
   auto* st = reinterpret_cast<FakeStream*>(s);
   return e.streams.count(st) != 0 ? st : nullptr;
@@ -868,16 +1068,16 @@ CUresult fake_cuStreamDestroy(CUstream s) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
   // As the driver: destroying a stream with pending work returns at once; the
-  // work still completes (here: right away, after the stream is gone).
-  const auto fns = complete(st);
+  // work still completes (here: right away, before the stream is gone).
+  st->held = false;
+  drain(e, lock, st);
+  if (e.streams.count(st) == 0) return CUDA_SUCCESS;  // a host function destroyed it meanwhile
   e.streams.erase(st);
   if (e.recycle_handles) {
     e.free_streams.push_back(st);
   } else {
     delete st;
   }
-  lock.unlock();
-  run_host_fns(fns);
   return CUDA_SUCCESS;
 }
 
@@ -885,22 +1085,18 @@ CUresult fake_cuStreamSynchronize(CUstream s) {
   FAKE_ENTER("cuStreamSynchronize");
   FakeCtx* ctx = nullptr;
   if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
-  FakeStream* st = user_stream(e, s);
-  std::vector<HostFn> fns;
-  if (st != nullptr) fns = complete(st);  // synchronising waits for the queued work
-  const CUresult failure = take_failure(st);
-  lock.unlock();
-  run_host_fns(fns);
-  return failure;
+  if (FakeStream* st = queue_of(e, s, ctx)) drain(e, lock, st);  // synchronising waits for the queued work
+  return take_failure(user_stream(e, s));
 }
 
 CUresult fake_cuStreamQuery(CUstream s) {
   FAKE_ENTER("cuStreamQuery");
   FakeCtx* ctx = nullptr;
   if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
-  FakeStream* st = user_stream(e, s);
-  if (const CUresult failure = take_failure(st); failure != CUDA_SUCCESS) return failure;
-  return st != nullptr && st->held ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+  if (const CUresult failure = take_failure(user_stream(e, s)); failure != CUDA_SUCCESS) return failure;
+  pump(e, lock);
+  // A held stream stands for work still running, queued work or not.
+  return queued(queue_of(e, s, ctx)) ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
 }
 
 CUresult fake_cuLaunchHostFunc(CUstream s, CUhostFn fn, void* data) {
@@ -908,25 +1104,11 @@ CUresult fake_cuLaunchHostFunc(CUstream s, CUhostFn fn, void* data) {
   if (fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
   FakeCtx* ctx = nullptr;
   if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
-  FakeStream* st = user_stream(e, s);
-  if (st != nullptr && st->held) {
-    st->pending_fns.push_back(HostFn{fn, data});
-    return CUDA_SUCCESS;
-  }
-  lock.unlock();
-  fn(data);  // the stream is idle: the function runs now, outside the engine lock
+  FakeOp op;
+  op.kind = FakeOp::host_fn;
+  op.fn = HostFn{fn, data};
+  submit(e, lock, queue_of(e, s, ctx), std::move(op));  // runs now, outside the engine lock, when the stream is idle
   return CUDA_SUCCESS;
-}
-
-CUresult fake_cuStreamWaitEvent(CUstream s, CUevent ev, unsigned flags) {
-  FAKE_ENTER("cuStreamWaitEvent");
-  FakeCtx* ctx = nullptr;
-  if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
-  if (e.events.count(reinterpret_cast<FakeEvent*>(ev)) == 0) {
-    misuse(e, "cuStreamWaitEvent on a destroyed or unknown event");
-    return CUDA_ERROR_INVALID_HANDLE;
-  }
-  return flags > 1 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
 // ---- events ----------------------------------------------------------------------------------
@@ -934,6 +1116,27 @@ CUresult fake_cuStreamWaitEvent(CUstream s, CUevent ev, unsigned flags) {
 FakeEvent* live_event(Engine& e, CUevent ev) {
   auto* p = reinterpret_cast<FakeEvent*>(ev);
   return e.events.count(p) != 0 ? p : nullptr;
+}
+
+CUresult fake_cuStreamWaitEvent(CUstream s, CUevent ev, unsigned flags) {
+  FAKE_ENTER("cuStreamWaitEvent");
+  FakeCtx* ctx = nullptr;
+  if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
+  FakeEvent* p = live_event(e, ev);
+  if (p == nullptr) {
+    misuse(e, "cuStreamWaitEvent on a destroyed or unknown event");
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  if (flags > 1) return CUDA_ERROR_INVALID_VALUE;
+  // Later work on the stream waits for the event's last record (none: no wait).
+  FakeStream* st = queue_of(e, s, ctx);
+  if (p->pending() && st != nullptr) {
+    FakeOp op;
+    op.kind = FakeOp::wait;
+    op.state = p->latest;
+    submit(e, lock, st, std::move(op));
+  }
+  return CUDA_SUCCESS;
 }
 
 CUresult fake_cuEventCreate(CUevent* pe, unsigned flags) {
@@ -957,10 +1160,7 @@ CUresult fake_cuEventDestroy(CUevent ev) {
     misuse(e, "cuEventDestroy of a destroyed or unknown event");
     return CUDA_ERROR_INVALID_HANDLE;
   }
-  for (FakeStream* st : e.streams) {
-    auto& pend = st->pending_events;
-    pend.erase(std::remove(pend.begin(), pend.end(), p), pend.end());
-  }
+  // Queued records and waits keep their own record state.
   e.events.erase(p);
   delete p;
   return CUDA_SUCCESS;
@@ -976,14 +1176,11 @@ CUresult fake_cuEventRecord(CUevent ev, CUstream s) {
   FakeCtx* ctx = nullptr;
   if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
   p->recorded = true;
-  FakeStream* st = user_stream(e, s);
-  if (st != nullptr && st->held) {
-    p->pending = true;
-    st->pending_events.push_back(p);
-  } else {
-    p->pending = false;
-    p->at = std::chrono::steady_clock::now();
-  }
+  p->latest = std::make_shared<RecordState>();
+  FakeOp op;
+  op.kind = FakeOp::record;
+  op.state = p->latest;
+  submit(e, lock, queue_of(e, s, ctx), std::move(op));
   return CUDA_SUCCESS;
 }
 
@@ -992,7 +1189,8 @@ CUresult fake_cuEventQuery(CUevent ev) {
   FakeEvent* p = live_event(e, ev);
   if (p == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   if (p->ctx->sticky != 0) return static_cast<CUresult>(p->ctx->sticky);
-  return p->pending ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+  pump(e, lock);
+  return p->pending() ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
 }
 
 CUresult fake_cuEventSynchronize(CUevent ev) {
@@ -1000,17 +1198,17 @@ CUresult fake_cuEventSynchronize(CUevent ev) {
   FakeEvent* p = live_event(e, ev);
   if (p == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   if (p->ctx->sticky != 0) return static_cast<CUresult>(p->ctx->sticky);
-  std::vector<HostFn> fns;
-  if (p->pending) {
-    for (FakeStream* st : e.streams) {
-      if (std::find(st->pending_events.begin(), st->pending_events.end(), p) != st->pending_events.end()) {
-        auto more = complete(st);  // waiting for the event waits for its stream's earlier work
-        fns.insert(fns.end(), more.begin(), more.end());
+  if (!p->pending()) return CUDA_SUCCESS;
+  // Waiting for the event waits for its stream's work up to the record.
+  const auto state = p->latest;
+  for (FakeStream* st : all_queues(e)) {
+    for (const FakeOp& op : st->queue) {
+      if (op.kind == FakeOp::record && op.state == state) {
+        drain(e, lock, st);
+        return CUDA_SUCCESS;
       }
     }
   }
-  lock.unlock();
-  run_host_fns(fns);
   return CUDA_SUCCESS;
 }
 
@@ -1023,8 +1221,8 @@ CUresult fake_cuEventElapsedTime(float* ms, CUevent a, CUevent b) {
   if (((s0->flags | s1->flags) & CU_EVENT_DISABLE_TIMING) != 0 || !s0->recorded || !s1->recorded) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
-  if (s0->pending || s1->pending) return CUDA_ERROR_NOT_READY;
-  *ms = std::chrono::duration<float, std::milli>(s1->at - s0->at).count();
+  if (s0->pending() || s1->pending()) return CUDA_ERROR_NOT_READY;
+  *ms = std::chrono::duration<float, std::milli>(s1->latest->at - s0->latest->at).count();
   return CUDA_SUCCESS;
 }
 
@@ -1077,7 +1275,11 @@ CUresult new_alloc(Engine& e, FakeCtx* ctx, size_t size, AllocKind kind, unsigne
   return CUDA_SUCCESS;
 }
 
-CUresult free_alloc(Engine& e, uintptr_t p, bool pinned, const char* api) {
+
+CUresult free_alloc(Engine& e, std::unique_lock<std::mutex>& lock, uintptr_t p, bool pinned, const char* api) {
+  // Freeing waits for queued work (as the driver's free synchronises), so
+  // none of it touches freed memory.
+  drain_everything(e, lock);
   auto it = e.allocs.find(p);
   if (it == e.allocs.end() || (it->second.kind == AllocKind::pinned) != pinned ||
       it->second.kind == AllocKind::module_global) {
@@ -1106,92 +1308,115 @@ CUresult fake_cuMemFree(CUdeviceptr p) {
   if (p == 0) return CUDA_SUCCESS;
   FakeCtx* ctx = nullptr;
   if (const CUresult r = current(e, &ctx); r != CUDA_SUCCESS) return r;
-  return free_alloc(e, static_cast<uintptr_t>(p), false, "cuMemFree");
+  return free_alloc(e, lock, static_cast<uintptr_t>(p), false, "cuMemFree");
 }
 
-CUresult fake_memset(Engine& e, CUdeviceptr dst, unsigned value, size_t n, size_t width) {
+// A memset, synchronous (`async` false: on the legacy stream, complete on
+// return) or queued on stream `s`.
+CUresult fake_memset(Engine& e, std::unique_lock<std::mutex>& lock, CUdeviceptr dst, unsigned value, size_t n, size_t width,
+                     bool async, CUstream s) {
   FakeCtx* ctx = nullptr;
-  if (const CUresult r = current(e, &ctx); r != CUDA_SUCCESS) return r;
+  if (const CUresult r = async ? stream_ctx(e, s, &ctx) : current(e, &ctx); r != CUDA_SUCCESS) return r;
   const auto p = static_cast<uintptr_t>(dst);
   if (p % width != 0 || !device_accessible(e, p, n * width)) return CUDA_ERROR_INVALID_VALUE;
-  auto* bytes = reinterpret_cast<unsigned char*>(p);
-  for (size_t i = 0; i < n; ++i) std::memcpy(bytes + i * width, &value, width);
+  auto fill = [p, value, n, width] {
+    auto* bytes = reinterpret_cast<unsigned char*>(p);
+    for (size_t i = 0; i < n; ++i) std::memcpy(bytes + i * width, &value, width);
+  };
+  if (async) {
+    submit_work(e, lock, queue_of(e, s, ctx), fill);
+  } else {
+    run_synchronously(e, lock, ctx, fill);
+  }
   return CUDA_SUCCESS;
 }
 
 CUresult fake_cuMemsetD8(CUdeviceptr d, unsigned char v, size_t n) {
   FAKE_ENTER("cuMemsetD8");
-  return fake_memset(e, d, v, n, 1);
+  return fake_memset(e, lock, d, v, n, 1, false, nullptr);
 }
 CUresult fake_cuMemsetD16(CUdeviceptr d, unsigned short v, size_t n) {
   FAKE_ENTER("cuMemsetD16");
-  return fake_memset(e, d, v, n, 2);
+  return fake_memset(e, lock, d, v, n, 2, false, nullptr);
 }
 CUresult fake_cuMemsetD32(CUdeviceptr d, unsigned v, size_t n) {
   FAKE_ENTER("cuMemsetD32");
-  return fake_memset(e, d, v, n, 4);
+  return fake_memset(e, lock, d, v, n, 4, false, nullptr);
 }
 CUresult fake_cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream s) {
   FAKE_ENTER("cuMemsetD8Async");
-  FakeCtx* ctx = nullptr;
-  if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
-  return fake_memset(e, d, v, n, 1);
+  return fake_memset(e, lock, d, v, n, 1, true, s);
 }
 CUresult fake_cuMemsetD16Async(CUdeviceptr d, unsigned short v, size_t n, CUstream s) {
   FAKE_ENTER("cuMemsetD16Async");
-  FakeCtx* ctx = nullptr;
-  if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
-  return fake_memset(e, d, v, n, 2);
+  return fake_memset(e, lock, d, v, n, 2, true, s);
 }
 CUresult fake_cuMemsetD32Async(CUdeviceptr d, unsigned v, size_t n, CUstream s) {
   FAKE_ENTER("cuMemsetD32Async");
-  FakeCtx* ctx = nullptr;
-  if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
-  return fake_memset(e, d, v, n, 4);
+  return fake_memset(e, lock, d, v, n, 4, true, s);
 }
 
-// dst_dev/src_dev: whether each side must be device-accessible memory.
-CUresult fake_copy(Engine& e, uintptr_t dst, bool dst_dev, uintptr_t src, bool src_dev, size_t n) {
+// Whether [p, p+n) is page-locked host memory (pinned or registered).
+bool page_locked(const Engine& e, uintptr_t p, size_t n) {
+  if (const auto* a = find_alloc(e, p, n)) return a->second.kind == AllocKind::pinned;
+  return find_registration(e, p, n) != nullptr;
+}
+
+// A copy. dst_dev/src_dev: whether each side must be device-accessible
+// memory. Synchronous (`async` false) copies run on the legacy stream and are
+// complete on return. Queued ones read and write when the stream reaches them,
+// except that, as with the driver, a pageable source is read at once (the
+// driver stages it before returning) and a copy into pageable memory returns
+// only when done.
+CUresult fake_copy(Engine& e, std::unique_lock<std::mutex>& lock, uintptr_t dst, bool dst_dev, uintptr_t src, bool src_dev,
+                   size_t n, bool async, CUstream s) {
   FakeCtx* ctx = nullptr;
-  if (const CUresult r = current(e, &ctx); r != CUDA_SUCCESS) return r;
+  if (const CUresult r = async ? stream_ctx(e, s, &ctx) : current(e, &ctx); r != CUDA_SUCCESS) return r;
   if (n == 0) return CUDA_SUCCESS;
   if ((dst_dev && !device_accessible(e, dst, n)) || (src_dev && !device_accessible(e, src, n))) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   if (dst == 0 || src == 0) return CUDA_ERROR_INVALID_VALUE;
-  std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n);
+  if (!async) {
+    run_synchronously(e, lock, ctx, [=] { std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n); });
+    return CUDA_SUCCESS;
+  }
+  FakeStream* st = queue_of(e, s, ctx);
+  const bool waits = queued(st) || must_wait_implicitly(e, st);
+  if (!src_dev && !page_locked(e, src, n) && waits) {
+    auto staged = std::make_shared<std::vector<unsigned char>>(reinterpret_cast<const unsigned char*>(src),
+                                                               reinterpret_cast<const unsigned char*>(src) + n);
+    submit_work(e, lock, st, [=] { std::memcpy(reinterpret_cast<void*>(dst), staged->data(), n); });
+    return CUDA_SUCCESS;
+  }
+  submit_work(e, lock, st, [=] { std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n); });
+  if (!dst_dev && !page_locked(e, dst, n) && waits) drain(e, lock, st);
   return CUDA_SUCCESS;
 }
 
 CUresult fake_cuMemcpyHtoD(CUdeviceptr dst, const void* src, size_t n) {
   FAKE_ENTER("cuMemcpyHtoD");
-  return fake_copy(e, static_cast<uintptr_t>(dst), true, reinterpret_cast<uintptr_t>(src), false, n);
+  return fake_copy(e, lock, static_cast<uintptr_t>(dst), true, reinterpret_cast<uintptr_t>(src), false, n, false, nullptr);
 }
 CUresult fake_cuMemcpyDtoH(void* dst, CUdeviceptr src, size_t n) {
   FAKE_ENTER("cuMemcpyDtoH");
-  return fake_copy(e, reinterpret_cast<uintptr_t>(dst), false, static_cast<uintptr_t>(src), true, n);
+  return fake_copy(e, lock, reinterpret_cast<uintptr_t>(dst), false, static_cast<uintptr_t>(src), true, n, false, nullptr);
 }
 CUresult fake_cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n) {
   FAKE_ENTER("cuMemcpyDtoD");
-  return fake_copy(e, static_cast<uintptr_t>(dst), true, static_cast<uintptr_t>(src), true, n);
+  return fake_copy(e, lock, static_cast<uintptr_t>(dst), true, static_cast<uintptr_t>(src), true, n, false, nullptr);
 }
 CUresult fake_cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t n, CUstream s) {
   FAKE_ENTER("cuMemcpyHtoDAsync");
-  FakeCtx* ctx = nullptr;
-  if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
-  return fake_copy(e, static_cast<uintptr_t>(dst), true, reinterpret_cast<uintptr_t>(src), false, n);
+  return fake_copy(e, lock, static_cast<uintptr_t>(dst), true, reinterpret_cast<uintptr_t>(src), false, n, true, s);
 }
 CUresult fake_cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t n, CUstream s) {
   FAKE_ENTER("cuMemcpyDtoHAsync");
-  FakeCtx* ctx = nullptr;
-  if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
-  return fake_copy(e, reinterpret_cast<uintptr_t>(dst), false, static_cast<uintptr_t>(src), true, n);
+  return fake_copy(e, lock, reinterpret_cast<uintptr_t>(dst), false, static_cast<uintptr_t>(src), true, n, true, s);
 }
 CUresult fake_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
   FAKE_ENTER("cuMemcpyDtoDAsync");
-  FakeCtx* ctx = nullptr;
-  if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
-  return fake_copy(e, static_cast<uintptr_t>(dst), true, static_cast<uintptr_t>(src), true, n);
+  return fake_copy(e, lock, static_cast<uintptr_t>(dst), true, static_cast<uintptr_t>(src), true, n, true, s);
 }
 
 CUresult fake_cuMemHostAlloc(void** pp, size_t size, unsigned flags) {
@@ -1210,7 +1435,7 @@ CUresult fake_cuMemHostAlloc(void** pp, size_t size, unsigned flags) {
 
 CUresult fake_cuMemFreeHost(void* p) {
   FAKE_ENTER("cuMemFreeHost");
-  return free_alloc(e, reinterpret_cast<uintptr_t>(p), true, "cuMemFreeHost");
+  return free_alloc(e, lock, reinterpret_cast<uintptr_t>(p), true, "cuMemFreeHost");
 }
 
 CUresult fake_cuMemHostGetDevicePointer(CUdeviceptr* pd, void* p, unsigned flags) {
@@ -1289,7 +1514,7 @@ CUresult fake_cuMemFreeAsync(CUdeviceptr p, CUstream s) {
   FAKE_ENTER("cuMemFreeAsync");
   FakeCtx* ctx = nullptr;
   if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
-  return free_alloc(e, static_cast<uintptr_t>(p), false, "cuMemFreeAsync");
+  return free_alloc(e, lock, static_cast<uintptr_t>(p), false, "cuMemFreeAsync");
 }
 
 template <class T>
@@ -1747,8 +1972,26 @@ CUresult do_launch(Engine& e, std::unique_lock<std::mutex>& lock, CUfunction hf,
   const drvshim_fake_kernel_fn impl = it != e.kernels.end() ? it->second : builtin_kernel(f->name);
   if (impl == nullptr) return CUDA_SUCCESS;
   drvshim_fake_launch launch{{grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]}, shared};
-  lock.unlock();
-  impl(&launch, args);
+  FakeStream* st = queue_of(e, s, ctx);
+  if (!queued(st) && !must_wait_implicitly(e, st)) {
+    lock.unlock();
+    impl(&launch, args);
+    return CUDA_SUCCESS;
+  }
+  // Queued behind other work: the arguments are copied now, as the driver does.
+  auto values = std::make_shared<std::vector<std::vector<unsigned char>>>();
+  for (size_t i = 0; i < f->params.size(); ++i) {
+    const auto* v = static_cast<const unsigned char*>(args[i]);
+    values->emplace_back(v, v + f->params[i].second);
+  }
+  FakeOp op;
+  op.kind = FakeOp::kernel;
+  op.run = [impl, launch, values] {
+    std::vector<void*> pointers;
+    for (auto& v : *values) pointers.push_back(v.data());
+    impl(&launch, pointers.data());
+  };
+  submit(e, lock, st, std::move(op));
   return CUDA_SUCCESS;
 }
 
@@ -2146,10 +2389,17 @@ void drvshim_fake_stream_hold(void* stream, int on) {
   FakeStream* st = user_stream(e, reinterpret_cast<CUstream>(stream));
   if (st == nullptr) return;
   st->held = on != 0;
-  if (on != 0) return;
-  const auto fns = complete(st);
-  lock.unlock();
-  run_host_fns(fns);
+  if (on == 0) pump(e, lock);
+}
+
+void drvshim_fake_legacy_stream_hold(void* context, int on) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::unique_lock<std::mutex> lock(e.mutex);
+  auto* ctx = reinterpret_cast<FakeCtx*>(context);
+  if (!is_live(e, ctx)) return;
+  legacy_of(e, ctx)->held = on != 0;
+  if (on == 0) pump(e, lock);
 }
 
 void drvshim_fake_stream_fail(void* stream, int code) {

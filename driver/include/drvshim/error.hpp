@@ -15,6 +15,7 @@
 ///      +-- UnsupportedError      the device or driver lacks the capability (checked before calling)
 ///      +-- ContextPoisonedError  an earlier error made the context unusable (illegal address and kin)
 ///      +-- HostCallbackError     a host callback queued on a stream threw
+///      +-- SystemError           an operating-system call failed (a thread could not be started, a file read)
 ///      +-- CudaError             the driver returned an error code
 ///           +-- OutOfMemoryError  an allocation failed for lack of memory
 ///
@@ -49,6 +50,7 @@ enum class ErrorKind {
   context_poisoned,
   host_callback,
   cuda,
+  system,
 };
 
 /// The parts an error message is made of; each is also readable on its own.
@@ -178,6 +180,19 @@ class DRVSHIM_API ContextPoisonedError : public Error {
 class DRVSHIM_API HostCallbackError : public Error {
  public:
   HostCallbackError(const std::string& api, const std::string& stream, const std::string& message);
+};
+
+/// An operating-system call drvshim needed failed (a helper thread could not
+/// be started, a file could not be read). code() is 0; system_code() holds
+/// the errno value.
+class DRVSHIM_API SystemError : public Error {
+ public:
+  SystemError(const std::string& api, const std::string& summary, int errno_value, const std::string& hint = {});
+  /// The errno value (EAGAIN, EISDIR, ...).
+  int system_code() const noexcept { return errno_; }
+
+ private:
+  int errno_;
 };
 
 /// Whether a CUresult is one the driver makes sticky: after it the context is

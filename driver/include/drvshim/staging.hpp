@@ -146,7 +146,11 @@ struct StagingOptions {
   /// Staging blocks in the ring. 0: four (only as many as the copy fills).
   unsigned depth = 0;
   /// Host-side copy threads, the caller counting as one; 0: three quarters of
-  /// the hardware threads, at most 12.
+  /// the CPUs this process may use (its affinity mask and cgroup CPU quota,
+  /// read when the engine is made), rounded up, at most 12. Never more than those CPUs:
+  /// a larger number is lowered to it. With fewer than two, staging cannot
+  /// beat the driver's own pageable path, and every copy goes straight to
+  /// the driver (counted as direct).
   unsigned threads = 0;
   /// Copies smaller than this go straight to the driver (its own pageable path).
   std::size_t direct_below = std::size_t{1} << 20;
@@ -174,6 +178,11 @@ struct StagingStats {
 /// non-blocking stream for its synchronous copies and `threads - 1` helper
 /// threads.
 ///
+/// Ordering: the synchronous forms are ordered as the driver's synchronous
+/// copies (cuMemcpyHtoD/DtoH) are: after the work already queued on the
+/// context's legacy default stream (and through it on every blocking stream);
+/// the stream-ordered forms follow `stream` only.
+///
 /// When the host buffer may be reused:
 ///  - copy_to_device / copy_to_host: on return (the copy is complete).
 ///  - copy_to_device_async: on return the source has been read completely
@@ -184,11 +193,18 @@ struct StagingStats {
 ///    on `stream` (cuLaunchHostFunc) after each DMA: it is complete, and may be
 ///    read, only once `stream` has passed this call (synchronize it, or wait for
 ///    an event recorded after it). It must stay alive until then.
+///
+/// On failure every form has waited for the DMAs it queued before it throws
+/// (the stream-ordered forms synchronise `stream`): no staging block is
+/// reused while the device may still read or write it, and nothing writes
+/// into the destination after the call returned. The destination's contents
+/// are then unspecified.
 class DRVSHIM_API StagingEngine {
  public:
   /// Throws InvalidArgumentError for chunk_bytes under 64 KiB (but not 0), a
   /// depth of 1, more than 64 threads or a negative spin; what Stream::create
-  /// throws. Starts `threads - 1` helper threads (see StagingOptions::spin).
+  /// throws; SystemError when a helper thread cannot be started (none is left
+  /// running). Starts `threads - 1` helper threads (see StagingOptions::spin).
   StagingEngine(const PinnedPool& pool, StagingOptions options = {});
 
   /// Host to device. Throws InvalidArgumentError when the sizes differ; CUDA
@@ -202,6 +218,7 @@ class DRVSHIM_API StagingEngine {
   /// Device to host ordered on `stream`; see the class comment for when `dst` is written.
   void copy_to_host_async(std::span<std::byte> dst, DeviceSpan<const std::byte> src, const StreamRef& stream) const;
 
+  /// The options in force: `threads` resolved (see StagingOptions::threads).
   const StagingOptions& options() const noexcept;
   StagingStats stats() const;
   const PinnedPool& pool() const noexcept;

@@ -22,3 +22,13 @@ extern "C" __global__ void illegal_store(unsigned* nowhere) { *nowhere = 1u; }
 __device__ unsigned counter;
 
 extern "C" __global__ void bump_counter() { atomicAdd(&counter, 1u); }
+
+// Spins for about `ns` nanoseconds, then sets out[0..n) to `value` (grid-stride):
+// slow work whose result a copy ordered after it must see.
+extern "C" __global__ void spin_then_fill(unsigned long long ns, unsigned* out, unsigned long long n, unsigned value) {
+  unsigned long long start;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  unsigned long long now = start;
+  while (now - start < ns) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  for (unsigned long long i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) out[i] = value;
+}

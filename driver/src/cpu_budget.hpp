@@ -1,0 +1,25 @@
+#pragma once
+// How many CPUs this process may really use: the scheduler affinity mask
+// (taskset, a container's cpuset) and the cgroup CPU quota (a container's CPU
+// limit), not the machine's hardware threads. Work spread over more threads
+// than that only takes turns on the same CPUs.
+#include <optional>
+#include <string_view>
+
+namespace drvshim::detail {
+
+// The CPUs this process may use now: the smaller of the calling thread's
+// affinity mask and the cgroup quota rounded up (at least 1).
+unsigned usable_cpus() noexcept;
+
+// The quota of a cgroup v2 `cpu.max` text ("200000 100000" -> 2.0; "max
+// 100000" -> none), or of cgroup v1 cpu.cfs_quota_us / cpu.cfs_period_us
+// ("-1" -> none). Unreadable text -> none.
+std::optional<double> parse_cpu_max(std::string_view text) noexcept;
+std::optional<double> parse_cfs_quota(std::string_view quota, std::string_view period) noexcept;
+
+// The cgroup v2 path of this process from /proc/self/cgroup's "0::/path"
+// line ("" when there is none, e.g. cgroup v1 only).
+std::string_view cgroup_v2_path(std::string_view proc_self_cgroup) noexcept;
+
+}  // namespace drvshim::detail
