@@ -2,7 +2,8 @@
 # Builds everything and runs all tests (installing the build's packages first):
 #   1. the main build: unit tests against the fake driver, the export check,
 #      and the GPU tests (reported as skipped where there is no driver);
-#   2. the sanitizer lane: the unit tests rebuilt with ASan+UBSan and run again.
+#   2. the sanitizer lanes: the unit tests rebuilt with ASan+UBSan, and with
+#      TSan (the concurrency stress tests among them), and run again.
 # This is the README's test command and what .ci/run runs.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,3 +38,13 @@ cmake --build "$asan" -j"$jobs" --target drvshim_unit_tests drvshim_exit_program
 # result). A real leak or error fails both attempts.
 (cd "$asan" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --output-on-failure -j"$jobs" -L unit --timeout 300 --repeat until-pass:2)
+
+echo "== sanitizer lane (TSan) =="
+tsan=${DRVSHIM_TSAN_BUILD_DIR:-$root/build-tsan}
+cmake -S "$root" -B "$tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDRVSHIM_SANITIZE=thread -DDRVSHIM_BUILD_TOOLS=ON \
+  -DDRVSHIM_BUILD_EXAMPLES=OFF
+cmake --build "$tsan" -j"$jobs" --target drvshim_unit_tests drvshim_exit_program drvshim_fakecuda_nov2 drvshim-probe drvshim_cache_worker
+# Any report fails the test (halt_on_error); the suppressions file lists what
+# is not drvshim's and why.
+(cd "$tsan" && TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tools/tsan.supp" \
+  ctest --output-on-failure -j"$jobs" -L unit --timeout 600)

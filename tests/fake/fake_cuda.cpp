@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
@@ -110,6 +111,7 @@ struct FakeStream {
   bool legacy = false;             // the context's legacy default stream (handle 0 or CU_STREAM_LEGACY)
   bool held = false;               // queued work does not run until released (or synchronised)
   std::deque<FakeOp> queue;        // work not yet run, in order
+  int running = 0;                 // a host function or kernel of this stream runs now (without the engine lock)
   int fail_with = 0;               // the next query/synchronize reports this asynchronous error
 };
 
@@ -143,6 +145,7 @@ struct Injection {
 
 struct Engine {
   std::mutex mutex;
+  std::condition_variable idle;  // a stream's host function or kernel finished
   std::string profile = "discrete";
   int driver_version = 13000;
   bool stub = false;
@@ -193,6 +196,16 @@ struct ThreadStack {
   std::vector<FakeCtx*> stack;
 };
 thread_local ThreadStack t_stack;
+
+// Set while this thread runs a host function: the driver forbids CUDA calls
+// there ("may result in CUDA_ERROR_NOT_PERMITTED"); the fake always refuses them.
+thread_local int t_in_host_fn = 0;
+struct InHostFn {
+  InHostFn() { ++t_in_host_fn; }
+  ~InHostFn() { --t_in_host_fn; }
+  InHostFn(const InHostFn&) = delete;
+  InHostFn& operator=(const InHostFn&) = delete;
+};
 
 std::vector<FakeCtx*>& ctx_stack(Engine& e) {
   if (t_stack.generation != e.generation) {
@@ -418,6 +431,10 @@ void ensure_profile_from_env() {
 CUresult enter(Engine& e, const char* api, bool needs_init = true) {
   e.log.emplace_back(api);
   ++e.counts[api];
+  if (t_in_host_fn != 0) {
+    misuse(e, std::string(api) + " called inside a host function");
+    return CUDA_ERROR_NOT_PERMITTED;
+  }
   if (e.stub) return CUDA_ERROR_STUB_LIBRARY;
   if (e.deinitialized) {
     ++e.calls_while_deinit;
@@ -877,7 +894,7 @@ void pump(Engine& e, std::unique_lock<std::mutex>& lock, const std::set<FakeStre
   for (;;) {
     bool moved = false, restart = false;
     for (FakeStream* st : all_queues(e)) {
-      if (st->held && forced.count(st) == 0) continue;
+      if ((st->held && forced.count(st) == 0) || st->running != 0) continue;  // running: its next op waits for it
       while (!st->queue.empty() && !restart) {
         FakeOp& op = st->queue.front();
         if (op.kind == FakeOp::wait) {
@@ -895,13 +912,17 @@ void pump(Engine& e, std::unique_lock<std::mutex>& lock, const std::set<FakeStre
           const HostFn fn = op.fn;
           auto run = std::move(op.run);
           st->queue.pop_front();
+          ++st->running;
           lock.unlock();
           if (run) {
             run();
           } else {
+            InHostFn inside;
             fn.fn(fn.data);
           }
           lock.lock();
+          --st->running;  // the stream object outlives this: destroying it waits for `running`
+          e.idle.notify_all();
           restart = true;  // streams may have come and gone meanwhile: look again
         }
         moved = true;
@@ -919,7 +940,13 @@ void drain(Engine& e, std::unique_lock<std::mutex>& lock, FakeStream* st) {
   for (;;) {
     pump(e, lock, forced);
     const auto queues = all_queues(e);
-    if (std::find(queues.begin(), queues.end(), st) == queues.end() || st->queue.empty()) return;
+    if (std::find(queues.begin(), queues.end(), st) == queues.end()) return;
+    if (st->running != 0) {
+      // Another thread runs this stream's host function: synchronising waits for it.
+      e.idle.wait(lock);
+      continue;
+    }
+    if (st->queue.empty()) return;
     // Blocked on a record queued elsewhere: that stream runs too.
     const auto state = st->queue.front().state;
     FakeStream* owner = nullptr;
@@ -950,7 +977,10 @@ void submit(Engine& e, std::unique_lock<std::mutex>& lock, FakeStream* st, FakeO
       op.state->at = std::chrono::steady_clock::now();
     } else if (op.kind == FakeOp::host_fn) {
       lock.unlock();
-      op.fn.fn(op.fn.data);
+      {
+        InHostFn inside;
+        op.fn.fn(op.fn.data);
+      }
       lock.lock();
     }
     return;
@@ -977,7 +1007,7 @@ void submit_work(Engine& e, std::unique_lock<std::mutex>& lock, FakeStream* st, 
 }
 
 // Whether work on `st` would have to wait (held, or work already queued).
-bool queued(const FakeStream* st) { return st != nullptr && (st->held || !st->queue.empty()); }
+bool queued(const FakeStream* st) { return st != nullptr && (st->held || !st->queue.empty() || st->running != 0); }
 
 // Whether work on `st` must wait for another stream's queued work through
 // the legacy stream's implicit ordering (see submit()).
