@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "core.hpp"
+#include "env.hpp"
 #include "log_internal.hpp"
 #include "trace_internal.hpp"
 
@@ -250,6 +251,7 @@ Driver::Driver(std::shared_ptr<detail::DriverCore> core) noexcept : core_(std::m
 
 Driver Driver::load(const LoadOptions& options) {
   using namespace detail;
+  env::warn_about_unknown_once();
   trace_init_from_env();
   install_fork_handler();
   refresh_slow_path();
@@ -257,9 +259,8 @@ Driver Driver::load(const LoadOptions& options) {
   std::vector<std::string> candidates;
   if (!options.path.empty()) {
     candidates.push_back(options.path);
-  } else if (const char* env = options.use_environment ? std::getenv("DRVSHIM_LIBCUDA") : nullptr;
-             env != nullptr && *env != '\0') {
-    candidates.emplace_back(env);
+  } else if (auto env = options.use_environment ? env::raw("DRVSHIM_LIBCUDA") : std::nullopt) {
+    candidates.push_back(std::move(*env));
   } else {
     candidates = default_paths();
   }
@@ -282,7 +283,7 @@ Driver Driver::load(const LoadOptions& options) {
     throw DriverNotFoundError(candidates, errors);
   }
   core->loaded_path = real_path_of(core->handle, core->requested_path);
-  if (const char* sync = std::getenv("DRVSHIM_SYNC_EACH_OP"); sync != nullptr && std::string_view(sync) == "1") {
+  if (env::flag("DRVSHIM_SYNC_EACH_OP", false)) {
     core->sync_each_op = true;
     logf(log::Level::warn, "DRVSHIM_SYNC_EACH_OP=1: every submitted operation is followed by a synchronisation");
   }

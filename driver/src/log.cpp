@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 
+#include "env.hpp"
 #include "log_internal.hpp"
 #include "process.hpp"
 
@@ -80,12 +81,13 @@ LoggerState& state() noexcept {
     st->sink->set_pattern("[%H:%M:%S.%e] [drvshim] [%l] [tid %t] %v");
     st->logger = std::make_shared<spdlog::logger>("drvshim", st->sink);
     log::Level level = log::Level::warn;
-    if (const char* env = std::getenv("DRVSHIM_LOG"); env != nullptr && *env != '\0') {
-      if (auto parsed = log::parse_level(env)) {
+    // Read without the env helpers' warnings, which go through this very logger.
+    if (const auto value = detail::env::raw("DRVSHIM_LOG")) {
+      if (auto parsed = log::parse_level(*value)) {
         level = *parsed;
       } else {
         std::fprintf(stderr, "[drvshim] [warning] DRVSHIM_LOG=\"%s\" is not a level "
-                             "(off, error, warn, info, debug, trace); using warn\n", env);
+                             "(off, error, warn, info, debug, trace); using warn\n", value->c_str());
       }
     }
     st->logger->set_level(to_spdlog(level));

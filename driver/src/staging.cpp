@@ -28,6 +28,7 @@
 #include "context_scope.hpp"
 #include "core.hpp"
 #include "cpu_budget.hpp"
+#include "env.hpp"
 #include "log_internal.hpp"
 #include "test_hooks.hpp"
 #include "threads.hpp"
@@ -742,11 +743,11 @@ inline void copy_bytes(std::byte* dst, const std::byte* src, std::size_t n, Kern
 enum class Stores { automatic, stream, demote, plain };
 inline Stores stores_mode() noexcept {
   static const Stores mode = [] {
-    const char* v = std::getenv("DRVSHIM_STAGING_STORES");
-    if (v != nullptr && std::strcmp(v, "stream") == 0) return Stores::stream;
-    if (v != nullptr && std::strcmp(v, "demote") == 0) return Stores::demote;
-    if (v != nullptr && std::strcmp(v, "plain") == 0) return Stores::plain;
-    return Stores::automatic;
+    try {
+      return static_cast<Stores>(env::choice("DRVSHIM_STAGING_STORES", {"auto", "stream", "demote", "plain"}, 0));
+    } catch (...) {
+      return Stores::automatic;
+    }
   }();
   return mode;
 }

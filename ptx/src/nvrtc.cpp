@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "env.hpp"
 #include "nvrtc_functions.hpp"
 #include "nvrtc_internal.hpp"
 
@@ -70,9 +71,7 @@ bool has_file(const std::string& path) { return access(path.c_str(), R_OK) == 0;
 // loaded NVRTC (lib64/ or targets/<arch>/lib/ beside include/), else /usr/local/cuda/include.
 std::string find_cuda_include(const std::string& nvrtc_path, bool use_environment) {
   std::vector<std::string> candidates;
-  if (const char* env = use_environment ? std::getenv("DRVSHIM_CUDA_INCLUDE") : nullptr; env != nullptr && *env != '\0') {
-    candidates.emplace_back(env);
-  }
+  if (auto env = use_environment ? detail::env::raw("DRVSHIM_CUDA_INCLUDE") : std::nullopt) candidates.push_back(std::move(*env));
   const std::string dir = nvrtc_path.substr(0, nvrtc_path.rfind('/'));
   candidates.push_back(dir + "/../include");
   candidates.push_back(dir + "/../../include");
@@ -89,9 +88,7 @@ std::string find_cuda_include(const std::string& nvrtc_path, bool use_environmen
 std::vector<std::string> nvrtc_candidates(const NvrtcLoadOptions& options) {
   constexpr int kMajor = DRVSHIM_CUDA_HEADER_MAJOR;
   if (!options.path.empty()) return {options.path};
-  if (const char* env = options.use_environment ? std::getenv("DRVSHIM_LIBNVRTC") : nullptr; env != nullptr && *env != '\0') {
-    return {env};
-  }
+  if (auto env = options.use_environment ? detail::env::raw("DRVSHIM_LIBNVRTC") : std::nullopt) return {std::move(*env)};
   return {fmt::format("libnvrtc.so.{}", kMajor), fmt::format("/usr/local/cuda/lib64/libnvrtc.so.{}", kMajor)};
 }
 
@@ -229,6 +226,7 @@ NvrtcNotFoundError::NvrtcNotFoundError(const std::string& what, std::vector<std:
 Nvrtc::Nvrtc(std::shared_ptr<detail::NvrtcCore> core) noexcept : core_(std::move(core)) {}
 
 Nvrtc Nvrtc::load(const NvrtcLoadOptions& options) {
+  detail::env::warn_about_unknown_once();
   const std::vector<std::string> candidates = detail::nvrtc_candidates(options);
   auto core = std::make_shared<detail::NvrtcCore>();
   std::vector<std::string> errors;

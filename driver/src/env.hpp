@@ -1,0 +1,58 @@
+#pragma once
+// Every DRVSHIM_* environment variable, read in one place with one set of
+// rules. A value that is not understood is never silently reinterpreted: it
+// gets a warning naming the variable, the value and what is accepted, and the
+// documented default applies. Variables that choose a library to load or a
+// place to write are read with secure_getenv (ignored in set-uid programs).
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace drvshim::detail::env {
+
+// One variable: its name, what it accepts, what applies when it is unset or
+// not understood, and whether it is read with secure_getenv.
+struct Variable {
+  const char* name;
+  const char* accepts;
+  const char* fallback;
+  bool secure;
+};
+
+// The table (README.md's "Environment" lists the same).
+const std::vector<Variable>& variables() noexcept;
+
+// The value, or nullopt when unset or empty. `name` must be in the table.
+std::optional<std::string> raw(std::string_view name);
+
+// A switch: 1, true, yes, on / 0, false, no, off, in any case. Unset: `fallback`.
+bool flag(const char* name, bool fallback);
+
+// One of `choices` (exact spelling, any case); returns its index. Unset: `fallback`.
+std::size_t choice(const char* name, std::initializer_list<const char*> choices, std::size_t fallback);
+
+// A byte count: digits, optionally followed by K, M, G or T (powers of 1024,
+// an optional "iB"/"B"). Unset: nullopt; not understood: warning and nullopt.
+std::optional<std::uint64_t> bytes(const char* name);
+
+// An absolute path. Unset: nullopt; relative: warning and nullopt.
+std::optional<std::string> absolute_path(const char* name);
+
+// `s` in lower case.
+std::string lower(std::string_view s);
+
+// The parsers on their own (no warning; nullopt when not understood), for tests.
+std::optional<bool> parse_flag(std::string_view text) noexcept;
+std::optional<std::uint64_t> parse_bytes(std::string_view text) noexcept;
+
+// Warns, once per process, about DRVSHIM_* variables that drvshim does not
+// know (a typo such as DRVSHIM_CACHE_DISABLED), naming the closest known one.
+void warn_about_unknown_once() noexcept;
+
+// Writes a warning about `name`'s value (through the log, level warn).
+void complain(const char* name, std::string_view value, std::string_view why);
+
+}  // namespace drvshim::detail::env

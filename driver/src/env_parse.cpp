@@ -1,0 +1,54 @@
+// The pure parsers of env.hpp (no logging), compiled into the unit tests too.
+#include <cctype>
+#include <cstdint>
+#include <string>
+
+#include "env.hpp"
+
+namespace drvshim::detail::env {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::optional<bool> parse_flag(std::string_view text) noexcept {
+  try {
+    const std::string t = lower(text);
+    if (t == "1" || t == "true" || t == "yes" || t == "on") return true;
+    if (t == "0" || t == "false" || t == "no" || t == "off") return false;
+  } catch (...) {
+  }
+  return std::nullopt;
+}
+
+std::optional<std::uint64_t> parse_bytes(std::string_view text) noexcept {
+  std::uint64_t n = 0;
+  std::size_t i = 0;
+  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
+    const std::uint64_t digit = static_cast<std::uint64_t>(text[i] - '0');
+    if (n > (UINT64_MAX - digit) / 10) return std::nullopt;
+    n = n * 10 + digit;
+  }
+  if (i == 0) return std::nullopt;
+  std::string_view unit = text.substr(i);
+  unsigned shift = 0;
+  if (!unit.empty()) {
+    switch (unit[0]) {
+      case 'k': case 'K': shift = 10; break;
+      case 'm': case 'M': shift = 20; break;
+      case 'g': case 'G': shift = 30; break;
+      case 't': case 'T': shift = 40; break;
+      case 'b': case 'B': shift = 0; break;
+      default: return std::nullopt;
+    }
+    unit.remove_prefix(1);
+    if (shift != 0 && (unit == "iB" || unit == "ib" || unit == "B" || unit == "b")) unit = {};
+    if (!unit.empty()) return std::nullopt;
+  }
+  if (shift != 0 && n > (UINT64_MAX >> shift)) return std::nullopt;
+  return n << shift;
+}
+
+}  // namespace drvshim::detail::env
