@@ -40,6 +40,7 @@ void ContextRef::synchronize() const {
   const auto& core = *device_.core();
   detail::ContextScope scope(core, address_, "ContextRef::synchronize");
   DRVSHIM_TRY(core, cuCtxSynchronize, ctx_objects(*this));
+  core.bury_spent_callbacks();  // closures of host callbacks that ran (outside any host function)
 }
 
 MemoryInfo ContextRef::memory_info() const {
@@ -119,6 +120,7 @@ ContextRef PrimaryContext::ref() const {
 }
 
 void PrimaryContext::release() {
+  if (address_ != 0) device_.core()->ensure_usable("PrimaryContext::release");  // the no-throw twin skips silently
   const Status s = release(std::nothrow);
   if (!s.ok()) {
     detail::raise(*device_.core(), s.code(), s.api(), fmt::format("primary context of device {}", device_.ordinal()));
@@ -138,8 +140,19 @@ Status PrimaryContext::release(std::nothrow_t) noexcept {
   const CUresult r = DRVSHIM_CU(core, cuDevicePrimaryCtxRelease, device_.native());
   core.note_result(r);
   if (r == CUDA_SUCCESS) {
-    std::lock_guard<std::mutex> lock(core.ledger_mutex);
-    ++device_.core()->ledgers[device_.ordinal()].releases;
+    {
+      std::lock_guard<std::mutex> lock(core.ledger_mutex);
+      ++device_.core()->ledgers[device_.ordinal()].releases;
+    }
+    // A poisoned primary context is gone once its last retain (anyone's) is
+    // released; its next activation gets a fresh context at the same address.
+    if (core.any_poisoned.load() && core.is_poisoned(address)) {
+      unsigned flags = 0;
+      int active = 1;
+      if (DRVSHIM_CU(core, cuDevicePrimaryCtxGetState, device_.native(), &flags, &active) == CUDA_SUCCESS && active == 0) {
+        core.forget_poison(address);
+      }
+    }
   } else {
     detail::logf(log::Level::warn, "device {}: cuDevicePrimaryCtxRelease failed with {} ({})", device_.ordinal(),
                 result_name(static_cast<int>(r)), static_cast<int>(r));
@@ -174,6 +187,7 @@ ContextRef Context::ref() const {
 
 void Context::destroy() {
   const auto address = address_;
+  if (address != 0) device_.core()->ensure_usable("Context::destroy");  // the no-throw twin skips silently
   const Status s = destroy(std::nothrow);
   if (!s.ok()) {
     detail::raise(*device_.core(), s.code(), s.api(), fmt::format("context 0x{:x} on device {}", address, device_.ordinal()));
@@ -191,6 +205,7 @@ Status Context::destroy(std::nothrow_t) noexcept {
     detail::logf(log::Level::warn, "cuCtxDestroy(0x{:x}) failed with {} ({})", address, result_name(static_cast<int>(r)),
                 static_cast<int>(r));
   } else {
+    core.forget_poison(address);  // the driver may hand the address out again
     trace::mark("destroy-context", fmt::format("device {}, context 0x{:x}", device_.ordinal(), address));
   }
   return Status("cuCtxDestroy", static_cast<int>(r));

@@ -15,7 +15,8 @@ inline CUcontext native_context(std::uintptr_t address) noexcept { return reinte
 // (push only when it is not current already) and restore the stack after.
 class ContextScope {
  public:
-  ContextScope(const DriverCore& core, std::uintptr_t ctx, const char* api) : core_(core), ctx_(ctx) {
+  ContextScope(const DriverCore& core, std::uintptr_t ctx, const char* api)
+      : core_(core), ctx_(ctx), outer_(t_scoped_context) {
     core.require_init(api);
     core.check_not_poisoned(ctx, api);
     CUcontext current = nullptr;
@@ -24,8 +25,10 @@ class ContextScope {
       DRVSHIM_TRY(core, cuCtxPushCurrent, fmt::format("{}: context 0x{:x}", api, ctx), native_context(ctx));
       pushed_ = true;
     }
+    t_scoped_context = ctx;
   }
   ~ContextScope() {
+    t_scoped_context = outer_;
     if (!pushed_) return;
     CUcontext popped = nullptr;
     const CUresult r = DRVSHIM_CU(core_, cuCtxPopCurrent, &popped);
@@ -40,6 +43,7 @@ class ContextScope {
  private:
   const DriverCore& core_;
   std::uintptr_t ctx_;
+  std::uintptr_t outer_;  // the enclosing scope's context (restored on exit)
   bool pushed_ = false;
 };
 

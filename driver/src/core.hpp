@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -57,9 +58,27 @@ DRVSHIM_DRIVER_FUNCTIONS(DRVSHIM_X)
 
 using AnyFn = void (*)();
 
+// Whether the calling thread runs a host function now (a callback the driver
+// runs on its own thread; StreamRef::launch_host_func). CUDA forbids every
+// driver call there: drvshim refuses its own calls with NotPermittedError and
+// its destructors skip theirs.
+[[gnu::tls_model("initial-exec")]] inline thread_local int t_in_host_function = 0;
+inline bool in_host_function() noexcept { return t_in_host_function != 0; }
+struct HostFunctionScope {
+  HostFunctionScope() noexcept { ++t_in_host_function; }
+  ~HostFunctionScope() { --t_in_host_function; }
+  HostFunctionScope(const HostFunctionScope&) = delete;
+  HostFunctionScope& operator=(const HostFunctionScope&) = delete;
+};
+
+// The context a ContextScope made current for the call in progress on this
+// thread (0: none): what a sticky error reported inside it poisons.
+[[gnu::tls_model("initial-exec")]] inline thread_local std::uintptr_t t_scoped_context = 0;
+
 struct PrimaryLedger {
   std::uint64_t retains = 0;
   std::uint64_t releases = 0;
+  std::uintptr_t address = 0;  // the primary context's address at drvshim's last retain
 };
 
 // One loaded driver library. Shared (shared_ptr) by Driver and every object
@@ -108,6 +127,19 @@ struct DriverCore {
   // Throws ContextPoisonedError when `context` is poisoned.
   void check_not_poisoned(std::uintptr_t context, const char* api) const;
   bool is_poisoned(std::uintptr_t context) const noexcept;
+  // Forgets a poisoned context once it is gone (destroyed, or a primary
+  // context deactivated or reset): a real driver hands the same address back
+  // for the primary context's next activation.
+  void forget_poison(std::uintptr_t context) const noexcept;
+
+  // Closures of host callbacks that have run. They are destroyed outside any
+  // host function (their captures may own drvshim objects whose release calls
+  // the driver): at the next synchronize, stream destruction or host-function
+  // launch, or with this core.
+  mutable std::mutex spent_mutex;
+  mutable std::vector<std::function<void()>> spent_callbacks;
+  mutable std::atomic<bool> any_spent{false};
+  void bury_spent_callbacks() const noexcept;
   // Whether a destructor of an object in `context` may call the driver.
   bool cleanup_allowed_in(std::uintptr_t context) const noexcept {
     return cleanup_allowed() && !(any_poisoned.load() && is_poisoned(context));
@@ -121,7 +153,13 @@ struct DriverCore {
   bool forked() const noexcept { return fork_generation != current_fork_generation(); }
   // Whether a destructor may call the driver: not during exit, not in a forked
   // child, not after the driver reported it is deinitialised.
-  bool cleanup_allowed() const noexcept { return !process_exiting() && !forked() && !deinitialized.load(); }
+  // Inside a host function it is refused, with an error logged: the resource
+  // is leaked (release it after the stream has passed the host function).
+  bool cleanup_allowed() const noexcept {
+    if (in_host_function()) [[unlikely]] return refuse_cleanup_in_host_function();
+    return !process_exiting() && !forked() && !deinitialized.load();
+  }
+  static bool refuse_cleanup_in_host_function() noexcept;
   // Records a CUDA_ERROR_DEINITIALIZED answer.
   void note_result(CUresult r) const noexcept {
     if (r == CUDA_ERROR_DEINITIALIZED) deinitialized.store(true);
@@ -212,8 +250,10 @@ inline CUresult invoke(const DriverCore& core, A... a) {
 // Builds and throws the error for a failed call. `objects` names what was involved.
 // A sticky result (is_sticky_error) poisons the calling thread's current
 // context and is reported as an asynchronous error detected at `api`.
+// `context`: the context the failing call was about, when it is known and no
+// ContextScope made it current (0: the scoped context, else the current one).
 [[noreturn]] void raise(const DriverCore& core, int result, const char* api, std::string objects,
-                        std::string hint = {});
+                        std::string hint = {}, std::uintptr_t context = 0);
 
 // After a submitted operation: with DRVSHIM_SYNC_EACH_OP=1, synchronises
 // `stream` and blames a failure on the operation `api` itself. `objects` is a

@@ -278,6 +278,12 @@ PrimaryContext Device::retain_primary_context() const {
     ++core_->ledgers[ordinal_].retains;
   }
   const auto address = reinterpret_cast<std::uintptr_t>(ctx);
+  {
+    std::lock_guard<std::mutex> lock(core_->ledger_mutex);
+    core_->ledgers[ordinal_].address = address;
+  }
+  // A fresh activation is a fresh context, whatever happened at this address before.
+  if (!before.active) core_->forget_poison(address);
   if (before.active) {
     detail::logf(log::Level::info,
                 "device {}: primary context 0x{:x} was already active (flags {}): another component activated it; "
@@ -290,6 +296,19 @@ PrimaryContext Device::retain_primary_context() const {
                 fmt::format("device {}, context 0x{:x}, flags {}", ordinal_, address, to_string(before.flags)));
   }
   return PrimaryContext(*this, address, before.active);
+}
+
+void Device::reset_primary_context() const {
+  core_->require_init("Device::reset_primary_context");  // no poison check: this is the way out of one
+  DRVSHIM_TRY(*core_, cuDevicePrimaryCtxReset, device_objects(*this), handle_);
+  std::uintptr_t address = 0;
+  {
+    std::lock_guard<std::mutex> lock(core_->ledger_mutex);
+    if (const auto it = core_->ledgers.find(ordinal_); it != core_->ledgers.end()) address = it->second.address;
+  }
+  if (address != 0) core_->forget_poison(address);
+  trace::mark("reset-primary-context", fmt::format("device {}, context 0x{:x}", ordinal_, address));
+  detail::logf(log::Level::info, "device {}: primary context reset (cuDevicePrimaryCtxReset)", ordinal_);
 }
 
 PrimaryContextLedger Device::primary_context_ledger() const {

@@ -1,5 +1,6 @@
 #include <dlfcn.h>
 #include <link.h>
+#include <unistd.h>
 
 #include <drvshim/device.hpp>
 #include <drvshim/driver.hpp>
@@ -71,8 +72,10 @@ std::uintptr_t current_context_raw(const DriverCore& core) noexcept {
   return get_current(&ctx) == CUDA_SUCCESS ? reinterpret_cast<std::uintptr_t>(ctx) : 0;
 }
 
-void poison(const DriverCore& core, int result, const char* api) noexcept {
-  const std::uintptr_t ctx = current_context_raw(core);
+// Poisons `context`, else the context of the ContextScope around the failing
+// call, else the thread's current context.
+void poison(const DriverCore& core, int result, const char* api, std::uintptr_t context) noexcept {
+  const std::uintptr_t ctx = context != 0 ? context : t_scoped_context != 0 ? t_scoped_context : current_context_raw(core);
   if (ctx == 0) return;
   try {
     std::lock_guard<std::mutex> lock(core.poison_mutex);
@@ -90,6 +93,33 @@ void poison(const DriverCore& core, int result, const char* api) noexcept {
 
 }  // namespace
 
+void DriverCore::forget_poison(std::uintptr_t context) const noexcept {
+  if (!any_poisoned.load()) return;
+  std::lock_guard<std::mutex> lock(poison_mutex);
+  if (poisoned.erase(context) != 0) {
+    logf(log::Level::info, "context 0x{:x} is gone: it is no longer treated as poisoned", context);
+    trace::mark("context-unpoisoned", fmt::format("context 0x{:x}", context));
+  }
+}
+
+bool DriverCore::refuse_cleanup_in_host_function() noexcept {
+  logf(log::Level::error,
+       "a drvshim object was destroyed inside a host function, where CUDA forbids driver calls: its driver resource "
+       "is leaked; destroy it after the stream has passed the host function (or let the closure own it)");
+  return false;
+}
+
+void DriverCore::bury_spent_callbacks() const noexcept {
+  if (!any_spent.load(std::memory_order_relaxed) || in_host_function()) return;
+  std::vector<std::function<void()>> spent;
+  {
+    std::lock_guard<std::mutex> lock(spent_mutex);
+    spent.swap(spent_callbacks);
+    any_spent.store(false, std::memory_order_relaxed);
+  }
+  spent.clear();  // here, outside any host function, their captures may call the driver
+}
+
 bool DriverCore::is_poisoned(std::uintptr_t context) const noexcept {
   std::lock_guard<std::mutex> lock(poison_mutex);
   return poisoned.count(context) != 0;
@@ -104,19 +134,22 @@ void DriverCore::check_not_poisoned(std::uintptr_t context, const char* api) con
 }
 
 void sync_after_submit(const DriverCore& core, CUstream stream, const char* api, const std::string& objects) {
-  const CUresult r = DRVSHIM_CU(core, cuStreamSynchronize, stream);
+  // The whole context, not only the stream: work of any stream there that
+  // fails then shows up at the operation that was submitted last.
+  const CUresult r = t_scoped_context != 0 ? DRVSHIM_CU(core, cuCtxSynchronize) : DRVSHIM_CU(core, cuStreamSynchronize, stream);
   if (r == CUDA_SUCCESS) return;
-  if (is_sticky_error(static_cast<int>(r))) poison(core, static_cast<int>(r), api);
+  if (is_sticky_error(static_cast<int>(r))) poison(core, static_cast<int>(r), api, 0);
   // Named on purpose: the synchronisation right after submission pins the failure on this operation.
   throw CudaError(ErrorDetails{api, static_cast<int>(r),
                                objects + "; detected by DRVSHIM_SYNC_EACH_OP=1 right after submission",
-                               {}, false});
+                               {}, true});
 }
 
-void raise(const DriverCore& core, int result, const char* api, std::string objects, std::string hint) {
+void raise(const DriverCore& core, int result, const char* api, std::string objects, std::string hint,
+           std::uintptr_t context) {
   logf(log::Level::debug, "{} failed with {} ({}) [{}]", api, result_name(result), result, objects);
   if (is_sticky_error(result)) {
-    poison(core, result, api);
+    poison(core, result, api, context);
     if (hint.empty()) {
       hint = "this error was caused by earlier asynchronous work (a kernel or copy already queued), not by this "
              "call; the context is now unusable; run with DRVSHIM_SYNC_EACH_OP=1 to name the operation";
@@ -149,6 +182,11 @@ DriverCore::~DriverCore() {
 
 void DriverCore::ensure_usable(const char* api) const {
   if (forked()) throw UsedAfterForkError(api);
+  if (in_host_function()) [[unlikely]] {
+    throw NotPermittedError(api, "called inside a host function, where CUDA forbids every driver call; the driver was not called",
+                            "do the work after the stream has passed the host function (synchronize, or an event), "
+                            "or from another thread the host function signals");
+  }
 }
 
 void DriverCore::require_init(const char* api) const {
@@ -334,6 +372,28 @@ bool Driver::has_function(std::string_view base_name) const noexcept {
   return false;
 }
 
+namespace {
+// Set by the first successful cuInit in this process, and inherited by a
+// forked child: there, cuInit answers CUDA_ERROR_NOT_INITIALIZED for good.
+std::atomic<bool> g_cuda_initialised{false};
+
+// cuInit itself answered CUDA_ERROR_NOT_INITIALIZED: what the driver says in a
+// child forked from a process that had initialised CUDA. The code is kept;
+// the message says what happened instead of "call init first".
+[[noreturn]] void throw_init_after_fork() {
+  const bool parent_initialised = g_cuda_initialised.load() && detail::current_fork_generation() != 0;
+  throw CudaError(ErrorDetails{
+      "cuInit", CUDA_ERROR_NOT_INITIALIZED,
+      parent_initialised ? fmt::format("process {} was forked from a process that had initialised CUDA", ::getpid())
+                         : std::string("if this process was forked from one that had initialised CUDA (drvshim, the "
+                                       "CUDA Runtime or a library), this is why"),
+      "CUDA cannot be initialised again in a child forked after CUDA was initialised in the parent: start the child "
+      "with exec (posix_spawn, subprocess, multiprocessing's 'spawn' or 'forkserver' method), or fork before "
+      "anything initialises CUDA",
+      false});
+}
+}  // namespace
+
 void Driver::init() {
   using namespace detail;
   core_->ensure_usable("Driver::init");
@@ -345,8 +405,10 @@ void Driver::init() {
   const std::int64_t elapsed = trace_now_ns() - t0;
   if (r != CUDA_SUCCESS) {
     trace::mark("init-failed", result_name(static_cast<int>(r)));
+    if (r == CUDA_ERROR_NOT_INITIALIZED) throw_init_after_fork();
     raise(*core_, static_cast<int>(r), "cuInit", "flags 0");
   }
+  g_cuda_initialised.store(true);
   core_->init_ns.store(elapsed);
   core_->initialized.store(true, std::memory_order_release);
   install_exit_handler();

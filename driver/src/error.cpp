@@ -180,9 +180,10 @@ ContextPoisonedError::ContextPoisonedError(const std::string& api, int original_
             fmt::format("{} refused: the context was poisoned by {} ({}) reported at {}; every later call on it fails",
                         api, result_name(original_code), original_code, original_api),
             ErrorDetails{api, original_code, objects,
-                         "an earlier kernel or operation faulted; the context cannot be used again: destroy it (or "
-                         "reset the device's primary context) and recreate your objects, or restart the process; run "
-                         "with DRVSHIM_SYNC_EACH_OP=1 to find the operation that faulted",
+                         "an earlier kernel or operation faulted; the context cannot be used again: drop the objects "
+                         "made in it, then destroy it (a non-primary context) or call Device::reset_primary_context() "
+                         "(or release every retain of it) and retain it again, or restart the process; run with "
+                         "DRVSHIM_SYNC_EACH_OP=1 to find the operation that faulted",
                          true}) {}
 
 HostCallbackError::HostCallbackError(const std::string& api, const std::string& stream, const std::string& message)
@@ -194,6 +195,9 @@ SystemError::SystemError(const std::string& api, const std::string& summary, int
     : Error(ErrorKind::system, fmt::format("{}: {} ({})", api, summary, std::strerror(errno_value)),
             ErrorDetails{api, 0, {}, hint, false}),
       errno_(errno_value) {}
+
+NotPermittedError::NotPermittedError(const std::string& api, const std::string& summary, const std::string& hint)
+    : Error(ErrorKind::not_permitted, fmt::format("{}: {}", api, summary), ErrorDetails{api, 0, {}, hint, false}) {}
 
 std::string Status::to_string() const {
   if (ok()) return "ok";

@@ -1,3 +1,4 @@
+#include <pthread.h>
 #include <spdlog/logger.h>
 #include <spdlog/sinks/base_sink.h>
 
@@ -49,6 +50,10 @@ class RoutingSink final : public spdlog::sinks::base_sink<std::mutex> {
     std::lock_guard<std::mutex> lock(mutex_);
     callback_ = std::move(callback);
   }
+  // Held across fork() (see state()), so a child never inherits it locked by
+  // a thread that does not exist there.
+  void lock_for_fork() { mutex_.lock(); }
+  void unlock_after_fork() { mutex_.unlock(); }
 
  protected:
   void sink_it_(const spdlog::details::log_msg& msg) override {
@@ -93,6 +98,8 @@ LoggerState& state() noexcept {
     st->logger->set_level(to_spdlog(level));
     st->logger->flush_on(spdlog::level::warn);
     st->traces_calls.store(level == log::Level::trace);
+    pthread_atfork([] { s->sink->lock_for_fork(); }, [] { s->sink->unlock_after_fork(); },
+                   [] { s->sink->unlock_after_fork(); });
     return st;
   }();
   return *s;

@@ -277,9 +277,11 @@ void DeviceBuffer::check_view_of(std::size_t element_size) const {
 
 void DeviceBuffer::free() {
   const auto address = address_;
+  if (address != 0) core_of(context_).ensure_usable("DeviceBuffer::free");  // the no-throw twin skips silently
   const Status s = free(std::nothrow);
   if (!s.ok()) {
-    detail::raise(core_of(context_), s.code(), s.api(), fmt::format("device 0x{:x}, {}", address, dev_text(context_)));
+    detail::raise(core_of(context_), s.code(), s.api(), fmt::format("device 0x{:x}, {}", address, dev_text(context_)), {},
+                  context_.address());
   }
 }
 
@@ -356,8 +358,9 @@ void PinnedBuffer::check_view_of(std::size_t element_size) const {
 }
 
 void PinnedBuffer::free() {
+  if (data_ != nullptr) core_of(context_).ensure_usable("PinnedBuffer::free");
   const Status s = free(std::nothrow);
-  if (!s.ok()) detail::raise(core_of(context_), s.code(), s.api(), dev_text(context_));
+  if (!s.ok()) detail::raise(core_of(context_), s.code(), s.api(), dev_text(context_), {}, context_.address());
 }
 
 Status PinnedBuffer::free(std::nothrow_t) noexcept {
@@ -483,8 +486,9 @@ DevicePtr RegisteredRange::device_address() const {
 }
 
 void RegisteredRange::unregister() {
+  if (data_ != nullptr) core_of(context_).ensure_usable("RegisteredRange::unregister");
   const Status s = unregister(std::nothrow);
-  if (!s.ok()) detail::raise(core_of(context_), s.code(), s.api(), dev_text(context_));
+  if (!s.ok()) detail::raise(core_of(context_), s.code(), s.api(), dev_text(context_), {}, context_.address());
 }
 
 Status RegisteredRange::unregister(std::nothrow_t) noexcept {
@@ -555,8 +559,9 @@ ManagedBuffer& ManagedBuffer::operator=(ManagedBuffer&& o) noexcept {
 ManagedBuffer::~ManagedBuffer() { (void)free(std::nothrow); }
 
 void ManagedBuffer::free() {
+  if (address_ != 0) core_of(context_).ensure_usable("ManagedBuffer::free");
   const Status s = free(std::nothrow);
-  if (!s.ok()) detail::raise(core_of(context_), s.code(), s.api(), dev_text(context_));
+  if (!s.ok()) detail::raise(core_of(context_), s.code(), s.api(), dev_text(context_), {}, context_.address());
 }
 
 Status ManagedBuffer::free(std::nothrow_t) noexcept {

@@ -14,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include <pthread.h>
+
 #if defined(__linux__)
 #include <linux/membarrier.h>
 #include <sys/syscall.h>
@@ -182,6 +184,14 @@ struct PoolCore {
   const bool hot;  // options.thread_cache and membarrier_ready()
   std::atomic<bool> closing{false};  // the last handle is going: no more parking
   const std::uint64_t serial = next_serial();
+  // In a child forked after the pool was made, its lock may be held by a
+  // thread that does not exist there: the pool is then never locked again
+  // (acquire and friends throw UsedAfterForkError, returned blocks are dropped).
+  const std::uint64_t fork_generation = current_fork_generation();
+  bool forked() const noexcept { return fork_generation != current_fork_generation(); }
+  void refuse_if_forked(const char* api) const {
+    if (forked()) [[unlikely]] throw UsedAfterForkError(api);
+  }
 
   PoolCore(ContextRef c, PinnedPoolOptions o)
       : context(std::move(c)), options(o), hot(o.thread_cache && membarrier_ready()) {}
@@ -338,6 +348,7 @@ struct PoolCore {
   // (where CUDA calls are forbidden): the block is then cached even above the cap.
   // May delete the pool (its last block back after its last handle).
   void give_back(PoolEntry* raw, std::optional<Event> event, bool may_call_driver) noexcept {
+    if (in_host_function()) may_call_driver = false;  // a block released by user code inside a host function
     std::unique_ptr<PoolEntry> entry(raw);
     if (event) entry->event = std::move(event);
     const std::size_t bytes = entry->buffer.size();
@@ -370,7 +381,12 @@ struct PoolCore {
 
   // Pools whose last block came back inside a host function, with that block.
   static std::mutex& graveyard_mutex() noexcept {
-    static std::mutex m;
+    static std::mutex& m = [] () -> std::mutex& {
+      static std::mutex mutex;
+      // Held across fork(), so a child never inherits it locked by a thread that is not there.
+      pthread_atfork([] { mutex.lock(); }, [] { mutex.unlock(); }, [] { mutex.unlock(); });
+      return mutex;
+    }();
     return m;
   }
   static std::vector<std::pair<PoolCore*, std::unique_ptr<PoolEntry>>>& graveyard() noexcept {
@@ -402,6 +418,7 @@ struct PoolCore {
   static void give_back_ready(PinnedBlock& block) noexcept {
     PoolCore& core = *block.pool_;
     const std::size_t bytes = block.capacity_;
+    if (core.forked()) [[unlikely]] return drop_in_forked_child(block);
     if (t_hot.serial == core.serial) {
       HotSlot& slot = *t_hot.slot;
       if (slot.entry.load(std::memory_order_relaxed) == nullptr) {
@@ -457,6 +474,14 @@ struct PoolCore {
     std::exchange(block.pool_, nullptr)->give_back(std::exchange(block.entry_, nullptr), std::move(event), may_call_driver);
   }
 
+  // In a forked child: the block and its pinned memory are left as they are
+  // (no lock, no driver call; the child's copy of them is never freed).
+  [[gnu::noinline, gnu::cold]] static void drop_in_forked_child(PinnedBlock& block) noexcept {
+    block.data_ = nullptr;
+    block.entry_ = nullptr;
+    block.pool_ = nullptr;
+  }
+
   // Returns `block` from inside a host function: no driver call may happen there.
   static void release_in_host_func(PinnedBlock& block) noexcept {
     if (block.data_ != nullptr) give_back(block, std::nullopt, false);
@@ -464,6 +489,7 @@ struct PoolCore {
 
   // Frees ready cached blocks down to `keep` bytes cached; returns the bytes freed.
   std::size_t trim(std::size_t keep) {
+    refuse_if_forked("PinnedPool::trim");
     std::vector<std::unique_ptr<PoolEntry>> doomed;
     std::size_t freed = 0;
     {
@@ -522,6 +548,7 @@ void PinnedBlock::release() noexcept {
 
 void PinnedBlock::release_after(const StreamRef& stream) {
   if (data_ == nullptr) return;
+  pool_->refuse_if_forked("PinnedBlock::release_after");
   std::optional<Event> event;
   {
     std::lock_guard<detail::SpinLock> lock(pool_->mutex);
@@ -568,6 +595,7 @@ namespace {
 PinnedBlock PinnedPool::acquire(std::size_t bytes) const {
   if (bytes - 1 >= (std::size_t{1} << 62)) [[unlikely]] refuse_acquire(bytes);
   auto& c = *core_;
+  c.refuse_if_forked("PinnedPool::acquire");
   const std::size_t cls = c.size_class(bytes);
   if (detail::t_hot.serial == c.serial) {
     // This thread's parked block (see HotSlot).
@@ -661,6 +689,7 @@ PinnedBlock PinnedPool::acquire_slowly(std::size_t bytes, std::size_t cls) const
 std::size_t PinnedPool::trim(std::size_t keep_bytes) const { return core_->trim(keep_bytes); }
 
 PinnedPoolStats PinnedPool::stats() const {
+  core_->refuse_if_forked("PinnedPool::stats");
   std::lock_guard<detail::SpinLock> lock(core_->mutex);
   return core_->snapshot();
 }
@@ -982,6 +1011,14 @@ class CopyCrew {
 
  private:
   void stop() noexcept {
+    if (fork_generation_ != current_fork_generation()) [[unlikely]] {
+      // A forked child has none of these threads: joining them would hang,
+      // destroying them joinable would terminate. They are left behind.
+      static auto* orphans = new std::vector<std::thread>;  // never destroyed
+      for (auto& t : threads_) orphans->push_back(std::move(t));
+      threads_.clear();
+      return;
+    }
     stop_.store(true);
     bell_.fetch_add(1);
     bell_.notify_all();
@@ -1031,6 +1068,7 @@ class CopyCrew {
   }
 
   const std::chrono::microseconds spin_;
+  const std::uint64_t fork_generation_ = current_fork_generation();
   std::vector<std::thread> threads_;
   std::atomic<bool> stop_{false};
   std::atomic<std::uint64_t> generation_{0};
@@ -1070,6 +1108,10 @@ struct StagingCore {
     o.threads = std::min(o.threads, cpus);
     return o;
   }
+
+  // Before any lock: in a forked child (a lock may be held by a thread that
+  // is not there) and inside a host function, the engine is refused.
+  void ensure_usable(const char* api) const { pool.context().device().core()->ensure_usable(api); }
 
   // Whether this copy goes straight to the driver, and counts it.
   bool direct(const void* host, std::size_t bytes) {
@@ -1308,6 +1350,7 @@ const StagingOptions& StagingEngine::options() const noexcept { return core_->op
 const PinnedPool& StagingEngine::pool() const noexcept { return core_->pool; }
 
 StagingStats StagingEngine::stats() const {
+  core_->ensure_usable("StagingEngine::stats");
   std::lock_guard<std::mutex> lock(core_->stats_mutex);
   return core_->stats;
 }
@@ -1315,6 +1358,7 @@ StagingStats StagingEngine::stats() const {
 void StagingEngine::copy_to_device(DeviceSpan<std::byte> dst, std::span<const std::byte> src) const {
   detail::check_sizes("StagingEngine::copy_to_device", dst.size_bytes(), src.size());
   auto& c = *core_;
+  c.ensure_usable("StagingEngine::copy_to_device");
   if (src.empty()) return;
   if (c.direct(src.data(), src.size())) return copy(dst, src);
   std::lock_guard<std::mutex> lock(c.copy_mutex);
@@ -1324,6 +1368,7 @@ void StagingEngine::copy_to_device(DeviceSpan<std::byte> dst, std::span<const st
 void StagingEngine::copy_to_host(std::span<std::byte> dst, DeviceSpan<const std::byte> src) const {
   detail::check_sizes("StagingEngine::copy_to_host", dst.size(), src.size_bytes());
   auto& c = *core_;
+  c.ensure_usable("StagingEngine::copy_to_host");
   if (dst.empty()) return;
   if (c.direct(dst.data(), dst.size())) return copy(dst, src);
   std::lock_guard<std::mutex> lock(c.copy_mutex);
@@ -1334,6 +1379,7 @@ void StagingEngine::copy_to_device_async(DeviceSpan<std::byte> dst, std::span<co
                                          const StreamRef& stream) const {
   detail::check_sizes("StagingEngine::copy_to_device_async", dst.size_bytes(), src.size());
   auto& c = *core_;
+  c.ensure_usable("StagingEngine::copy_to_device_async");
   if (src.empty()) return;
   if (c.direct(src.data(), src.size())) {
     // The driver's own pageable path is synchronous for the source, like this form promises.
@@ -1347,6 +1393,7 @@ void StagingEngine::copy_to_host_async(std::span<std::byte> dst, DeviceSpan<cons
                                        const StreamRef& stream) const {
   detail::check_sizes("StagingEngine::copy_to_host_async", dst.size(), src.size_bytes());
   auto& c = *core_;
+  c.ensure_usable("StagingEngine::copy_to_host_async");
   if (dst.empty()) return;
   if (c.direct(dst.data(), dst.size())) return copy_async(stream, dst, src);
   // Stream-ordered: each chunk's DMA into a staging block, then a host

@@ -62,19 +62,36 @@ struct HostCallback {
   std::string stream_name;
 };
 
+// Hands the closure over to be destroyed outside the host function: its
+// captures may own drvshim objects (a buffer kept alive until the callback
+// ran) whose release calls the driver, which CUDA forbids here.
+void retire_closure(HostCallback& cb) noexcept {
+  try {
+    std::lock_guard<std::mutex> lock(cb.core->spent_mutex);
+    cb.core->spent_callbacks.push_back(std::move(cb.fn));
+    cb.core->any_spent.store(true, std::memory_order_relaxed);
+  } catch (...) {
+    // No memory to keep it: it is destroyed here, and a driver call its
+    // captures make is refused (their resources are leaked, with an error logged).
+  }
+}
+
 // Runs on a driver thread. Nothing may escape: an exception here would
 // terminate the process, so it is kept for the stream's next synchronize.
 void run_host_callback(void* data) noexcept {
   std::unique_ptr<HostCallback> cb(static_cast<HostCallback*>(data));
+  detail::HostFunctionScope inside;
   std::string error;
   try {
     cb->fn();
+    retire_closure(*cb);
     return;
   } catch (const std::exception& e) {
     error = e.what();
   } catch (...) {
     error = "an exception not derived from std::exception";
   }
+  retire_closure(*cb);
   detail::logf(log::Level::error, "a host callback on {} threw: {}", cb->stream_name, error);
   try {
     std::lock_guard<std::mutex> lock(cb->core->callback_mutex);
@@ -92,6 +109,7 @@ void StreamRef::synchronize() const {
     detail::ContextScope scope(core, context_.address(), "StreamRef::synchronize");
     DRVSHIM_TRY(core, cuStreamSynchronize, name(), native_stream(handle_));
   }
+  core.bury_spent_callbacks();
   report_callback_error(core, *this, "cuStreamSynchronize", name());
 }
 
@@ -114,6 +132,7 @@ void StreamRef::wait(const EventRef& event) const {
 void StreamRef::launch_host_func(std::function<void()> callback) const {
   if (!callback) throw InvalidArgumentError("StreamRef::launch_host_func", "the callback is empty");
   const auto& core = *context_.device().core();
+  core.bury_spent_callbacks();
   detail::ContextScope scope(core, context_.address(), "StreamRef::launch_host_func");
   auto cb = std::make_unique<HostCallback>(
       HostCallback{std::move(callback), context_.device().core(), key(), name()});
@@ -176,8 +195,11 @@ StreamRef Stream::ref() const {
 
 void Stream::destroy() {
   const auto handle = handle_;
+  if (handle != 0) context_.device().core()->ensure_usable("Stream::destroy");  // the no-throw twin skips silently
   const Status s = destroy(std::nothrow);
-  if (!s.ok()) detail::raise(*context_.device().core(), s.code(), s.api(), fmt::format("stream 0x{:x}", handle));
+  if (!s.ok()) {
+    detail::raise(*context_.device().core(), s.code(), s.api(), fmt::format("stream 0x{:x}", handle), {}, context_.address());
+  }
 }
 
 Status Stream::destroy(std::nothrow_t) noexcept {
@@ -192,6 +214,7 @@ Status Stream::destroy(std::nothrow_t) noexcept {
   }
   const CUresult r = DRVSHIM_CU(core, cuStreamDestroy, native_stream(handle));
   core.note_result(r);
+  core.bury_spent_callbacks();
   if (r != CUDA_SUCCESS) {
     detail::logf(log::Level::warn, "cuStreamDestroy(0x{:x}) failed with {} ({})", handle,
                  result_name(static_cast<int>(r)), static_cast<int>(r));

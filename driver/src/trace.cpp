@@ -1,3 +1,4 @@
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -36,7 +37,12 @@ struct Recorder {
 
 Recorder& recorder() noexcept {
   // Never destroyed, so driver calls made during exit can still be recorded.
-  static Recorder* r = new Recorder;
+  static Recorder* r = [] {
+    auto* rec = new Recorder;
+    // Held across fork(), so a child never inherits it locked by a thread that is not there.
+    pthread_atfork([] { recorder().mutex.lock(); }, [] { recorder().mutex.unlock(); }, [] { recorder().mutex.unlock(); });
+    return rec;
+  }();
   return *r;
 }
 

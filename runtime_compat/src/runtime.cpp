@@ -78,6 +78,7 @@ Error map_exception(const drvshim::Error& e) noexcept {
     case ErrorKind::unsupported: return Error::not_supported;
     case ErrorKind::host_callback:
     case ErrorKind::system: return Error::unknown;
+    case ErrorKind::not_permitted: return Error::not_permitted;
     case ErrorKind::context_poisoned:
     case ErrorKind::cuda: break;
   }

@@ -5,6 +5,7 @@
 // cuGetProcAddress(_v2) and the control API. All state sits behind one mutex,
 // except each thread's context stack, which is thread-local like the driver's.
 #include <cuda.h>
+#include <pthread.h>
 
 #include <algorithm>
 #include <chrono>
@@ -62,6 +63,9 @@ struct Primary {
   bool active = false;
   unsigned flags = 0;
   FakeCtx* ctx = nullptr;
+  // As the H200's driver (580.159.04) does, a primary context activated again
+  // after its last release or a reset gets the handle it had before.
+  FakeCtx* previous = nullptr;
 };
 
 enum class AllocKind { device, managed, async_pool, pinned, module_global };
@@ -182,12 +186,27 @@ struct Engine {
   unsigned long long misuse = 0;
   std::string last_misuse;
   std::atomic<bool> deinitialized{false};
+  // In a child forked after cuInit: every call that needs initialisation, and
+  // cuInit itself, answers CUDA_ERROR_NOT_INITIALIZED (the real driver's answer).
+  bool forked_after_init = false;
   unsigned long long calls_while_deinit = 0;
   unsigned long long generation = 0;  // bumped by reset; thread stacks from older generations are dropped
 };
 
+Engine* g_engine = nullptr;
+
 Engine& engine() {
-  static Engine* e = new Engine;  // never destroyed: drvshim may call during exit
+  static Engine* e = [] {
+    g_engine = new Engine;  // never destroyed: drvshim may call during exit
+    // The engine's lock is held across fork(), so a child never inherits it
+    // locked by a thread that does not exist there.
+    pthread_atfork([] { g_engine->mutex.lock(); }, [] { g_engine->mutex.unlock(); },
+                   [] {
+                     if (g_engine->initialized) g_engine->forked_after_init = true;
+                     g_engine->mutex.unlock();
+                   });
+    return g_engine;
+  }();
   return *e;
 }
 
@@ -403,6 +422,7 @@ void reset_state(Engine& e) {
   e.misuse = 0;
   e.last_misuse.clear();
   e.deinitialized = false;
+  e.forked_after_init = false;
   e.calls_while_deinit = 0;
   ++e.generation;
 }
@@ -450,6 +470,7 @@ CUresult enter(Engine& e, const char* api, bool needs_init = true) {
       --it->remaining;
     }
   }
+  if (e.forked_after_init && (needs_init || std::strcmp(api, "cuInit") == 0)) return CUDA_ERROR_NOT_INITIALIZED;
   if (needs_init && !e.initialized) return CUDA_ERROR_NOT_INITIALIZED;
   return CUDA_SUCCESS;
 }
@@ -593,13 +614,73 @@ CUresult fake_cuDeviceCanAccessPeer(int* can, CUdevice dev, CUdevice peer) {
   return CUDA_SUCCESS;
 }
 
+// A context is gone (destroyed, or a primary context deactivated or reset):
+// as with the driver, everything made in it goes with it: streams (their
+// queued work dropped), events, modules, its allocations (but for portable
+// pinned memory) and host registrations.
+void purge_context(Engine& e, FakeCtx* ctx) {
+  for (auto it = e.streams.begin(); it != e.streams.end();) {
+    if ((*it)->ctx == ctx) {
+      delete *it;
+      it = e.streams.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  e.legacy_streams.erase(ctx);
+  for (auto it = e.events.begin(); it != e.events.end();) {
+    if ((*it)->ctx == ctx) {
+      delete *it;
+      it = e.events.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = e.modules.begin(); it != e.modules.end();) {
+    if ((*it)->ctx == ctx) {
+      for (FakeFunction* f : (*it)->functions) delete f;
+      delete *it;  // its globals are allocations of the context, freed below
+      it = e.modules.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = e.allocs.begin(); it != e.allocs.end();) {
+    const Alloc& a = it->second;
+    const bool survives = a.kind == AllocKind::pinned && (a.flags & CU_MEMHOSTALLOC_PORTABLE) != 0;
+    if (a.ctx == ctx && !survives) {
+      if (a.kind != AllocKind::pinned && a.kind != AllocKind::module_global) {
+        e.device_used[static_cast<size_t>(ctx->device)] -= a.size;
+      }
+      std::free(reinterpret_cast<void*>(it->first));
+      it = e.allocs.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = e.registered.begin(); it != e.registered.end();) {
+    it = it->second.ctx == ctx ? e.registered.erase(it) : std::next(it);
+  }
+}
+
 CUresult fake_cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
   FAKE_ENTER("cuDevicePrimaryCtxRetain");
   if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (!valid_device(e, dev)) return CUDA_ERROR_INVALID_DEVICE;
   Primary& p = e.primaries[static_cast<size_t>(dev)];
   if (!p.active) {
-    p.ctx = new_ctx(e, dev, p.flags, true);
+    if (p.previous != nullptr) {
+      p.ctx = p.previous;  // the same address, a fresh context
+      *p.ctx = FakeCtx{};
+      p.ctx->device = dev;
+      p.ctx->flags = p.flags;
+      p.ctx->primary = true;
+      p.ctx->id = e.next_ctx_id++;
+      e.live.insert(p.ctx);
+    } else {
+      p.ctx = new_ctx(e, dev, p.flags, true);
+    }
+    p.previous = p.ctx;
     p.active = true;
   }
   ++p.refcount;
@@ -616,6 +697,7 @@ CUresult fake_cuDevicePrimaryCtxRelease(CUdevice dev) {
     return CUDA_ERROR_INVALID_CONTEXT;
   }
   if (--p.refcount == 0 && p.active) {
+    purge_context(e, p.ctx);
     e.live.erase(p.ctx);
     p.active = false;
     p.ctx = nullptr;
@@ -654,6 +736,7 @@ CUresult fake_cuDevicePrimaryCtxReset(CUdevice dev) {
   if (!valid_device(e, dev)) return CUDA_ERROR_INVALID_DEVICE;
   Primary& p = e.primaries[static_cast<size_t>(dev)];
   if (p.active) {
+    purge_context(e, p.ctx);
     e.live.erase(p.ctx);
     p.active = false;
     p.ctx = nullptr;
@@ -693,6 +776,7 @@ CUresult fake_cuCtxDestroy(CUcontext c) {
     misuse(e, "cuCtxDestroy of a primary context");
     return CUDA_ERROR_INVALID_CONTEXT;
   }
+  purge_context(e, ctx);
   e.live.erase(ctx);
   auto& stack = ctx_stack(e);
   if (!stack.empty() && stack.back() == ctx) stack.pop_back();
@@ -803,13 +887,18 @@ CUresult fake_cuCtxGetId(CUcontext c, unsigned long long* id) {
 }
 
 void drain_everything(Engine& e, std::unique_lock<std::mutex>& lock, FakeCtx* ctx = nullptr);
+CUresult take_failure(FakeStream* st);
 
 CUresult fake_cuCtxSynchronize() {
   FAKE_ENTER("cuCtxSynchronize");
   FakeCtx* ctx = nullptr;
   if (const CUresult r = current(e, &ctx); r != CUDA_SUCCESS) return r;
-  // Every stream of the context, its legacy stream included, runs to its end.
+  // Every stream of the context, its legacy stream included, runs to its end,
+  // and an error of any of them is reported.
   drain_everything(e, lock, ctx);
+  for (FakeStream* st : e.streams) {
+    if (st->ctx == ctx && st->fail_with != 0) return take_failure(st);
+  }
   return CUDA_SUCCESS;
 }
 

@@ -209,16 +209,25 @@ class SyncEachOp : public Streams {
   }
 };
 
+// Each submission is followed by a synchronisation of its whole context, so
+// a failure of work on any stream there shows up at the operation submitted
+// right after it, reported as the asynchronous error it is.
 TEST_F(SyncEachOp, TheFailingOperationIsNamed) {
   auto s = Stream::create(ctx());
+  auto other = Stream::create(ctx());
   auto buf = DeviceBuffer::allocate(ctx(), 64);
   fill_async(s.ref(), buf.as<std::uint8_t>(), std::uint8_t{1});
-  EXPECT_EQ(drvshim_fake_call_count("cuStreamSynchronize"), 1u) << "each submission is followed by a synchronisation";
+  EXPECT_EQ(drvshim_fake_call_count("cuCtxSynchronize"), 1u) << "each submission is followed by a synchronisation";
   drvshim_fake_stream_fail(native(s.ref()), CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES);
   auto e = expect_throw<CudaError>([&] { fill_async(s.ref(), buf.as<std::uint8_t>(), std::uint8_t{2}); });
   EXPECT_EQ(e.api(), "fill_async");
   EXPECT_NE(e.objects().find("detected by DRVSHIM_SYNC_EACH_OP=1"), std::string::npos) << e.objects();
-  EXPECT_FALSE(e.asynchronous());
+  EXPECT_TRUE(e.asynchronous());
+  // Work of another stream of the context that failed is found too.
+  drvshim_fake_stream_fail(native(other.ref()), CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES);
+  e = expect_throw<CudaError>([&] { fill_async(s.ref(), buf.as<std::uint8_t>(), std::uint8_t{3}); });
+  EXPECT_EQ(e.code(), CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES);
+  EXPECT_TRUE(e.asynchronous());
 }
 
 }  // namespace

@@ -201,6 +201,13 @@ class DRVSHIM_API Device {
   PrimaryContext retain_primary_context() const;
   /// drvshim's retains and releases of this device's primary context.
   PrimaryContextLedger primary_context_ledger() const;
+  /// cuDevicePrimaryCtxReset: destroys the primary context and everything in
+  /// it (for every component of the process, the CUDA Runtime included), and
+  /// leaves it inactive; retains are not released. The way out of a context
+  /// poisoned by a sticky error: drop (or leak) the objects of the old
+  /// context, reset, then retain again (a fresh context, often at the same
+  /// address). Allowed on a poisoned context; throws CudaError on failure.
+  void reset_primary_context() const;
 
   /// Creates a new, non-primary context with the driver's current create call
   /// (cuCtxCreate_v4 where present, else cuCtxCreate_v2). It becomes current on

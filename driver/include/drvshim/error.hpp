@@ -16,6 +16,7 @@
 ///      +-- ContextPoisonedError  an earlier error made the context unusable (illegal address and kin)
 ///      +-- HostCallbackError     a host callback queued on a stream threw
 ///      +-- SystemError           an operating-system call failed (a thread could not be started, a file read)
+///      +-- NotPermittedError     the call is not allowed where it was made (inside a host function)
 ///      +-- CudaError             the driver returned an error code
 ///           +-- OutOfMemoryError  an allocation failed for lack of memory
 ///
@@ -51,6 +52,7 @@ enum class ErrorKind {
   host_callback,
   cuda,
   system,
+  not_permitted,
 };
 
 /// The parts an error message is made of; each is also readable on its own.
@@ -193,6 +195,14 @@ class DRVSHIM_API SystemError : public Error {
 
  private:
   int errno_;
+};
+
+/// A drvshim call that must not be made where it was made: inside a host
+/// function (StreamRef::launch_host_func), where CUDA forbids every driver
+/// call. Refused before the driver is called.
+class DRVSHIM_API NotPermittedError : public Error {
+ public:
+  NotPermittedError(const std::string& api, const std::string& summary, const std::string& hint);
 };
 
 /// Whether a CUresult is one the driver makes sticky: after it the context is
