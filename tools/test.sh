@@ -30,7 +30,7 @@ rm -f "$gpu_log"
 echo "== sanitizer lane (ASan + UBSan) =="
 asan=${DRVSHIM_ASAN_BUILD_DIR:-$root/build-asan}
 cmake -S "$root" -B "$asan" -DCMAKE_BUILD_TYPE=Debug -DDRVSHIM_SANITIZE=ON -DDRVSHIM_BUILD_TOOLS=ON
-cmake --build "$asan" -j"$jobs" --target drvshim_unit_tests drvshim_exit_program drvshim_fakecuda_nov2 drvshim-probe drvshim_cache_worker \
+cmake --build "$asan" -j"$jobs" --target drvshim_unit_tests drvshim_exit_program drvshim_fakecuda_nov2 drvshim-probe drvshim_cache_worker drvshim_fault_sweep \
   init_order zero_copy_vadd pinned_stream_copy nvrtc_kernel
 # One retry: LeakSanitizer's own tracer thread can crash at exit on this kind
 # of machine ("Tracer caught signal 11 ... LeakSanitizer has encountered a fatal
@@ -47,4 +47,4 @@ cmake --build "$tsan" -j"$jobs" --target drvshim_unit_tests drvshim_exit_program
 # Any report fails the test (halt_on_error); the suppressions file lists what
 # is not drvshim's and why.
 (cd "$tsan" && TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tools/tsan.supp" \
-  ctest --output-on-failure -j"$jobs" -L unit --timeout 600)
+  ctest --output-on-failure -j"$jobs" -L unit -LE sweep --timeout 600)

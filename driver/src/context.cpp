@@ -78,7 +78,8 @@ ScopedCurrentContext::ScopedCurrentContext(const ContextRef& context)
 ScopedCurrentContext::~ScopedCurrentContext() {
   if (!core_->cleanup_allowed()) return;
   CUcontext popped = nullptr;
-  const CUresult r = DRVSHIM_CU(*core_, cuCtxPopCurrent, &popped);
+  CUresult r = DRVSHIM_CU(*core_, cuCtxPopCurrent, &popped);
+  if (r != CUDA_SUCCESS) r = DRVSHIM_CU(*core_, cuCtxPopCurrent, &popped);  // once more, as ContextScope does
   core_->note_result(r);
   if (r != CUDA_SUCCESS) {
     detail::logf(log::Level::error, "ScopedCurrentContext: cuCtxPopCurrent failed with {} ({})",

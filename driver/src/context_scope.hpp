@@ -13,6 +13,10 @@ inline CUcontext native_context(std::uintptr_t address) noexcept { return reinte
 
 // The context policy in one place: make `ctx` current for one drvshim call
 // (push only when it is not current already) and restore the stack after.
+// A failed get, push or pop is tried once more before it counts: a cleanup
+// path (a destructor, a no-throw release) would otherwise leak what it was
+// releasing, or leave the caller's stack changed, on one transient failure.
+// A second failure is an error (or, for the pop, logged).
 class ContextScope {
  public:
   ContextScope(const DriverCore& core, std::uintptr_t ctx, const char* api)
@@ -20,9 +24,13 @@ class ContextScope {
     core.require_init(api);
     core.check_not_poisoned(ctx, api);
     CUcontext current = nullptr;
-    DRVSHIM_TRY(core, cuCtxGetCurrent, std::string(api), &current);
+    if (DRVSHIM_CU(core, cuCtxGetCurrent, &current) != CUDA_SUCCESS) {
+      DRVSHIM_TRY(core, cuCtxGetCurrent, std::string(api), &current);
+    }
     if (current != native_context(ctx)) {
-      DRVSHIM_TRY(core, cuCtxPushCurrent, fmt::format("{}: context 0x{:x}", api, ctx), native_context(ctx));
+      if (DRVSHIM_CU(core, cuCtxPushCurrent, native_context(ctx)) != CUDA_SUCCESS) {
+        DRVSHIM_TRY(core, cuCtxPushCurrent, fmt::format("{}: context 0x{:x}", api, ctx), native_context(ctx));
+      }
       pushed_ = true;
     }
     t_scoped_context = ctx;
@@ -31,7 +39,8 @@ class ContextScope {
     t_scoped_context = outer_;
     if (!pushed_) return;
     CUcontext popped = nullptr;
-    const CUresult r = DRVSHIM_CU(core_, cuCtxPopCurrent, &popped);
+    CUresult r = DRVSHIM_CU(core_, cuCtxPopCurrent, &popped);
+    if (r != CUDA_SUCCESS) r = DRVSHIM_CU(core_, cuCtxPopCurrent, &popped);
     if (r != CUDA_SUCCESS || popped != native_context(ctx_)) {
       logf(log::Level::error, "restoring the context stack failed: cuCtxPopCurrent gave {} and context {}, expected 0x{:x}",
                   result_name(static_cast<int>(r)), static_cast<const void*>(popped), ctx_);

@@ -35,6 +35,8 @@ DRVSHIM_FAKE_API void drvshim_fake_reset(void);
 /* Makes the nth call (1 = the next one) of `api` (a base name such as
  * "cuInit", or "*" for any API) return `code` instead of running. */
 DRVSHIM_FAKE_API void drvshim_fake_fail_call(const char* api, int nth, int code);
+/* Injected failures not yet consumed (their call has not come). */
+DRVSHIM_FAKE_API int drvshim_fake_pending_injections(void);
 /* Makes cuGetProcAddress report `status` (1 not found, 2 version not
  * sufficient) for `symbol`; 0 clears it. */
 DRVSHIM_FAKE_API void drvshim_fake_set_proc_status(const char* symbol, int status);

@@ -378,6 +378,14 @@ bool apply_profile(Engine& e, const std::string& name) {
   } else {
     return false;
   }
+  // DRVSHIM_FAKE_CC=101: every device reports compute capability 10.1 (newer
+  // than NVRTC's targets, so runtime compilation takes the PTX + link path).
+  if (const char* cc = std::getenv("DRVSHIM_FAKE_CC"); cc != nullptr && std::atoi(cc) > 0) {
+    for (auto& d : devices) {
+      d.attributes[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR] = std::atoi(cc) / 10;
+      d.attributes[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR] = std::atoi(cc) % 10;
+    }
+  }
   e.profile = name;
   e.driver_version = version;
   e.stub = stub;
@@ -434,14 +442,6 @@ void ensure_profile_from_env() {
     std::lock_guard<std::mutex> lock(e.mutex);
     const char* env = std::getenv("DRVSHIM_FAKE_PROFILE");
     if (env == nullptr || !apply_profile(e, env)) apply_profile(e, "discrete");
-    // DRVSHIM_FAKE_CC=101: every device reports compute capability 10.1 (newer
-    // than NVRTC's targets, so runtime compilation takes the PTX + link path).
-    if (const char* cc = std::getenv("DRVSHIM_FAKE_CC"); cc != nullptr && std::atoi(cc) > 0) {
-      for (auto& d : e.devices) {
-        d.attributes[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR] = std::atoi(cc) / 10;
-        d.attributes[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR] = std::atoi(cc) % 10;
-      }
-    }
     reset_state(e);
   });
 }
@@ -2403,6 +2403,13 @@ void drvshim_fake_fail_call(const char* api, int nth, int code) {
   Engine& e = engine();
   std::lock_guard<std::mutex> lock(e.mutex);
   e.injections.push_back(Injection{api, nth > 0 ? nth - 1 : 0, code});
+}
+
+int drvshim_fake_pending_injections(void) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  return static_cast<int>(e.injections.size());
 }
 
 void drvshim_fake_set_proc_status(const char* symbol, int status) {
