@@ -24,12 +24,14 @@
 #include <random>
 #include <set>
 #include <thread>
+#include <time.h>
 
 #include "core.hpp"
+#include "include_scanner.hpp"
 #include "log_internal.hpp"
 #include "nvrtc_internal.hpp"
+#include "option_inputs.hpp"
 #include "sha256.hpp"
-#include "trace_internal.hpp"
 
 namespace drvshim {
 namespace detail {
@@ -41,7 +43,7 @@ constexpr std::uint32_t kFlagCubin = 1;
 constexpr std::uint32_t kFlagLinked = 2;
 constexpr std::uint64_t kMaxEntryBytes = std::uint64_t{256} << 20;
 // Bumped whenever what drvshim feeds NVRTC changes in a way the fields below do not show.
-constexpr std::string_view kSchema = "drvshim-compile-cache-1";
+constexpr std::string_view kSchema = "drvshim-compile-cache-2";  // 2: NVRTC's lookup rules, every kind of lookup
 
 // A closed-on-scope file descriptor.
 struct Fd {
@@ -97,9 +99,11 @@ std::string directory_problem(const struct stat& st, const std::string& path, bo
 }
 
 // Opens (creating with 0700 unless read-only) `name` under `parent` without
-// following a symbolic link, and checks it. Returns the fd or sets `problem`.
+// following a symbolic link, and checks it. Returns the fd or sets `problem`
+// (and `missing`, when given, to whether it simply does not exist).
 Fd open_subdir(int parent, const std::string& name, const std::string& shown, bool create, bool allow_root_owner,
-               std::string& problem) {
+               std::string& problem, bool* missing = nullptr) {
+  if (missing != nullptr) *missing = false;
   constexpr int kFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
   Fd fd(::openat(parent, name.c_str(), kFlags));
   // Created only when missing: an existing cache opens with no extra system call.
@@ -111,6 +115,7 @@ Fd open_subdir(int parent, const std::string& name, const std::string& shown, bo
     fd = Fd(::openat(parent, name.c_str(), kFlags));
   }
   if (!fd) {
+    if (missing != nullptr) *missing = errno == ENOENT;
     problem = errno == ELOOP || errno == ENOTDIR ? fmt::format("{} is a symbolic link or not a directory", shown)
                                                   : fmt::format("cannot open {}: {}", shown, errno_text(errno));
     return {};
@@ -279,48 +284,63 @@ std::uint64_t mtime_ns(const struct stat& st) {
   return static_cast<std::uint64_t>(st.st_mtim.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(st.st_mtim.tv_nsec);
 }
 
-// ---- include scanning ----------------------------------------------------------------------------
+// ---- headers on disk ------------------------------------------------------------------------------
 
-struct Include {
-  std::string name;
-  bool quoted = false;
-};
-
-// Every #include of a text, whatever the surrounding #if: a superset of what
-// the compiler reads, so the key can only be too strict, never stale.
-std::vector<Include> scan_includes(std::string_view text) {
-  std::vector<Include> out;
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    std::size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(pos, end - pos);
-    pos = end + 1;
-    std::size_t i = line.find_first_not_of(" \t");
-    if (i == std::string_view::npos || line[i] != '#') continue;
-    i = line.find_first_not_of(" \t", i + 1);
-    if (i == std::string_view::npos || line.substr(i, 7) != "include") continue;
-    i = line.find_first_not_of(" \t", i + 7);
-    if (i == std::string_view::npos) continue;
-    const char open = line[i];
-    const char close = open == '"' ? '"' : open == '<' ? '>' : '\0';
-    if (close == '\0') continue;
-    const std::size_t stop = line.find(close, i + 1);
-    if (stop == std::string_view::npos) continue;
-    out.push_back({std::string(line.substr(i + 1, stop - i - 1)), open == '"'});
-  }
-  return out;
+// The kernel's clock for file time stamps (a coarse clock), read before a stat:
+// a file whose change time is not older than this may change again within the
+// same tick without its time stamps showing it.
+std::uint64_t coarse_now_ns() noexcept {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
-// What a header file on disk contributes, memoised by its stat identity so a
-// warm lookup re-reads nothing that did not change.
+std::uint64_t ctime_ns(const struct stat& st) {
+  return static_cast<std::uint64_t>(st.st_ctim.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(st.st_ctim.tv_nsec);
+}
+
+// Whether a file changed too recently to be trusted: a later change within the
+// file system's time-stamp granularity would leave its stat unchanged (git's
+// "racily clean" problem). Stamps on whole milliseconds suggest a coarse file
+// system (1 s, 10 ms, 2 s): those get a second.
+bool changed_recently(std::uint64_t ctime, std::uint64_t now) noexcept {
+  const std::uint64_t margin = ctime % 1000000ull == 0 ? 2000000000ull : 10000000ull;
+  return ctime + margin >= now;
+}
+
+// What a header file on disk contributes, memoised by its stat identity
+// (device, inode, size, modification and change time) so a warm lookup
+// re-reads nothing that did not change. Shared and immutable: a lookup keeps
+// its own reference, whatever other threads put in the memo meanwhile.
 struct FileInfo {
   dev_t dev = 0;
   ino_t ino = 0;
   off_t size = 0;
   std::uint64_t mtime = 0;
+  std::uint64_t ctime = 0;
+  bool recent = false;  // changed_recently() when read: never reused, never trusted for storing
   std::string digest;
-  std::vector<Include> includes;
+  IncludeScan scan;
+  bool same_file(const struct stat& st) const noexcept {
+    return dev == st.st_dev && ino == st.st_ino && size == st.st_size && mtime == mtime_ns(st) && ctime == ctime_ns(st);
+  }
+};
+
+// What a path holds for the preprocessor.
+struct Probe {
+  enum class State { absent, file, unusable } state = State::absent;
+  std::shared_ptr<const FileInfo> info;
+  std::string problem;  // unusable: why
+};
+
+// What the key's walk over a program's inputs found besides the digest.
+struct KeyResult {
+  Sha256::Digest key{};
+  // Every file read, with its stat identity, in walk order: compared after a
+  // compile to tell whether NVRTC may have read something else.
+  std::string witness;
+  std::string recent;      // the first file changed too recently to trust; empty when none
+  std::string unknowable;  // why no key can cover this program's inputs; empty when one does
 };
 
 }  // namespace
@@ -339,18 +359,23 @@ struct CacheCore {
   std::string directory;
   std::string disabled_reason;
   bool disk = false;
-  Fd root, objects, toolchain;
+  Fd root, v1, objects, toolchain;
   // Needed only to write or to wait for another process: opened at the first miss.
   mutable std::mutex dirs_mutex;
-  mutable Fd v1, locks, tmp;
+  mutable Fd locks, tmp;
   mutable bool dirs_tried = false;
   std::string identity;  // NVRTC's identity, hashed into every key
 
   mutable std::mutex mutex;
   mutable CacheStats stats;
   mutable std::map<std::string, std::shared_ptr<const Stored>> memory;
-  mutable std::map<std::string, std::shared_future<std::shared_ptr<const Stored>>> inflight;
-  mutable std::map<std::string, FileInfo> files;  // by path
+  struct Produced {
+    std::shared_ptr<const Stored> stored;
+    bool kept = false;  // stored in the cache (its inputs did not change while it was compiled)
+  };
+  mutable std::map<std::string, std::shared_future<Produced>> inflight;
+  mutable std::set<std::string> warned;  // directories already warned about
+  mutable std::map<std::string, std::shared_ptr<const FileInfo>> files;  // by path
   mutable std::mutex files_mutex;
 
   // The loaded NVRTC (loading it now if needed). Throws NvrtcNotFoundError.
@@ -377,11 +402,14 @@ struct CacheCore {
   const Fd& locks_dir() const { return lazy_dirs(), locks; }
   const Fd& tmp_dir() const { return lazy_dirs(), tmp; }
   void lazy_dirs() const;
+  // Logs a warning about a refused directory, once per directory and cache.
+  void warn_once(const std::string& path, const std::string& text) const;
 
-  void count_miss(const std::string& reason) const {
+  void count_miss(const std::string& reason, bool uncached = false) const {
     std::lock_guard<std::mutex> lock(mutex);
     ++stats.misses;
     ++stats.miss_reasons[reason];
+    if (uncached) ++stats.uncached;
   }
   template <class F>
   void bump(F f) const {
@@ -389,16 +417,25 @@ struct CacheCore {
     f(stats);
   }
 
-  const FileInfo* file(const std::string& path) const;
-  void hash_headers(Sha256& key, const KernelSource& program) const;
-  Sha256::Digest key_of(const KernelSource& program, const std::vector<std::string>& effective,
-                        const std::string& link_identity) const;
+  Probe probe(const std::string& path) const;
+  void hash_headers(Sha256& key, const KernelSource& program, const std::vector<std::string>& effective,
+                    KeyResult& out) const;
+  KeyResult key_of(const KernelSource& program, const std::vector<std::string>& effective,
+                   const std::string& link_identity) const;
+  // Empty when the inputs `before` described are still there, unchanged; else what changed.
+  std::string inputs_changed(const KeyResult& before, const KernelSource& program,
+                             const std::vector<std::string>& effective, const std::string& link_identity) const;
 
-  Fd fanout(int parent, const std::string& hex, bool create) const;
+  // The fan-out directory of `hex` under `parent` (shown as `shown`), checked
+  // like the root; a refused one is warned about (`missing`: it does not exist).
+  Fd fanout(int parent, const std::string& shown, const std::string& hex, bool create, std::string& problem,
+            bool& missing) const;
   std::shared_ptr<const Stored> read_entry(const std::string& hex, const Sha256::Digest& key,
                                            std::string& reason) const;
   bool write_entry(const std::string& hex, const Sha256::Digest& key, const Stored& s) const;
-  void evict() const;
+  // Bookkeeping after a write: the size ledger, and now and then a full scan.
+  void after_write(const std::string& hex, std::uint64_t size) const;
+  void housekeeping(const std::string& keep_hex) const;
   std::uint64_t disk_bytes() const;
 };
 
@@ -485,7 +522,8 @@ const std::vector<int>& CacheCore::targets() const {
 std::optional<CacheCore::Memo> CacheCore::read_toolchain_memo() const {
   if (!disk || !toolchain) return std::nullopt;
   const std::string name = memo_name();
-  Fd fd(::openat(toolchain.fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  // Non-blocking: a FIFO put where the memo belongs must not hang the cache's opening.
+  Fd fd(::openat(toolchain.fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
   struct stat st {};
   if (!fd || ::fstat(fd.fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > 16384 || st.st_uid != me() ||
       (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
@@ -577,11 +615,6 @@ void CacheCore::lazy_dirs() const {
   if (dirs_tried || !disk || options.read_only) return;
   dirs_tried = true;
   std::string problem;
-  if (!v1) v1 = open_subdir(root.fd, "v1", directory + "/v1", true, false, problem);
-  if (!problem.empty()) {
-    logf(log::Level::warn, "compile cache: {}; no entry can be written", problem);
-    return;
-  }
   locks = open_subdir(v1.fd, "locks", directory + "/v1/locks", true, false, problem);
   if (!problem.empty()) logf(log::Level::warn, "compile cache: {}; compiles here will not wait for other processes", problem);
   problem.clear();
@@ -589,85 +622,217 @@ void CacheCore::lazy_dirs() const {
   if (!problem.empty()) logf(log::Level::warn, "compile cache: {}; no entry can be written", problem);
 }
 
-const FileInfo* CacheCore::file(const std::string& path) const {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return nullptr;
+void CacheCore::warn_once(const std::string& path, const std::string& text) const {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!warned.insert(path).second) return;
+  }
+  logf(log::Level::warn, "compile cache: {}", text);
+}
+
+// ---- the key ---------------------------------------------------------------------------------------
+
+// What `path` holds, from the memo when its stat identity is unchanged. Opened
+// without blocking (a FIFO named like a header must not hang the key), and
+// only regular files count: anything else there is something NVRTC would
+// try to read and the key cannot describe.
+Probe CacheCore::probe(const std::string& path) const {
+  Probe out;
+  const std::uint64_t now = coarse_now_ns();
+  Fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  if (!fd) {
+    if (errno == ENOENT || errno == ENOTDIR) return out;
+    out.state = Probe::State::unusable;
+    out.problem = fmt::format("{} cannot be opened ({})", path, errno_text(errno));
+    return out;
+  }
   struct stat st {};
-  if (::fstat(fd.fd, &st) != 0 || !S_ISREG(st.st_mode)) return nullptr;
-  std::lock_guard<std::mutex> lock(files_mutex);
-  FileInfo& info = files[path];
-  if (!info.digest.empty() && info.dev == st.st_dev && info.ino == st.st_ino && info.size == st.st_size &&
-      info.mtime == mtime_ns(st)) {
-    return &info;
+  if (::fstat(fd.fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    out.state = Probe::State::unusable;
+    out.problem = fmt::format("{} is not a regular file", path);
+    return out;
+  }
+  out.state = Probe::State::file;
+  {
+    std::lock_guard<std::mutex> lock(files_mutex);
+    if (const auto it = files.find(path); it != files.end() && !it->second->recent && it->second->same_file(st)) {
+      out.info = it->second;
+      return out;
+    }
   }
   std::string content(static_cast<std::size_t>(st.st_size), '\0');
   std::size_t done = 0;
   while (done < content.size()) {
-    const ssize_t n = ::read(fd.fd, content.data() + done, content.size() - done);
+    const ssize_t n = ::pread(fd.fd, content.data() + done, content.size() - done, static_cast<off_t>(done));
     if (n <= 0) break;
     done += static_cast<std::size_t>(n);
   }
   content.resize(done);
   Sha256 h;
   h.update(content);
-  info = FileInfo{st.st_dev, st.st_ino, st.st_size, mtime_ns(st), Sha256::hex(h.finish()), scan_includes(content)};
-  return &info;
+  auto info = std::make_shared<FileInfo>();
+  info->dev = st.st_dev;
+  info->ino = st.st_ino;
+  info->size = st.st_size;
+  info->mtime = mtime_ns(st);
+  info->ctime = ctime_ns(st);
+  info->recent = changed_recently(info->ctime, now);
+  info->digest = Sha256::hex(h.finish());
+  info->scan = scan_includes(content);
+  out.info = info;
+  std::lock_guard<std::mutex> lock(files_mutex);
+  files[path] = std::move(info);
+  return out;
 }
 
-// Every header the program could read, by content: in-memory headers by name,
-// files found through the include paths (and the toolkit's include directory)
-// by path and SHA-256, names that resolve nowhere by name (creating such a file
-// later changes the key).
-void CacheCore::hash_headers(Sha256& key, const KernelSource& program) const {
-  std::vector<std::string> dirs = program.options.include_paths;
-  for (const auto& e : program.options.extra) {
-    if (e.rfind("-I", 0) == 0 && e.size() > 2) dirs.push_back(e.substr(2));
+namespace {
+
+std::string dirname_of(const std::string& path) {
+  const auto slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? std::string("/") : path.substr(0, slash);
+}
+
+std::string join(const std::string& dir, const std::string& name) {
+  return dir == "/" ? "/" + name : dir + "/" + name;
+}
+
+const char* kind_label(IncludeRef::Kind kind) {
+  switch (kind) {
+    case IncludeRef::Kind::include: return "include";
+    case IncludeRef::Kind::include_next: return "include_next";
+    case IncludeRef::Kind::embed: return "embed";
+    case IncludeRef::Kind::has_include: return "has_include";
+    case IncludeRef::Kind::has_include_next: return "has_include_next";
   }
-  if (program.options.cuda_includes && !cuda_include.empty()) dirs.push_back(cuda_include);
+  return "?";
+}
+
+}  // namespace
+
+// Every file the program can make NVRTC read, or ask about, by content. The
+// lookup follows NVRTC's (checked against NVRTC 13.0): an in-memory header of
+// that name first; for "quoted" names the including file's directory (for the
+// program and in-memory headers: the directory of their name, relative to
+// the working directory), unless --no-source-include; then the -I directories
+// in order (those in the options, then the toolkit's). --pre-include headers
+// are looked up from the working directory. Names that resolve nowhere are
+// keyed as "unresolved" (creating such a file later changes the key);
+// #include_next is keyed by every candidate, so its starting point need not be
+// known. What the cache cannot know (a computed #include, an option that reads
+// files, something other than a regular file on the way) sets `unknowable`.
+void CacheCore::hash_headers(Sha256& key, const KernelSource& program, const std::vector<std::string>& effective,
+                             KeyResult& out) const {
+  const OptionInputs opts = option_inputs(effective);
+  if (!opts.unknowable.empty()) {
+    out.unknowable = opts.unknowable;
+    return;
+  }
+  if (const char* append = std::getenv("NVRTC_APPEND_FLAGS"); append != nullptr && *append != '\0') {
+    out.unknowable = "NVRTC_APPEND_FLAGS is set: NVRTC adds flags the cache cannot see";
+    return;
+  }
+  const std::vector<std::string>& dirs = opts.include_dirs;
   std::map<std::string, const Header*> in_memory;
   for (const auto& h : program.headers) in_memory[h.name] = &h;
 
   struct Pending {
-    std::vector<Include> includes;
-    std::string from_dir;  // the including file's directory ("" for memory)
+    const IncludeScan* scan;
+    std::shared_ptr<const FileInfo> keep;  // keeps `scan` alive
+    std::optional<std::string> dir;        // the including file's directory for "quoted" names
+    std::string where;                     // for messages
   };
-  std::vector<Pending> work{{scan_includes(program.source), {}}};
-  for (const auto& h : program.headers) work.push_back({scan_includes(h.source), {}});
+  auto own_dir = [&](const std::string& name) { return opts.source_include ? std::optional(dirname_of(name)) : std::nullopt; };
+  std::vector<Pending> work;
+  std::vector<IncludeScan> memory_scans;
+  memory_scans.reserve(program.headers.size() + 2);
+  memory_scans.push_back(scan_includes(program.source));
+  work.push_back({&memory_scans.back(), nullptr, own_dir(program.name), program.name});
+  for (const auto& h : program.headers) {
+    memory_scans.push_back(scan_includes(h.source));
+    work.push_back({&memory_scans.back(), nullptr, own_dir(h.name), h.name});
+  }
+  IncludeScan pre;
+  for (const auto& p : opts.pre_includes) pre.refs.push_back({p, true, IncludeRef::Kind::include});
+  memory_scans.push_back(std::move(pre));
+  work.push_back({&memory_scans.back(), nullptr, std::string("."), "--pre-include"});
+
   std::set<std::string> seen;
-  std::map<std::string, std::string> resolved;  // "<dir>|name" -> what it contributed
-  while (!work.empty()) {
-    Pending p = std::move(work.back());
-    work.pop_back();
-    for (const auto& inc : p.includes) {
-      const std::string id = (inc.quoted ? p.from_dir : std::string()) + "|" + inc.name;
-      if (!seen.insert(id).second) continue;
-      if (in_memory.count(inc.name) != 0) {
-        resolved[id] = "memory";
+  std::map<std::string, std::string> resolved;  // what each lookup contributed, sorted for the key
+  std::set<std::string> wrappers;
+  std::vector<std::pair<MacroLookup, std::optional<std::string>>> macro_lookups;
+
+  // One lookup; returns the files found that the preprocessor would read.
+  auto lookup = [&](const std::string& name, bool quoted, IncludeRef::Kind kind, const std::optional<std::string>& dir) {
+    std::vector<std::pair<std::string, std::shared_ptr<const FileInfo>>> found;
+    const bool every = kind == IncludeRef::Kind::include_next || kind == IncludeRef::Kind::has_include_next;
+    const bool exists_only = kind == IncludeRef::Kind::has_include || kind == IncludeRef::Kind::has_include_next;
+    const std::string id = std::string(kind_label(kind)) + "|" + (quoted && dir ? *dir : std::string()) + "|" + name;
+    if (!seen.insert(id).second) return found;
+    if (in_memory.count(name) != 0) {
+      resolved[id] = "memory";
+      return found;
+    }
+    std::vector<std::string> candidates;
+    if (!name.empty() && name[0] == '/') {
+      candidates.push_back(name);
+    } else {
+      if (quoted && dir) candidates.push_back(join(*dir, name));
+      for (const auto& d : dirs) candidates.push_back(join(d, name));
+    }
+    std::string contribution;
+    for (const auto& c : candidates) {
+      const Probe p = probe(c);
+      if (p.state == Probe::State::unusable) {
+        if (out.unknowable.empty()) out.unknowable = p.problem + " (a header candidate NVRTC would try to read)";
+        return found;
+      }
+      if (p.state == Probe::State::absent) {
+        if (every) contribution += c + "=absent;";
         continue;
       }
-      std::vector<std::string> candidates;
-      if (!inc.name.empty() && inc.name[0] == '/') {
-        candidates.push_back(inc.name);
-      } else {
-        if (inc.quoted && !p.from_dir.empty()) candidates.push_back(p.from_dir + "/" + inc.name);
-        for (const auto& d : dirs) candidates.push_back(d + "/" + inc.name);
+      contribution += exists_only ? c + "=exists;" : c + "=" + p.info->digest + ";";
+      if (!exists_only) {
+        out.witness += fmt::format("{}\n{} {} {} {} {}\n", c, p.info->dev, p.info->ino, p.info->size, p.info->mtime,
+                                   p.info->ctime);
+        if (p.info->recent && out.recent.empty()) out.recent = c;
+        found.emplace_back(c, p.info);
       }
-      std::string contribution = "unresolved";
-      for (const auto& c : candidates) {
-        if (const FileInfo* f = file(c)) {
-          contribution = c + "=" + f->digest;
-          work.push_back({f->includes, c.substr(0, c.rfind('/'))});
-          break;
-        }
-      }
-      resolved[id] = contribution;
+      if (!every) break;
     }
+    resolved[id] = contribution.empty() ? "unresolved" : contribution;
+    return found;
+  };
+
+  while (!work.empty() && out.unknowable.empty()) {
+    Pending p = std::move(work.back());
+    work.pop_back();
+    if (!p.scan->unknowable.empty()) {
+      out.unknowable = fmt::format("{}: {} names a file the cache cannot know without preprocessing", p.where,
+                                   p.scan->unknowable);
+      return;
+    }
+    wrappers.insert(p.scan->wrappers.begin(), p.scan->wrappers.end());
+    for (const auto& m : p.scan->macro_lookups) macro_lookups.emplace_back(m, p.dir);
+    for (const auto& ref : p.scan->refs) {
+      for (auto& [path, info] : lookup(ref.name, ref.quoted, ref.kind, p.dir)) {
+        if (ref.kind == IncludeRef::Kind::embed) continue;  // read, not preprocessed
+        const IncludeScan* scan = &info->scan;
+        work.push_back({scan, info, opts.source_include ? std::optional(dirname_of(path)) : std::nullopt, path});
+      }
+    }
+  }
+  // Macros that wrap __has_include (CCCL's _CCCL_HAS_INCLUDE) are known only
+  // once every file was read: their uses anywhere are lookups.
+  for (const auto& [m, dir] : macro_lookups) {
+    if (wrappers.count(m.macro) != 0) (void)lookup(m.name, m.quoted, IncludeRef::Kind::has_include, dir);
   }
   for (const auto& [id, what] : resolved) key.field("include", id + "->" + what);
 }
 
-Sha256::Digest CacheCore::key_of(const KernelSource& program, const std::vector<std::string>& effective,
-                                  const std::string& link_identity) const {
+KeyResult CacheCore::key_of(const KernelSource& program, const std::vector<std::string>& effective,
+                            const std::string& link_identity) const {
+  KeyResult out;
   Sha256 key;
   key.field("schema", kSchema);
   key.field("source", program.source);
@@ -679,62 +844,76 @@ Sha256::Digest CacheCore::key_of(const KernelSource& program, const std::vector<
     key.field("header-name", h->name);
     key.field("header-source", h->source);
   }
-  hash_headers(key, program);
+  hash_headers(key, program, effective, out);
   for (const auto& o : effective) key.field("option", o);
   std::vector<std::string> names = program.name_expressions;
   std::sort(names.begin(), names.end());
   for (const auto& n : names) key.field("name-expression", n);
   key.field("nvrtc", identity);
   key.field("link", link_identity);
-  return key.finish();
+  out.key = key.finish();
+  return out;
 }
 
-// openat2 with no symbolic link allowed on the way and nothing outside
-// `dirfd`; -1 with ENOSYS where the kernel (or a seccomp filter, which
-// answers EPERM) does not offer it.
-static int open_without_links(int dirfd, const char* path, int flags) {
-#if defined(SYS_openat2)
-  static std::atomic<bool> unavailable{false};
-  if (!unavailable.load(std::memory_order_relaxed)) {
-    open_how how{};
-    how.flags = static_cast<__u64>(static_cast<unsigned>(flags));
-    how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH;
-    const long fd = ::syscall(SYS_openat2, dirfd, path, &how, sizeof how);
-    if (fd >= 0) return static_cast<int>(fd);
-    if (errno != ENOSYS && errno != EPERM) return -1;
-    unavailable.store(true, std::memory_order_relaxed);
+std::string CacheCore::inputs_changed(const KeyResult& before, const KernelSource& program,
+                                      const std::vector<std::string>& effective, const std::string& link_identity) const {
+  if (!before.recent.empty()) {
+    return before.recent + " changed moments before the compile (too recently to tell a later change from it)";
   }
-#endif
-  errno = ENOSYS;
-  return -1;
+  const KeyResult after = key_of(program, effective, link_identity);
+  if (!after.unknowable.empty()) return after.unknowable;
+  if (after.key == before.key && after.witness == before.witness) return {};
+  // The first file whose identity differs: witness lines come in pairs (path, identity).
+  auto lines = [](const std::string& w) {
+    std::vector<std::string_view> out;
+    for (std::size_t pos = 0; pos < w.size();) {
+      const auto nl = w.find('\n', pos);
+      out.push_back(std::string_view(w).substr(pos, nl - pos));
+      pos = nl + 1;
+    }
+    return out;
+  };
+  const auto a = lines(before.witness), b = lines(after.witness);
+  for (std::size_t i = 0; i + 1 < std::max(a.size(), b.size()); i += 2) {
+    if (i + 1 >= a.size() || i + 1 >= b.size() || a[i] != b[i] || a[i + 1] != b[i + 1]) {
+      return std::string(i < a.size() ? a[i] : b[i]) + " changed while it was compiled";
+    }
+  }
+  return "a header lookup changed while it was compiled (a file appeared or vanished)";
 }
 
-Fd CacheCore::fanout(int parent, const std::string& hex, bool create) const {
-  std::string problem;
-  return open_subdir(parent, hex.substr(0, 2), hex.substr(0, 2), create, options.read_only, problem);
+// ---- entries on disk -------------------------------------------------------------------------------
+
+Fd CacheCore::fanout(int parent, const std::string& shown, const std::string& hex, bool create, std::string& problem,
+                     bool& missing) const {
+  const std::string path = shown + "/" + hex.substr(0, 2);
+  Fd dir = open_subdir(parent, hex.substr(0, 2), path, create, options.read_only, problem, &missing);
+  if (!dir && !missing) warn_once(path, problem + "; the files under it are not used");
+  return dir;
 }
 
 std::shared_ptr<const Stored> CacheCore::read_entry(const std::string& hex, const Sha256::Digest& key,
                                                     std::string& reason) const {
   const std::string name = hex.substr(2);
-  // One system call where the kernel has openat2: no link anywhere on the way.
-  Fd fd(open_without_links(objects.fd, (hex.substr(0, 2) + "/" + name).c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd && errno == ENOSYS) {
-    Fd dir = fanout(objects.fd, hex, false);
-    fd = dir ? Fd(::openat(dir.fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) : Fd();
+  std::string problem;
+  bool missing = false;
+  Fd dir = fanout(objects.fd, directory + "/v1/objects", hex, false, problem, missing);
+  if (!dir) {
+    reason = missing ? "no entry" : "unsafe directory (" + problem + ")";
+    return nullptr;
   }
+  // Non-blocking: a FIFO planted as an entry must not hang the compile; its type is checked next.
+  Fd fd(::openat(dir.fd, name.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC));
   if (!fd) {
     const bool link = errno == ELOOP;
     reason = link ? "unsafe entry (a symbolic link)" : "no entry";
     if (link) {
       bump([](CacheStats& s) { ++s.corrupt_removed; });
-      Fd dir = fanout(objects.fd, hex, false);
-      if (!options.read_only && dir) (void)::unlinkat(dir.fd, name.c_str(), 0);
+      if (!options.read_only) (void)::unlinkat(dir.fd, name.c_str(), 0);
     }
     return nullptr;
   }
   struct stat st {};
-  std::string problem;
   if (::fstat(fd.fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     problem = "unsafe entry (not a regular file)";
   } else if (st.st_uid != me() && !(options.read_only && st.st_uid == 0)) {
@@ -762,8 +941,7 @@ std::shared_ptr<const Stored> CacheCore::read_entry(const std::string& hex, cons
     logf(log::Level::info, "compile cache: removing entry {}: {}; it will be recompiled", hex.substr(0, 16), problem);
     // Removed only if it is still the file just judged (another process may have replaced it).
     struct stat now {};
-    Fd dir = options.read_only ? Fd() : fanout(objects.fd, hex, false);
-    if (dir && ::fstatat(dir.fd, name.c_str(), &now, AT_SYMLINK_NOFOLLOW) == 0 && now.st_ino == st.st_ino &&
+    if (!options.read_only && ::fstatat(dir.fd, name.c_str(), &now, AT_SYMLINK_NOFOLLOW) == 0 && now.st_ino == st.st_ino &&
         now.st_dev == st.st_dev) {
       (void)::unlinkat(dir.fd, name.c_str(), 0);
     }
@@ -779,6 +957,14 @@ std::shared_ptr<const Stored> CacheCore::read_entry(const std::string& hex, cons
 
 bool CacheCore::write_entry(const std::string& hex, const Sha256::Digest& key, const Stored& s) const {
   const std::string bytes = encode(key, s);
+  // An entry larger than the whole cache is not written: storing it would evict
+  // everything, itself included, on every write.
+  if (bytes.size() > options.max_bytes) {
+    bump([](CacheStats& st) { ++st.oversized; });
+    logf(log::Level::info, "compile cache: entry {} not stored: its {} bytes exceed the cache's cap of {} bytes",
+         hex.substr(0, 16), bytes.size(), options.max_bytes);
+    return false;
+  }
   std::random_device rd;
   const std::string tmp_name = fmt::format("{:08x}{:08x}{:08x}{:08x}.tmp", rd(), rd(), rd(), rd());
   const Fd& staging = tmp_dir();
@@ -802,8 +988,10 @@ bool CacheCore::write_entry(const std::string& hex, const Sha256::Digest& key, c
     }
     // Closed before the rename, so no reader ever sees a file still being written.
     fd.reset();
-    Fd dir = problem.empty() ? fanout(objects.fd, hex, true) : Fd();
-    if (problem.empty() && !dir) problem = "cannot open its directory";
+    std::string dir_problem;
+    bool missing = false;
+    Fd dir = problem.empty() ? fanout(objects.fd, directory + "/v1/objects", hex, true, dir_problem, missing) : Fd();
+    if (problem.empty() && !dir) problem = "its directory: " + dir_problem;
     if (problem.empty() && ::renameat(staging.fd, tmp_name.c_str(), dir.fd, hex.substr(2).c_str()) != 0) {
       problem = "rename: " + errno_text(errno);
     }
@@ -815,29 +1003,23 @@ bool CacheCore::write_entry(const std::string& hex, const Sha256::Digest& key, c
     return false;
   }
   bump([](CacheStats& st) { ++st.writes; });
+  after_write(hex, bytes.size());
   return true;
 }
 
 namespace {
 
-struct EntryFile {
-  int dir_index;
-  std::string name;
-  std::uint64_t size;
-  std::uint64_t mtime;
-  ino_t ino;
-};
-
-// Every entry under objects/: f(fan-out directory fd, its name, entry name, stat).
+// Every regular file in each subdirectory of `parent` (objects/ or locks/):
+// f(subdirectory fd, its name, file name, stat).
 template <class F>
-void for_each_entry(int objects, F&& f) {
-  Fd scan(::openat(objects, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+void for_each_entry(int parent, F&& f) {
+  Fd scan(::openat(parent, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   DIR* top = scan ? ::fdopendir(scan.fd) : nullptr;
   if (top == nullptr) return;
   scan.fd = -1;  // owned by `top` now
   while (const dirent* d = ::readdir(top)) {
     if (d->d_name[0] == '.') continue;
-    Fd sub(::openat(objects, d->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    Fd sub(::openat(parent, d->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!sub) continue;
     const int subfd = ::dup(sub.fd);
     DIR* inner = subfd >= 0 ? ::fdopendir(subfd) : nullptr;
@@ -853,6 +1035,70 @@ void for_each_entry(int objects, F&& f) {
   ::closedir(top);
 }
 
+// Every regular file directly in `dirfd`: f(name, stat).
+template <class F>
+void for_each_file(int dirfd, F&& f) {
+  const int copy = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR* d = copy >= 0 ? ::fdopendir(copy) : nullptr;
+  if (d == nullptr) {
+    if (copy >= 0) ::close(copy);
+    return;
+  }
+  while (const dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    struct stat st {};
+    if (::fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+    f(std::string(e->d_name), st);
+  }
+  ::closedir(d);
+}
+
+// The size ledger (v1/ledger): "<bytes> <writes since the last scan>\n",
+// changed under flock by every writer, so a write costs one small read and
+// write instead of a listing of the whole cache.
+constexpr std::uint64_t kScanEveryWrites = 256;
+// A temporary file this old belongs to a writer that died (a write takes
+// seconds at most).
+constexpr std::uint64_t kStaleTemporaryNs = 3600ull * 1000000000ull;
+
+struct Ledger {
+  std::uint64_t bytes = 0;
+  std::uint64_t writes = 0;
+};
+
+std::optional<Ledger> read_ledger(int fd) {
+  char text[64] = {};
+  const ssize_t n = ::pread(fd, text, sizeof text - 1, 0);
+  if (n <= 0) return std::nullopt;
+  Ledger l;
+  char* end = nullptr;
+  l.bytes = std::strtoull(text, &end, 10);
+  if (end == text || *end != ' ') return std::nullopt;
+  char* end2 = nullptr;
+  l.writes = std::strtoull(end + 1, &end2, 10);
+  if (end2 == end + 1 || *end2 != '\n') return std::nullopt;
+  return l;
+}
+
+void write_ledger(int fd, const Ledger& l) {
+  const std::string text = fmt::format("{} {}\n", l.bytes, l.writes);
+  if (::pwrite(fd, text.data(), text.size(), 0) == static_cast<ssize_t>(text.size())) {
+    (void)::ftruncate(fd, static_cast<off_t>(text.size()));
+  }
+}
+
+// A regular file of this user's under `dirfd`, opened without following a
+// link or blocking (a FIFO there is refused, never waited on).
+Fd open_own_file(int dirfd, const char* name, int flags) {
+  Fd fd(::openat(dirfd, name, flags | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0600));
+  struct stat st {};
+  if (!fd || ::fstat(fd.fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != me() ||
+      (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    return {};
+  }
+  return fd;
+}
+
 }  // namespace
 
 std::uint64_t CacheCore::disk_bytes() const {
@@ -861,50 +1107,119 @@ std::uint64_t CacheCore::disk_bytes() const {
   for_each_entry(objects.fd, [&](int, const std::string&, const std::string&, const struct stat& st) {
     total += static_cast<std::uint64_t>(st.st_size);
   });
+  Fd t(::openat(v1.fd, "tmp", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (t) for_each_file(t.fd, [&](const std::string&, const struct stat& st) { total += static_cast<std::uint64_t>(st.st_size); });
   return total;
 }
 
-// Least recently used first, down to 90 % of the cap, by one process at a time
-// (gc.lock, never waited for: a busy collector is as good as this one).
-void CacheCore::evict() const {
+void CacheCore::after_write(const std::string& hex, std::uint64_t size) const {
+  bool scan = true;
+  if (Fd fd = open_own_file(v1.fd, "ledger", O_RDWR | O_CREAT); fd && ::flock(fd.fd, LOCK_EX) == 0) {
+    if (auto l = read_ledger(fd.fd)) {
+      l->bytes += size;
+      l->writes += 1;
+      scan = l->bytes > options.max_bytes || l->writes >= kScanEveryWrites;
+      write_ledger(fd.fd, *l);
+    }
+    // Missing or unreadable: a scan rebuilds it.
+  }
+  if (scan) housekeeping(hex);
+}
+
+// The occasional full scan, by one process at a time (gc.lock, never waited
+// for: a busy collector is as good as this one): the true size (entries and
+// live temporary files), temporary files of writers that died, lock files
+// nobody holds, and eviction of the least recently used entries down to 90 %
+// of the cap, never the entry `keep_hex` just written. Ends by resetting the ledger.
+void CacheCore::housekeeping(const std::string& keep_hex) const {
+  Fd gc = open_own_file(root.fd, "gc.lock", O_RDWR | O_CREAT);
+  if (!gc || ::flock(gc.fd, LOCK_EX | LOCK_NB) != 0) return;
+  bump([](CacheStats& s) { ++s.housekeeping_scans; });
   struct Item {
     std::uint64_t mtime;
     std::uint64_t size;
     std::string sub;
     std::string name;
+    dev_t dev;
     ino_t ino;
   };
   std::vector<Item> items;
   std::uint64_t total = 0;
   for_each_entry(objects.fd, [&](int, const std::string& sub, const std::string& name, const struct stat& st) {
     total += static_cast<std::uint64_t>(st.st_size);
-    items.push_back({mtime_ns(st), static_cast<std::uint64_t>(st.st_size), sub, name, st.st_ino});
+    if (sub + name == keep_hex) return;
+    items.push_back({mtime_ns(st), static_cast<std::uint64_t>(st.st_size), sub, name, st.st_dev, st.st_ino});
   });
-  if (total <= options.max_bytes) return;
-  Fd gc(::openat(root.fd, "gc.lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (!gc || ::flock(gc.fd, LOCK_EX | LOCK_NB) != 0) return;
-  std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.mtime < b.mtime; });
-  const std::uint64_t target = options.max_bytes / 10 * 9;
-  for (const auto& item : items) {
-    if (total <= target) break;
-    // Removed only if it is still the file listed (another process may have replaced it since).
-    Fd dir(::openat(objects.fd, item.sub.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    struct stat st {};
-    const bool same = dir && ::fstatat(dir.fd, item.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_ino == item.ino;
-    if (same && ::unlinkat(dir.fd, item.name.c_str(), 0) == 0) {
-      total -= item.size;
-      bump([](CacheStats& s) { ++s.evictions; });
-      logf(log::Level::debug, "compile cache: evicted {} ({} bytes, least recently used)", item.name.substr(0, 14), item.size);
+  std::uint64_t removed = 0;
+  const std::uint64_t now = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+  if (const Fd& t = tmp_dir()) {
+    for_each_file(t.fd, [&](const std::string& name, const struct stat& st) {
+      if (mtime_ns(st) + kStaleTemporaryNs < now && ::unlinkat(t.fd, name.c_str(), 0) == 0) {
+        ++removed;
+        logf(log::Level::info, "compile cache: removed {}/v1/tmp/{}, left by a writer that stopped", directory, name);
+      } else {
+        total += static_cast<std::uint64_t>(st.st_size);
+      }
+    });
+  }
+  if (const Fd& l = locks_dir()) {
+    // A lock file nobody holds is removed while held here; a process that
+    // opened it before sees, once it holds the lock, that the path is gone and
+    // takes a new one (fetch_or_produce), so one compile per key still holds.
+    for_each_entry(l.fd, [&](int dirfd, const std::string&, const std::string& name, const struct stat&) {
+      Fd lock = open_own_file(dirfd, name.c_str(), O_RDWR);
+      if (lock && ::flock(lock.fd, LOCK_EX | LOCK_NB) == 0 && ::unlinkat(dirfd, name.c_str(), 0) == 0) ++removed;
+    });
+  }
+  if (removed != 0) bump([&](CacheStats& s) { s.stale_removed += removed; });
+  if (total > options.max_bytes) {
+    std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.mtime < b.mtime; });
+    const std::uint64_t target = options.max_bytes / 10 * 9;
+    for (const auto& item : items) {
+      if (total <= target) break;
+      // Removed only if it is still the file listed, unused since: same
+      // device, inode, size and time (a hit since refreshed its time).
+      Fd dir(::openat(objects.fd, item.sub.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      struct stat st {};
+      const bool same = dir && ::fstatat(dir.fd, item.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                        st.st_dev == item.dev && st.st_ino == item.ino &&
+                        static_cast<std::uint64_t>(st.st_size) == item.size && mtime_ns(st) == item.mtime;
+      if (same && ::unlinkat(dir.fd, item.name.c_str(), 0) == 0) {
+        total -= item.size;
+        bump([](CacheStats& s) { ++s.evictions; });
+        logf(log::Level::debug, "compile cache: evicted {} ({} bytes, least recently used)", (item.sub + item.name).substr(0, 14),
+             item.size);
+      }
     }
+  }
+  if (Fd fd = open_own_file(v1.fd, "ledger", O_RDWR | O_CREAT); fd && ::flock(fd.fd, LOCK_EX) == 0) {
+    write_ledger(fd.fd, Ledger{total, 0});
   }
 }
 
 namespace {
 
+// Whether the lock `fd` holds is still the file at `name` (not one removed by
+// its writer or the housekeeping since it was opened).
+bool still_linked(int dirfd, const std::string& name, int fd) {
+  struct stat mine {}, now {};
+  return ::fstat(fd, &mine) == 0 && ::fstatat(dirfd, name.c_str(), &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+         mine.st_dev == now.st_dev && mine.st_ino == now.st_ino;
+}
+
 // Holds the per-key lock file; the lock goes with the descriptor.
 struct KeyLock {
+  Fd dir;
   Fd fd;
+  std::string name;
   bool held = false;
+  // The writer removes its lock file once the entry is there (while holding
+  // it): later processes find the entry, and waiters that opened the file see
+  // that its path is gone once they hold it.
+  void remove() const {
+    if (held && still_linked(dir.fd, name, fd.fd)) (void)::unlinkat(dir.fd, name.c_str(), 0);
+  }
 };
 
 }  // namespace
@@ -987,23 +1302,20 @@ void CompileCache::open(CacheOptions options) {
       if (problem.empty()) {
         c.root = detail::open_subdir(parent_fd.fd, dir.substr(slash + 1), dir, create, c.options.read_only, problem);
       }
+      // Every directory below the root gets the root's checks (this user's, not
+      // writable by group or others, not a link), each opened from its checked parent.
+      if (problem.empty()) c.v1 = detail::open_subdir(c.root.fd, "v1", dir + "/v1", create, c.options.read_only, problem);
       if (problem.empty()) {
-        // An existing cache: each subdirectory in one call, no link on the
-        // way (the root was checked; nobody else can create anything in it).
-        constexpr int kDir = O_RDONLY | O_DIRECTORY | O_CLOEXEC;
-        c.objects = detail::Fd(detail::open_without_links(c.root.fd, "v1/objects", kDir));
-        if (c.objects) c.toolchain = detail::Fd(detail::open_without_links(c.root.fd, "v1/toolchain", kDir));
+        c.objects = detail::open_subdir(c.v1.fd, "objects", dir + "/v1/objects", create, c.options.read_only, problem);
       }
-      if (problem.empty() && (!c.objects || !c.toolchain)) {
-        // Missing (to be created), a kernel without openat2, or something odd on the way: step by step, checked.
-        c.v1 = detail::open_subdir(c.root.fd, "v1", dir + "/v1", create, c.options.read_only, problem);
-        if (problem.empty()) {
-          c.objects = detail::open_subdir(c.v1.fd, "objects", dir + "/v1/objects", create, c.options.read_only, problem);
-        }
+      if (problem.empty()) {
         // Optional: without it compile_for() loads NVRTC to learn its targets.
-        std::string ignored;
-        if (problem.empty()) {
-          c.toolchain = detail::open_subdir(c.v1.fd, "toolchain", dir + "/v1/toolchain", create, c.options.read_only, ignored);
+        std::string refused;
+        bool missing = false;
+        c.toolchain =
+            detail::open_subdir(c.v1.fd, "toolchain", dir + "/v1/toolchain", create, c.options.read_only, refused, &missing);
+        if (!c.toolchain && !missing) {
+          detail::logf(log::Level::warn, "compile cache: {}; the toolchain memo is not used", refused);
         }
       }
       if (problem.empty()) {
@@ -1022,17 +1334,27 @@ void CompileCache::open(CacheOptions options) {
 
 namespace {
 
+// What a miss needs to verify its compile: the inputs the key was built from.
+struct KeyedProgram {
+  const KernelSource& program;
+  const std::vector<std::string>& effective;
+  const std::string& link_identity;
+  const detail::KeyResult& key;
+};
+
 // The work of one miss for one key: the disk tier (with the cross-process
-// lock) and, failing that, `produce`. Returns the stored result and sets the outcome.
-std::shared_ptr<const detail::Stored> fetch_or_produce(
-    const detail::CacheCore& c, const std::string& hex, const detail::Sha256::Digest& key,
-    const std::function<detail::Stored()>& produce, CacheOutcome& outcome, std::string& reason, bool disk_read) {
+// lock) and, failing that, `produce`. The result is stored only when the
+// inputs the key describes did not change while it was produced. Returns it
+// and sets the outcome and reason.
+detail::CacheCore::Produced fetch_or_produce(const detail::CacheCore& c, const std::string& hex, const KeyedProgram& k,
+                                             const std::function<detail::Stored()>& produce, CacheOutcome& outcome,
+                                             std::string& reason, bool disk_read) {
   if (c.disk && disk_read) {
     // Looked at already (and `reason` says why it missed).
   } else if (c.disk) {
-    if (auto hit = c.read_entry(hex, key, reason)) {
+    if (auto hit = c.read_entry(hex, k.key.key, reason)) {
       outcome = CacheOutcome::disk_hit;
-      return hit;
+      return {hit, true};
     }
   } else {
     reason = c.options.enabled ? c.disabled_reason : "disabled";
@@ -1040,12 +1362,22 @@ std::shared_ptr<const detail::Stored> fetch_or_produce(
   detail::KeyLock lock;
   if (c.disk && !c.options.read_only) {
     const detail::Fd& locks = c.locks_dir();
-    detail::Fd dir = locks ? c.fanout(locks.fd, hex, true) : detail::Fd();
-    if (dir) lock.fd = detail::Fd(::openat(dir.fd, hex.substr(2).c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
-    if (lock.fd) {
-      const auto deadline = std::chrono::steady_clock::now() + c.options.lock_timeout;
-      auto pause = std::chrono::milliseconds(2);
-      bool waited = false;
+    std::string problem;
+    bool missing = false;
+    lock.dir = locks ? c.fanout(locks.fd, c.directory + "/v1/locks", hex, true, problem, missing) : detail::Fd();
+    lock.name = hex.substr(2);
+    const auto deadline = std::chrono::steady_clock::now() + c.options.lock_timeout;
+    auto pause = std::chrono::milliseconds(2);
+    bool waited = false;
+    while (lock.dir) {
+      lock.fd = detail::open_own_file(lock.dir.fd, lock.name.c_str(), O_RDWR | O_CREAT);
+      if (!lock.fd) {
+        c.warn_once(c.directory + "/v1/locks/" + hex,
+                    fmt::format("{}/v1/locks/{}/{} is not a lock file of this user's; compiling without waiting for "
+                                "other processes",
+                                c.directory, hex.substr(0, 2), lock.name));
+        break;
+      }
       while (!(lock.held = ::flock(lock.fd.fd, LOCK_EX | LOCK_NB) == 0)) {
         if (errno != EWOULDBLOCK && errno != EINTR) break;
         if (std::chrono::steady_clock::now() >= deadline) {
@@ -1059,22 +1391,36 @@ std::shared_ptr<const detail::Stored> fetch_or_produce(
         std::this_thread::sleep_for(pause);
         pause = std::min(pause * 2, std::chrono::milliseconds(100));
       }
-      if (waited) c.bump([](CacheStats& s) { ++s.lock_waits; });
       // Another process may have produced it while this one waited.
       std::string again;
-      if (auto hit = c.read_entry(hex, key, again)) {
+      if (auto hit = c.read_entry(hex, k.key.key, again)) {
+        if (waited) c.bump([](CacheStats& s) { ++s.lock_waits; });
         outcome = CacheOutcome::disk_hit;
         reason.clear();
-        return hit;
+        return {hit, true};
       }
+      // A lock on a file its writer (or the housekeeping) removed meanwhile: take the new one.
+      if (lock.held && !detail::still_linked(lock.dir.fd, lock.name, lock.fd.fd)) {
+        lock.held = false;
+        lock.fd.reset();
+        continue;
+      }
+      break;
     }
+    if (waited) c.bump([](CacheStats& s) { ++s.lock_waits; });
   }
   auto stored = std::make_shared<detail::Stored>(produce());
-  outcome = c.disk ? CacheOutcome::compiled : CacheOutcome::uncached;
-  if (c.disk && !c.options.read_only) {
-    if (c.write_entry(hex, key, *stored)) c.evict();
+  // NVRTC read the headers while it compiled: if any of them changed since the
+  // key was computed (or too recently to tell), the image may be another
+  // version's, so it is returned but stored nowhere.
+  if (std::string changed = c.inputs_changed(k.key, k.program, k.effective, k.link_identity); !changed.empty()) {
+    outcome = CacheOutcome::uncached;
+    reason = "uncached: " + changed;
+    return {stored, false};
   }
-  return stored;
+  outcome = c.disk ? CacheOutcome::compiled : CacheOutcome::uncached;
+  if (c.disk && !c.options.read_only && c.write_entry(hex, k.key.key, *stored)) lock.remove();
+  return {stored, true};
 }
 
 CachedCompile run(const detail::CacheCore& c, const KernelSource& program, const std::string& link_identity,
@@ -1089,14 +1435,24 @@ CachedCompile run(const detail::CacheCore& c, const KernelSource& program, const
                  out.key.substr(0, 16), out.miss_reason.empty() ? std::string() : ": miss because " + out.miss_reason);
     return out;
   };
+  // Compiled and returned, stored nowhere: the caller reads why in miss_reason.
+  auto uncached = [&](std::string reason) {
+    out.outcome = CacheOutcome::uncached;
+    out.miss_reason = std::move(reason);
+    c.count_miss(out.miss_reason, true);
+    detail::logf(log::Level::info, "compile cache: not caching {}: {}", program.name, out.miss_reason);
+    return finish(produce());
+  };
   if (!c.options.enabled) {
     out.outcome = CacheOutcome::uncached;
     out.miss_reason = "disabled";
     c.count_miss(out.miss_reason);
     return finish(produce());
   }
-  const auto key = c.key_of(program, detail::effective_options(program.options, c.cuda_include), link_identity);
-  out.key = detail::Sha256::hex(key);
+  const std::vector<std::string> effective = detail::effective_options(program.options, c.cuda_include);
+  const detail::KeyResult key = c.key_of(program, effective, link_identity);
+  if (!key.unknowable.empty()) return uncached("uncached: " + key.unknowable);
+  out.key = detail::Sha256::hex(key.key);
 
   // The in-process tier; the caller holds c.mutex.
   auto in_memory = [&]() -> std::shared_ptr<const detail::Stored> {
@@ -1114,7 +1470,7 @@ CachedCompile run(const detail::CacheCore& c, const KernelSource& program, const
   // hit), so it is tried before the in-flight bookkeeping only a miss needs.
   bool disk_read = false;
   if (c.disk) {
-    if (auto hit = c.read_entry(out.key, key, out.miss_reason)) {
+    if (auto hit = c.read_entry(out.key, key.key, out.miss_reason)) {
       std::lock_guard<std::mutex> lock(c.mutex);
       ++c.stats.disk_hits;
       if (c.options.in_memory) c.memory.emplace(out.key, hit);
@@ -1124,8 +1480,8 @@ CachedCompile run(const detail::CacheCore& c, const KernelSource& program, const
     disk_read = true;
   }
 
-  std::promise<std::shared_ptr<const detail::Stored>> promise;
-  std::shared_future<std::shared_ptr<const detail::Stored>> waiting;
+  std::promise<detail::CacheCore::Produced> promise;
+  std::shared_future<detail::CacheCore::Produced> waiting;
   {
     // Again: another thread may have produced it meanwhile.
     std::unique_lock<std::mutex> lock(c.mutex);
@@ -1141,14 +1497,16 @@ CachedCompile run(const detail::CacheCore& c, const KernelSource& program, const
   }
   if (waiting.valid()) {
     // Another thread of this process is producing this key: one compile, shared.
-    auto hit = waiting.get();
+    const auto got = waiting.get();
+    if (!got.kept) return uncached("uncached: the headers changed while another thread compiled this key");
     c.bump([](CacheStats& s) { ++s.memory_hits; });
     out.outcome = CacheOutcome::memory_hit;
-    return finish(*hit);
+    return finish(*got.stored);
   }
-  std::shared_ptr<const detail::Stored> stored;
+  detail::CacheCore::Produced produced;
   try {
-    stored = fetch_or_produce(c, out.key, key, produce, out.outcome, out.miss_reason, disk_read);
+    produced = fetch_or_produce(c, out.key, KeyedProgram{program, effective, link_identity, key}, produce, out.outcome,
+                                out.miss_reason, disk_read);
   } catch (...) {
     promise.set_exception(std::current_exception());
     std::lock_guard<std::mutex> lock(c.mutex);
@@ -1157,19 +1515,21 @@ CachedCompile run(const detail::CacheCore& c, const KernelSource& program, const
     ++c.stats.miss_reasons["compile failed"];
     throw;
   }
-  promise.set_value(stored);
+  promise.set_value(produced);
   {
     std::lock_guard<std::mutex> lock(c.mutex);
     c.inflight.erase(out.key);
-    if (c.options.in_memory) c.memory[out.key] = stored;
+    if (c.options.in_memory && produced.kept) c.memory[out.key] = produced.stored;
     if (out.outcome == CacheOutcome::disk_hit) {
       ++c.stats.disk_hits;
     } else {
       ++c.stats.misses;
       ++c.stats.miss_reasons[out.miss_reason];
+      if (!produced.kept) ++c.stats.uncached;
     }
   }
-  return finish(*stored);
+  if (!produced.kept) detail::logf(log::Level::info, "compile cache: not caching {}: {}", program.name, out.miss_reason);
+  return finish(*produced.stored);
 }
 
 }  // namespace
@@ -1234,6 +1594,8 @@ void CompileCache::clear() const {
   detail::for_each_entry(core_->objects.fd, [](int dirfd, const std::string&, const std::string& name, const struct stat&) {
     (void)::unlinkat(dirfd, name.c_str(), 0);
   });
+  // The ledger no longer describes the directory: the next write rebuilds it.
+  (void)::unlinkat(core_->v1.fd, "ledger", 0);
 }
 
 }  // namespace drvshim
