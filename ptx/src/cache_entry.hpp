@@ -2,7 +2,7 @@
 // A compile-cache entry on disk and its codec. Pure: bytes in, bytes out.
 //   magic "DRVSHIM\0" · u32 format · u32 flags (CUBIN, linked) · the 32-byte key
 //   echoed · u64 creation time · log · options · lowered names · compile time ·
-//   image · a 64-bit checksum of everything before it.
+//   image · XXH3-64 of everything before it.
 // Integers little-endian; strings as u64 length + bytes.
 #include <drvshim/nvrtc.hpp>
 

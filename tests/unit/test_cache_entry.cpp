@@ -87,6 +87,8 @@ TEST(CompileCacheEntry, EachKindOfBadEntryIsNamed) {
   std::string older = bytes;
   older[8] = 1;  // the format after the 8-byte magic
   EXPECT_EQ(decode(older, key, out), "unknown format 1");
+  older[8] = 2;  // format 2 had a hand-written checksum: recompiled, not trusted
+  EXPECT_EQ(decode(older, key, out), "unknown format 2");
   std::string flipped = bytes;
   flipped[bytes.size() / 2] = static_cast<char>(flipped[bytes.size() / 2] ^ 0x20);
   EXPECT_EQ(decode(flipped, key, out), "checksum mismatch (truncated or altered)");
