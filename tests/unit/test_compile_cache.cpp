@@ -708,8 +708,10 @@ TEST(CompileCache, StressThreadsAndProcessesCompileWhileHeadersChange) {
   // compiles are also stored and hit between the header's changes there.
 #if defined(__SANITIZE_THREAD__)
   constexpr int kMillis = 4000;
+  constexpr unsigned kQuietMillis = 700;
 #else
   constexpr int kMillis = 1500;
+  constexpr unsigned kQuietMillis = 250;
 #endif
   KernelSource p;
   p.source = "#include \"value.h\"\n" + std::string(kValueKernel);
@@ -755,7 +757,7 @@ TEST(CompileCache, StressThreadsAndProcessesCompileWhileHeadersChange) {
         fs::rename(header + ".new", header);
       }
       // Bursts of changes, then quiet spells in which compiles are stored and hit.
-      std::this_thread::sleep_for(std::chrono::milliseconds(round % 4 == 3 ? 250 + rng() % 100 : 1 + rng() % 5));
+      std::this_thread::sleep_for(std::chrono::milliseconds(round % 4 == 3 ? kQuietMillis + rng() % 100 : 1 + rng() % 5));
     }
   });
   std::vector<std::thread> threads;
