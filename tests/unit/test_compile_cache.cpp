@@ -426,6 +426,25 @@ TEST(CompileCache, AHeaderFoundThroughAnyOfNvrtcsLookupsIsKeyedByItsContent) {
   });
 }
 
+// The toolkit's own headers (found through the toolkit -I) are keyed, not
+// refused: the scanner follows their wrapper macros and __has_include.
+TEST(CompileCache, ProgramsIncludingTheToolkitsHeadersAreCached) {
+  TempDir dir;
+  CompileCache cache(load_nvrtc(), in(dir / "c"));
+  for (const char* header : {"cuda_fp16.h", "cooperative_groups.h", "cuda/std/type_traits"}) {
+    SCOPED_TRACE(header);
+    KernelSource p;
+    p.source = std::string("#include <") + header + ">\nextern \"C\" __global__ void k(int* p) { *p = 1; }\n";
+    p.name = "toolkit.cu";
+    p.options.arch = "compute_90";
+    // CCCL (cuda/std/...) lives in include/cccl, which is not the toolkit -I.
+    if (fs::exists("/usr/local/cuda/include/cccl")) p.options.include_paths = {"/usr/local/cuda/include/cccl"};
+    const auto r = cache.compile(p);
+    EXPECT_EQ(r.outcome, CacheOutcome::compiled) << r.miss_reason;
+    EXPECT_EQ(cache.compile(p).outcome, CacheOutcome::memory_hit);
+  }
+}
+
 // Defect 5: where the key cannot cover what NVRTC reads, the compile is
 // returned, stored nowhere, and the result and the log say why.
 TEST(CompileCache, ProgramsWhoseInputsCannotBeKnownAreCompiledAndNeverStored) {
