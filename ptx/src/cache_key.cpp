@@ -199,8 +199,7 @@ void hash_headers(const HeaderMemo& memo, Sha256& key, const KernelSource& progr
       }
       contribution += exists_only ? c + "=exists;" : c + "=" + p.info->digest + ";";
       if (!exists_only) {
-        out.witness += fmt::format("{}\n{} {} {} {} {}\n", c, p.info->dev, p.info->ino, p.info->size, p.info->mtime,
-                                   p.info->ctime);
+        out.witness.push_back({c, p.info});
         if (p.info->recent && out.recent.empty()) out.recent = c;
         found.emplace_back(c, p.info);
       }
@@ -272,21 +271,11 @@ std::string inputs_changed(const HeaderMemo& memo, std::string_view identity, co
   const KeyResult after = key_of(memo, identity, program, effective, link_identity);
   if (!after.unknowable.empty()) return after.unknowable;
   if (after.key == before.key && after.witness == before.witness) return {};
-  // The first file whose identity differs: witness lines come in pairs (path, identity).
-  auto lines = [](const std::string& w) {
-    std::vector<std::string_view> out;
-    for (std::size_t pos = 0; pos < w.size();) {
-      const auto nl = w.find('\n', pos);
-      out.push_back(std::string_view(w).substr(pos, nl - pos));
-      pos = nl + 1;
-    }
-    return out;
-  };
-  const auto a = lines(before.witness), b = lines(after.witness);
-  for (std::size_t i = 0; i + 1 < std::max(a.size(), b.size()); i += 2) {
-    if (i + 1 >= a.size() || i + 1 >= b.size() || a[i] != b[i] || a[i + 1] != b[i + 1]) {
-      return std::string(i < a.size() ? a[i] : b[i]) + " changed while it was compiled";
-    }
+  // The first file whose identity differs.
+  const auto& a = before.witness;
+  const auto& b = after.witness;
+  for (std::size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+    if (i >= a.size() || i >= b.size() || !(a[i] == b[i])) return (i < a.size() ? a[i] : b[i]).path + " changed while it was compiled";
   }
   return "a header lookup changed while it was compiled (a file appeared or vanished)";
 }

@@ -46,12 +46,24 @@ struct Probe {
   std::string problem;  // unusable: why
 };
 
+// A file the key's walk read, as it was then.
+struct Witness {
+  std::string path;
+  std::shared_ptr<const FileInfo> info;  // its stat identity and digest
+  bool operator==(const Witness& o) const noexcept {
+    return path == o.path && (info == o.info || (info->dev == o.info->dev && info->ino == o.info->ino &&
+                                                 info->size == o.info->size && info->mtime == o.info->mtime &&
+                                                 info->ctime == o.info->ctime));
+  }
+};
+
 // What the key's walk over a program's inputs found besides the digest.
 struct KeyResult {
   Sha256::Digest key{};
-  // Every file read, with its stat identity, in walk order: compared after a
-  // compile to tell whether NVRTC may have read something else.
-  std::string witness;
+  // Every file read, in walk order: compared after a compile to tell whether
+  // NVRTC may have read something else (kept as references, so a hit pays
+  // no formatting for it).
+  std::vector<Witness> witness;
   std::string recent;      // the first file changed too recently to trust; empty when none
   std::string unknowable;  // why no key can cover this program's inputs; empty when one does
 };

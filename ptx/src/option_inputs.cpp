@@ -1,6 +1,5 @@
 #include "option_inputs.hpp"
 
-#include <algorithm>
 #include <string_view>
 
 namespace drvshim::detail {
@@ -88,24 +87,24 @@ constexpr Known kKnown[] = {
 };
 
 // NVRTC spells some options with '_' ("--use_fast_math"): both spellings name one option.
-std::string normalised(std::string_view name) {
-  std::string out(name);
-  std::replace(out.begin(), out.end(), '_', '-');
-  return out;
+bool same_name(std::string_view spelled, std::string_view known) noexcept {
+  if (spelled.size() != known.size()) return false;
+  for (std::size_t i = 0; i < spelled.size(); ++i) {
+    if ((spelled[i] == '_' ? '-' : spelled[i]) != known[i]) return false;
+  }
+  return true;
 }
 
 const Known* find_long(std::string_view name) {
-  const std::string n = normalised(name);
   for (const auto& k : kKnown) {
-    if (k.long_name == n) return &k;
+    if (same_name(name, k.long_name)) return &k;
   }
   return nullptr;
 }
 
 const Known* find_short(std::string_view name) {
-  const std::string n = normalised(name);
   for (const auto& k : kKnown) {
-    if (!k.short_name.empty() && k.short_name == n) return &k;
+    if (!k.short_name.empty() && same_name(name, k.short_name)) return &k;
   }
   return nullptr;
 }
