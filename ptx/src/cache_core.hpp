@@ -38,10 +38,10 @@ struct CacheCore {
   std::string directory;
   std::string disabled_reason;
   bool disk = false;
-  Fd root, v1, objects, toolchain;
+  Fd root, objects, toolchain;
   // Needed only to write or to wait for another process: opened at the first miss.
   mutable std::mutex dirs_mutex;
-  mutable Fd locks, tmp;
+  mutable Fd v1, locks, tmp;
   mutable bool dirs_tried = false;
   std::string identity;  // NVRTC's identity, hashed into every key
 
@@ -80,6 +80,12 @@ struct CacheCore {
   const Fd& locks_dir() const { return lazy_dirs(), locks; }
   const Fd& tmp_dir() const { return lazy_dirs(), tmp; }
   void lazy_dirs() const;
+  // v1/, opened at the first need (a hit passes through it without opening it).
+  const Fd& v1_dir() const {
+    std::lock_guard<std::mutex> lock(dirs_mutex);
+    return v1_locked();
+  }
+  const Fd& v1_locked() const;  // the same, dirs_mutex held
   // Logs a warning about a refused directory, once per directory and cache.
   void warn_once(const std::string& path, const std::string& text) const;
 

@@ -50,6 +50,11 @@ inline std::uint64_t ctime_ns(const struct stat& st) {
   return static_cast<std::uint64_t>(st.st_ctim.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(st.st_ctim.tv_nsec);
 }
 
+// openat2 with no symbolic link allowed anywhere on `path` and nothing outside
+// `dirfd`: one system call for a path whose directories were checked. -1 with
+// errno ENOSYS where the kernel (or a seccomp filter) does not offer openat2.
+int open_beneath(int dirfd, const char* path, int flags) noexcept;
+
 // A regular file of this user's under `dirfd`, not writable by group or
 // others, opened without following a link or blocking (a FIFO there is
 // refused, never waited on); no fd otherwise.

@@ -59,14 +59,14 @@ std::uint64_t CacheCore::disk_bytes() const {
   for_each_entry(objects.fd, [&](int, const std::string&, const std::string&, const struct stat& st) {
     total += static_cast<std::uint64_t>(st.st_size);
   });
-  Fd t(::openat(v1.fd, "tmp", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  Fd t(::openat(v1_dir().fd, "tmp", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (t) for_each_file(t.fd, [&](const std::string&, const struct stat& st) { total += static_cast<std::uint64_t>(st.st_size); });
   return total;
 }
 
 void CacheCore::after_write(const std::string& hex, std::uint64_t size) const {
   bool scan = true;
-  if (Fd fd = open_own_file(v1.fd, "ledger", O_RDWR | O_CREAT); fd && ::flock(fd.fd, LOCK_EX) == 0) {
+  if (Fd fd = open_own_file(v1_dir().fd, "ledger", O_RDWR | O_CREAT); fd && ::flock(fd.fd, LOCK_EX) == 0) {
     if (auto l = read_ledger(fd.fd)) {
       l->bytes += size;
       l->writes += 1;
@@ -145,7 +145,7 @@ void CacheCore::housekeeping(const std::string& keep_hex) const {
       }
     }
   }
-  if (Fd fd = open_own_file(v1.fd, "ledger", O_RDWR | O_CREAT); fd && ::flock(fd.fd, LOCK_EX) == 0) {
+  if (Fd fd = open_own_file(v1_dir().fd, "ledger", O_RDWR | O_CREAT); fd && ::flock(fd.fd, LOCK_EX) == 0) {
     write_ledger(fd.fd, Ledger{total, 0});
   }
 }

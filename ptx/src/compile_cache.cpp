@@ -86,20 +86,41 @@ void CompileCache::open(CacheOptions options) {
         c.root = detail::open_subdir(parent_fd.fd, dir.substr(slash + 1), dir, create, c.options.read_only, problem);
       }
       // Every directory below the root gets the root's checks (this user's, not
-      // writable by group or others, not a link), each opened from its checked parent.
-      if (problem.empty()) c.v1 = detail::open_subdir(c.root.fd, "v1", dir + "/v1", create, c.options.read_only, problem);
+      // writable by group or others, not a link). An existing cache: v1/ checked
+      // where it stands (the checked root lets nobody else replace it), then
+      // objects/ and toolchain/ each opened in one call, no link on the way, and checked.
+      constexpr const char* kToolchain = "v1/toolchain";
+      std::string refused;  // toolchain/ is optional: without it compile_for() loads NVRTC to learn its targets
+      bool toolchain_missing = false;
       if (problem.empty()) {
-        c.objects = detail::open_subdir(c.v1.fd, "objects", dir + "/v1/objects", create, c.options.read_only, problem);
-      }
-      if (problem.empty()) {
-        // Optional: without it compile_for() loads NVRTC to learn its targets.
-        std::string refused;
-        bool missing = false;
-        c.toolchain =
-            detail::open_subdir(c.v1.fd, "toolchain", dir + "/v1/toolchain", create, c.options.read_only, refused, &missing);
-        if (!c.toolchain && !missing) {
-          detail::cache_log(log::Level::warn, "compile cache: {}; the toolchain memo is not used", refused);
+        bool v1_missing = false;
+        problem = detail::check_subdir(c.root.fd, "v1", dir + "/v1", c.options.read_only, &v1_missing);
+        if (v1_missing) problem.clear();
+        if (problem.empty() && !v1_missing) {
+          c.objects = detail::open_checked_beneath(c.root.fd, "v1/objects", dir + "/v1/objects", c.options.read_only, problem);
         }
+        if (problem.empty() && c.objects) {
+          c.toolchain = detail::open_checked_beneath(c.root.fd, kToolchain, dir + "/" + kToolchain, c.options.read_only,
+                                                     refused);
+        }
+      }
+      // Missing (to be created) or a kernel without openat2: step by step, each opened from its checked parent.
+      if (problem.empty() && !c.objects) {
+        c.v1 = detail::open_subdir(c.root.fd, "v1", dir + "/v1", create, c.options.read_only, problem);
+        if (problem.empty()) {
+          c.objects = detail::open_subdir(c.v1.fd, "objects", dir + "/v1/objects", create, c.options.read_only, problem);
+        }
+      }
+      if (problem.empty() && !c.toolchain && refused.empty()) {
+        c.disk = true;  // for v1_dir()
+        c.directory = dir;
+        if (const detail::Fd& v1 = c.v1_dir()) {
+          c.toolchain = detail::open_subdir(v1.fd, "toolchain", dir + "/" + kToolchain, create, c.options.read_only, refused,
+                                            &toolchain_missing);
+        }
+      }
+      if (!refused.empty() && !toolchain_missing) {
+        detail::cache_log(log::Level::warn, "compile cache: {}; the toolchain memo is not used", refused);
       }
       if (problem.empty()) {
         c.directory = dir;
@@ -336,7 +357,7 @@ void CompileCache::clear() const {
     (void)::unlinkat(dirfd, name.c_str(), 0);
   });
   // The ledger no longer describes the directory: the next write rebuilds it.
-  (void)::unlinkat(core_->v1.fd, "ledger", 0);
+  (void)::unlinkat(core_->v1_dir().fd, "ledger", 0);
 }
 
 }  // namespace drvshim

@@ -48,6 +48,35 @@ Fd open_subdir(int parent, const std::string& name, const std::string& shown, bo
 }
 
 
+std::string check_subdir(int parent, const std::string& name, const std::string& shown, bool allow_root_owner,
+                         bool* missing) {
+  if (missing != nullptr) *missing = false;
+  struct stat st {};
+  if (::fstatat(parent, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (missing != nullptr) *missing = errno == ENOENT;
+    return fmt::format("cannot open {}: {}", shown, errno_text(errno));
+  }
+  if (S_ISLNK(st.st_mode)) return fmt::format("{} is a symbolic link or not a directory", shown);
+  return directory_problem(st, shown, allow_root_owner);
+}
+
+Fd open_checked_beneath(int parent, const char* path, const std::string& shown, bool allow_root_owner,
+                        std::string& problem) {
+  Fd fd(open_beneath(parent, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) {
+    if (errno == ELOOP || errno == ENOTDIR) problem = fmt::format("{} is a symbolic link or not a directory", shown);
+    return {};
+  }
+  struct stat st {};
+  if (::fstat(fd.fd, &st) != 0) {
+    problem = fmt::format("cannot stat {}: {}", shown, errno_text(errno));
+    return {};
+  }
+  problem = directory_problem(st, shown, allow_root_owner);
+  if (!problem.empty()) return {};
+  return fd;
+}
+
 void create_parents(const std::string& path) {
   for (std::size_t pos = path.find('/', 1); pos != std::string::npos; pos = path.find('/', pos + 1)) {
     const std::string parent = path.substr(0, pos);

@@ -19,11 +19,21 @@ void CacheCore::lazy_dirs() const {
   if (dirs_tried || !disk || options.read_only) return;
   dirs_tried = true;
   std::string problem;
+  if (!v1_locked()) return;
   locks = open_subdir(v1.fd, "locks", directory + "/v1/locks", true, false, problem);
   if (!problem.empty()) cache_log(log::Level::warn, "compile cache: {}; compiles here will not wait for other processes", problem);
   problem.clear();
   tmp = open_subdir(v1.fd, "tmp", directory + "/v1/tmp", true, false, problem);
   if (!problem.empty()) cache_log(log::Level::warn, "compile cache: {}; no entry can be written", problem);
+}
+
+const Fd& CacheCore::v1_locked() const {
+  if (!v1 && disk) {
+    std::string problem;
+    v1 = open_subdir(root.fd, "v1", directory + "/v1", !options.read_only, options.read_only, problem);
+    if (!problem.empty()) cache_log(log::Level::warn, "compile cache: {}; nothing can be written", problem);
+  }
+  return v1;
 }
 
 void CacheCore::warn_once(const std::string& path, const std::string& text) const {
@@ -44,22 +54,47 @@ Fd CacheCore::fanout(int parent, const std::string& shown, const std::string& he
 
 std::shared_ptr<const Stored> CacheCore::read_entry(const std::string& hex, const Sha256::Digest& key,
                                                     std::string& reason) const {
+  const std::string sub = hex.substr(0, 2);
   const std::string name = hex.substr(2);
+  const std::string shown = directory + "/v1/objects/" + sub;
+  // Non-blocking: a FIFO planted as an entry must not hang the compile; its type is checked next.
+  constexpr int kFlags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
+  // One openat2 with no link anywhere on the way where the kernel has it.
+  Fd fd(open_beneath(objects.fd, (sub + "/" + name).c_str(), kFlags));
+  int err = fd ? 0 : errno;
+  Fd dir;  // the fan-out directory: opened only without openat2, or to remove the entry
   std::string problem;
   bool missing = false;
-  Fd dir = fanout(objects.fd, directory + "/v1/objects", hex, false, problem, missing);
-  if (!dir) {
+  if (err == ENOSYS) {
+    dir = fanout(objects.fd, directory + "/v1/objects", hex, false, problem, missing);
+    if (dir) {
+      fd = Fd(::openat(dir.fd, name.c_str(), kFlags | O_NOFOLLOW));
+      err = fd ? 0 : errno;
+    }
+  } else {
+    // The fan-out directory's checks without opening it: objects/ is checked,
+    // so nobody else can replace the directory in between.
+    problem = check_subdir(objects.fd, sub, shown, options.read_only, &missing);
+    if (!problem.empty() && !missing) warn_once(shown, problem + "; the files under it are not used");
+  }
+  if (!problem.empty()) {
     reason = missing ? "no entry" : "unsafe directory (" + problem + ")";
     return nullptr;
   }
-  // Non-blocking: a FIFO planted as an entry must not hang the compile; its type is checked next.
-  Fd fd(::openat(dir.fd, name.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC));
+  auto entry_dir = [&]() -> int {
+    if (!dir) {
+      std::string ignored;
+      bool gone = false;
+      dir = fanout(objects.fd, directory + "/v1/objects", hex, false, ignored, gone);
+    }
+    return dir.fd;
+  };
   if (!fd) {
-    const bool link = errno == ELOOP;
+    const bool link = err == ELOOP;
     reason = link ? "unsafe entry (a symbolic link)" : "no entry";
     if (link) {
       bump([](CacheStats& s) { ++s.corrupt_removed; });
-      if (!options.read_only) (void)::unlinkat(dir.fd, name.c_str(), 0);
+      if (!options.read_only && entry_dir() >= 0) (void)::unlinkat(dir.fd, name.c_str(), 0);
     }
     return nullptr;
   }
@@ -91,7 +126,8 @@ std::shared_ptr<const Stored> CacheCore::read_entry(const std::string& hex, cons
     cache_log(log::Level::info, "compile cache: removing entry {}: {}; it will be recompiled", hex.substr(0, 16), problem);
     // Removed only if it is still the file just judged (another process may have replaced it).
     struct stat now {};
-    if (!options.read_only && ::fstatat(dir.fd, name.c_str(), &now, AT_SYMLINK_NOFOLLOW) == 0 && now.st_ino == st.st_ino &&
+    if (!options.read_only && entry_dir() >= 0 && ::fstatat(dir.fd, name.c_str(), &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+        now.st_ino == st.st_ino &&
         now.st_dev == st.st_dev) {
       (void)::unlinkat(dir.fd, name.c_str(), 0);
     }

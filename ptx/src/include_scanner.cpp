@@ -1,6 +1,7 @@
 #include "include_scanner.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 
@@ -57,7 +58,9 @@ struct Token {
 
 class Scanner {
  public:
-  explicit Scanner(std::string s, std::vector<std::size_t> splices) : s_(std::move(s)), splices_(std::move(splices)) {}
+  // `s` is the spliced text (`owned` holds it when splicing changed anything).
+  Scanner(std::string owned, std::string_view s, std::vector<std::size_t> splices)
+      : owned_(std::move(owned)), s_(owned_.empty() ? s : std::string_view(owned_)), splices_(std::move(splices)) {}
 
   IncludeScan run() {
     bool space = false;
@@ -83,6 +86,13 @@ class Scanner {
         const auto close = s_.find("*/", pos_ + 2);
         pos_ = close == std::string::npos ? s_.size() : close + 2;
         space = true;
+        continue;
+      }
+      // Only directives name files (__has_include is valid in #if and #elif
+      // alone): any other line is passed over, its comments and literals
+      // honoured, without being tokenized.
+      if (line_.empty() && c != '#' && !(c == '%' && at(1) == ':')) {
+        skip_code_line();
         continue;
       }
       Token t = header_name_expected() ? lex_header_name() : lex();
@@ -125,6 +135,49 @@ class Scanner {
     t.inner_end = i;
     t.end = pos_ = i + 1;
     return t;
+  }
+
+  // Passes over the rest of a line that is not a directive, up to its newline:
+  // block comments (which may run over lines), string and character literals
+  // and raw strings (which may too) are skipped whole, so nothing in them is
+  // taken for a directive on the next line.
+  void skip_code_line() {
+    static constexpr auto kSpecial = [] {
+      std::array<bool, 256> t{};
+      for (const char c : {'\n', '/', '"', '\''}) t[static_cast<unsigned char>(c)] = true;
+      return t;
+    }();
+    while (pos_ < s_.size()) {
+      while (pos_ < s_.size() && !kSpecial[static_cast<unsigned char>(s_[pos_])]) ++pos_;
+      if (pos_ >= s_.size()) return;
+      const char c = s_[pos_];
+      if (c == '\n') return;
+      if (c == '/' && at(1) == '/') {
+        while (pos_ < s_.size() && s_[pos_] != '\n') ++pos_;
+        return;
+      }
+      if (c == '/' && at(1) == '*') {
+        const auto close = s_.find("*/", pos_ + 2);
+        pos_ = close == std::string::npos ? s_.size() : close + 2;
+        continue;
+      }
+      if (c == '"') {
+        std::size_t b = pos_;
+        while (b > 0 && ident_char(s_[b - 1])) --b;
+        const std::string_view prefix = text(b, pos_);
+        if (prefix == "R" || prefix == "u8R" || prefix == "uR" || prefix == "UR" || prefix == "LR") {
+          (void)raw_string(Token{});
+        } else {
+          skip_quoted('"');
+        }
+        continue;
+      }
+      if (c == '\'' && !(pos_ > 0 && ident_char(s_[pos_ - 1]))) {
+        skip_quoted('\'');
+        continue;
+      }
+      ++pos_;
+    }
   }
 
   // A string or character literal from pos_ (at its opening quote), escapes
@@ -221,7 +274,7 @@ class Scanner {
     // Not a valid raw string: lexed as an ordinary one.
     if (paren >= s_.size() || s_[paren] != '(') return string_literal(t, open);
     t.kind = Token::Kind::string;
-    const std::string terminator = ")" + s_.substr(open + 1, paren - open - 1) + "\"";
+    const std::string terminator = ")" + std::string(s_.substr(open + 1, paren - open - 1)) + "\"";
     const auto close = s_.find(terminator, paren + 1);
     t.inner_begin = paren + 1;
     t.inner_end = close == std::string::npos ? s_.size() : close;
@@ -295,6 +348,10 @@ class Scanner {
       }
       body = i + 1;
     }
+    if (!directive) {
+      line_.clear();
+      return;
+    }
     for (std::size_t i = 0; i < line_.size(); ++i) {
       const Token& t = line_[i];
       if (t.kind != Token::Kind::ident || i + 1 >= line_.size() || !is_punct(line_[i + 1], '(')) continue;
@@ -322,7 +379,8 @@ class Scanner {
     line_.clear();
   }
 
-  std::string s_;
+  std::string owned_;
+  std::string_view s_;
   std::vector<std::size_t> splices_;
   std::size_t pos_ = 0;
   std::vector<Token> line_;
@@ -331,8 +389,13 @@ class Scanner {
 
 IncludeScan scan_spliced(std::string_view text, bool lenient) {
   std::vector<std::size_t> splices;
+  // Most texts have nothing to splice: they are read in place.
+  if (text.find('\\') == std::string_view::npos && text.find("??") == std::string_view::npos) {
+    return Scanner({}, text, {}).run();
+  }
   std::string s = splice(text, lenient, splices);
-  return Scanner(std::move(s), std::move(splices)).run();
+  const std::string_view view(s);
+  return Scanner(std::move(s), view, std::move(splices)).run();
 }
 
 // Whether a backslash is followed by blanks and then a newline somewhere.

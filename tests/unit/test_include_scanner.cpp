@@ -84,11 +84,12 @@ TEST(CompileCacheIncludeScanner, HasIncludeIsALookupAndItsWrapperMacrosAreFollow
       "#if defined(__has_include)\n#endif\n"
       "#  define HAS(_X) __has_include(_X)\n"
       "#if HAS(<cuda_fp8.h>) || HAS(\"local.h\")\n#endif\n"
-      "printf(\"not a header\");\n");
+      "#pragma message(\"not a header\")\n"
+      "void f() { printf(\"code: never a lookup\"); }\n");
   EXPECT_EQ(s.refs, (std::vector<IncludeRef>{angle("version", Kind::has_include), quoted("n.h", Kind::has_include_next)}));
   EXPECT_EQ(s.wrappers, (std::vector<std::string>{"HAS"}));
   EXPECT_EQ(s.macro_lookups, (std::vector<MacroLookup>{{"HAS", "cuda_fp8.h", false}, {"HAS", "local.h", true},
-                                                       {"printf", "not a header", true}}));
+                                                       {"message", "not a header", true}}));
   EXPECT_TRUE(s.unknowable.empty()) << s.unknowable;
   EXPECT_EQ(scan_includes("#if __has_include(NAME)\n#endif\n").unknowable, "`__has_include(NAME)` on line 1");
 }
