@@ -5,8 +5,9 @@
 # itself is never linked).
 set -euo pipefail
 
+# libxxhash-dev: the compile cache's entry checksum (XXH3, used header-only).
 packages=(cmake g++ make pkg-config binutils libspdlog-dev libfmt-dev libgtest-dev libbenchmark-dev
-          nlohmann-json3-dev libcli11-dev)
+          nlohmann-json3-dev libcli11-dev libxxhash-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,916 +1,28 @@
+// The compile cache's tiers and public API: the key, the in-process map (one
+// compile per key across threads), the disk tier (one per key across
+// processes), and storing only what was verifiably compiled from the inputs
+// the key describes. The parts: cache_key.cpp, entry_store.cpp,
+// cache_housekeeping.cpp, key_lock.cpp, toolchain_memo.cpp, directory_trust.cpp.
 #include <drvshim/compile_cache.hpp>
 #include <drvshim/context.hpp>
 #include <drvshim/module.hpp>
 
-#include <dirent.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
-#include <sys/file.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <atomic>
-#include <bit>
-#include <cerrno>
-#include <climits>
-#include <cstdlib>
-#include <cstring>
+#include <chrono>
 #include <functional>
 #include <future>
 #include <mutex>
-#include <optional>
-#include <random>
-#include <set>
-#include <thread>
 
-#include "core.hpp"
-#include "log_internal.hpp"
+#include "cache_core.hpp"
+#include "cache_environment.hpp"
+#include "cache_log.hpp"
+#include "directory_trust.hpp"
+#include "key_lock.hpp"
 #include "nvrtc_internal.hpp"
-#include "sha256.hpp"
-#include "trace_internal.hpp"
 
 namespace drvshim {
-namespace detail {
-namespace {
-
-constexpr char kMagic[8] = {'D', 'R', 'V', 'S', 'H', 'I', 'M', '\0'};
-constexpr std::uint32_t kFormat = 2;  // 2: a 64-bit checksum trailer (1 had SHA-256)
-constexpr std::uint32_t kFlagCubin = 1;
-constexpr std::uint32_t kFlagLinked = 2;
-constexpr std::uint64_t kMaxEntryBytes = std::uint64_t{256} << 20;
-// Bumped whenever what drvshim feeds NVRTC changes in a way the fields below do not show.
-constexpr std::string_view kSchema = "drvshim-compile-cache-1";
-
-// A closed-on-scope file descriptor.
-struct Fd {
-  int fd = -1;
-  Fd() = default;
-  explicit Fd(int f) noexcept : fd(f) {}
-  Fd(Fd&& o) noexcept : fd(std::exchange(o.fd, -1)) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      reset();
-      fd = std::exchange(o.fd, -1);
-    }
-    return *this;
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() { reset(); }
-  void reset() noexcept {
-    if (fd >= 0) ::close(fd);
-    fd = -1;
-  }
-  explicit operator bool() const noexcept { return fd >= 0; }
-};
-
-std::string errno_text(int err) { return std::strerror(err); }
-
-// The effective user, asked once (it is checked against every file opened).
-uid_t me() noexcept {
-  static const uid_t uid = ::geteuid();
-  return uid;
-}
-
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr ? std::string(v) : std::string();
-}
-
-bool env_true(const char* name) {
-  const std::string v = env(name);
-  return !v.empty() && v != "0" && v != "false" && v != "no";
-}
-
-// The answer to "may this directory hold our entries?": empty when yes.
-std::string directory_problem(const struct stat& st, const std::string& path, bool allow_root_owner) {
-  if (!S_ISDIR(st.st_mode)) return fmt::format("{} is not a directory", path);
-  if (st.st_uid != me() && !(allow_root_owner && st.st_uid == 0)) {
-    return fmt::format("{} is owned by uid {}, not by this user (uid {})", path, st.st_uid, me());
-  }
-  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-    return fmt::format("{} is writable by group or others (mode {:04o}); chmod 700 it", path, st.st_mode & 07777);
-  }
-  return {};
-}
-
-// Opens (creating with 0700 unless read-only) `name` under `parent` without
-// following a symbolic link, and checks it. Returns the fd or sets `problem`.
-Fd open_subdir(int parent, const std::string& name, const std::string& shown, bool create, bool allow_root_owner,
-               std::string& problem) {
-  constexpr int kFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
-  Fd fd(::openat(parent, name.c_str(), kFlags));
-  // Created only when missing: an existing cache opens with no extra system call.
-  if (!fd && errno == ENOENT && create) {
-    if (::mkdirat(parent, name.c_str(), 0700) != 0 && errno != EEXIST) {
-      problem = fmt::format("cannot create {}: {}", shown, errno_text(errno));
-      return {};
-    }
-    fd = Fd(::openat(parent, name.c_str(), kFlags));
-  }
-  if (!fd) {
-    problem = errno == ELOOP || errno == ENOTDIR ? fmt::format("{} is a symbolic link or not a directory", shown)
-                                                  : fmt::format("cannot open {}: {}", shown, errno_text(errno));
-    return {};
-  }
-  struct stat st {};
-  if (::fstat(fd.fd, &st) != 0) {
-    problem = fmt::format("cannot stat {}: {}", shown, errno_text(errno));
-    return {};
-  }
-  problem = directory_problem(st, shown, allow_root_owner);
-  if (!problem.empty()) return {};
-  return fd;
-}
-
-std::string default_directory() {
-  if (std::string d = env("DRVSHIM_CACHE_DIR"); !d.empty()) return d;
-  if (std::string x = env("XDG_CACHE_HOME"); !x.empty() && x[0] == '/') return x + "/drvshim";
-  if (std::string h = env("HOME"); !h.empty()) return h + "/.cache/drvshim";
-  return {};
-}
-
-// Creates the missing parents of `path` (0700, as mkdir -p would, never through a symlink check:
-// only the cache's own directory and its subdirectories are checked, like any per-user cache).
-void create_parents(const std::string& path) {
-  for (std::size_t pos = path.find('/', 1); pos != std::string::npos; pos = path.find('/', pos + 1)) {
-    const std::string parent = path.substr(0, pos);
-    if (::mkdir(parent.c_str(), 0700) != 0 && errno != EEXIST) return;
-  }
-}
-
-// ---- entry encoding ----------------------------------------------------------------------------
-
-struct Writer {
-  std::string out;
-  void u32(std::uint32_t v) {
-    for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>(v >> (8 * i)));
-  }
-  void u64(std::uint64_t v) {
-    for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>(v >> (8 * i)));
-  }
-  void str(std::string_view s) {
-    u64(s.size());
-    out.append(s);
-  }
-};
-
-struct Reader {
-  std::string_view in;
-  std::size_t pos = 0;
-  bool ok = true;
-  bool need(std::size_t n) {
-    if (!ok || in.size() - pos < n) ok = false;
-    return ok;
-  }
-  std::uint32_t u32() {
-    if (!need(4)) return 0;
-    std::uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) v |= std::uint32_t{static_cast<unsigned char>(in[pos + static_cast<std::size_t>(i)])} << (8 * i);
-    pos += 4;
-    return v;
-  }
-  std::uint64_t u64() {
-    if (!need(8)) return 0;
-    std::uint64_t v = 0;
-    for (int i = 0; i < 8; ++i) v |= std::uint64_t{static_cast<unsigned char>(in[pos + static_cast<std::size_t>(i)])} << (8 * i);
-    pos += 8;
-    return v;
-  }
-  std::string str() {
-    const std::uint64_t n = u64();
-    if (!ok || n > in.size() - pos) {
-      ok = false;
-      return {};
-    }
-    std::string s(in.substr(pos, static_cast<std::size_t>(n)));
-    pos += static_cast<std::size_t>(n);
-    return s;
-  }
-};
-
-struct Stored {
-  CompileResult result;
-  bool linked = false;
-};
-
-// The entry's trailer: a 64-bit checksum against truncation and damage. Not
-// SHA-256: the key (SHA-256) and its echo inside the entry already keep one
-// key's entry from being taken for another's, and SHA-256 over a 4 KB image
-// costs ~35 µs here, a tenth of a whole disk hit. Every step after a changed
-// word is a bijection of the running state, so any one changed word changes
-// the result; the length is mixed in first, so truncation does too.
-std::uint64_t checksum(const char* data, std::size_t size) noexcept {
-  auto mix = [](std::uint64_t x) noexcept {
-    x ^= x >> 32;
-    x *= 0xd6e8feb86659fd93ull;
-    x ^= x >> 32;
-    return x;
-  };
-  std::uint64_t h = 0x9e3779b97f4a7c15ull ^ mix(size);
-  std::size_t i = 0;
-  for (; i + 8 <= size; i += 8) {
-    std::uint64_t w = 0;
-    std::memcpy(&w, data + i, 8);
-    h = (h ^ mix(w + i)) * 0x9fb21c651e98df25ull;
-  }
-  std::uint64_t tail = 0;
-  std::memcpy(&tail, data + i, size - i);
-  h = (h ^ mix(tail + i)) * 0x9fb21c651e98df25ull;
-  return mix(h);
-}
-
-std::string encode(const Sha256::Digest& key, const Stored& s) {
-  Writer w;
-  w.out.append(kMagic, sizeof kMagic);
-  w.u32(kFormat);
-  w.u32((s.result.cubin ? kFlagCubin : 0) | (s.linked ? kFlagLinked : 0));
-  w.out.append(reinterpret_cast<const char*>(key.data()), key.size());
-  w.u64(static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()));
-  w.str(s.result.log);
-  w.u32(static_cast<std::uint32_t>(s.result.options.size()));
-  for (const auto& o : s.result.options) w.str(o);
-  w.u32(static_cast<std::uint32_t>(s.result.lowered_names.size()));
-  for (const auto& [expr, lowered] : s.result.lowered_names) {
-    w.str(expr);
-    w.str(lowered);
-  }
-  w.u64(std::bit_cast<std::uint64_t>(s.result.compile_ms));
-  w.str(std::string_view(reinterpret_cast<const char*>(s.result.image.data()), s.result.image.size()));
-  w.u64(checksum(w.out.data(), w.out.size()));
-  return w.out;
-}
-
-// Decodes an entry; returns the reason it is unusable, or empty.
-std::string decode(std::string_view bytes, const Sha256::Digest& key, Stored& out) {
-  if (bytes.size() < sizeof kMagic + 8 + 32 + 8) return "truncated";
-  if (std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) return "not a drvshim entry (bad magic)";
-  Reader r{bytes.substr(0, bytes.size() - 8), sizeof kMagic};
-  if (const auto format = r.u32(); format != kFormat) return fmt::format("unknown format {}", format);
-  std::uint64_t trailer = 0;
-  std::memcpy(&trailer, bytes.data() + bytes.size() - 8, 8);
-  if (checksum(bytes.data(), bytes.size() - 8) != trailer) return "checksum mismatch (truncated or altered)";
-  const std::uint32_t flags = r.u32();
-  if (!r.need(32)) return "truncated";
-  if (std::memcmp(bytes.data() + r.pos, key.data(), 32) != 0) return "foreign entry (its key is another key's)";
-  r.pos += 32;
-  (void)r.u64();
-  out.result.log = r.str();
-  const std::uint32_t options = r.u32();
-  for (std::uint32_t i = 0; i < options && r.ok; ++i) out.result.options.push_back(r.str());
-  const std::uint32_t lowered = r.u32();
-  for (std::uint32_t i = 0; i < lowered && r.ok; ++i) {
-    std::string expr = r.str();
-    out.result.lowered_names[expr] = r.str();
-  }
-  out.result.compile_ms = std::bit_cast<double>(r.u64());
-  const std::string payload = r.str();
-  if (!r.ok || r.pos != r.in.size()) return "malformed";
-  const auto* p = reinterpret_cast<const std::byte*>(payload.data());
-  out.result.image.assign(p, p + payload.size());
-  out.result.cubin = (flags & kFlagCubin) != 0;
-  out.linked = (flags & kFlagLinked) != 0;
-  return {};
-}
-
-std::uint64_t mtime_ns(const struct stat& st) {
-  return static_cast<std::uint64_t>(st.st_mtim.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(st.st_mtim.tv_nsec);
-}
-
-// ---- include scanning ----------------------------------------------------------------------------
-
-struct Include {
-  std::string name;
-  bool quoted = false;
-};
-
-// Every #include of a text, whatever the surrounding #if: a superset of what
-// the compiler reads, so the key can only be too strict, never stale.
-std::vector<Include> scan_includes(std::string_view text) {
-  std::vector<Include> out;
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    std::size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(pos, end - pos);
-    pos = end + 1;
-    std::size_t i = line.find_first_not_of(" \t");
-    if (i == std::string_view::npos || line[i] != '#') continue;
-    i = line.find_first_not_of(" \t", i + 1);
-    if (i == std::string_view::npos || line.substr(i, 7) != "include") continue;
-    i = line.find_first_not_of(" \t", i + 7);
-    if (i == std::string_view::npos) continue;
-    const char open = line[i];
-    const char close = open == '"' ? '"' : open == '<' ? '>' : '\0';
-    if (close == '\0') continue;
-    const std::size_t stop = line.find(close, i + 1);
-    if (stop == std::string_view::npos) continue;
-    out.push_back({std::string(line.substr(i + 1, stop - i - 1)), open == '"'});
-  }
-  return out;
-}
-
-// What a header file on disk contributes, memoised by its stat identity so a
-// warm lookup re-reads nothing that did not change.
-struct FileInfo {
-  dev_t dev = 0;
-  ino_t ino = 0;
-  off_t size = 0;
-  std::uint64_t mtime = 0;
-  std::string digest;
-  std::vector<Include> includes;
-};
-
-}  // namespace
-
-struct CacheCore {
-  // NVRTC is loaded on the first miss only: mapping it costs more than a disk hit.
-  NvrtcLoadOptions load_options;
-  mutable std::mutex nvrtc_mutex;
-  mutable std::optional<Nvrtc> nvrtc;
-  std::string nvrtc_path;     // the library the identity describes, as found
-  std::string nvrtc_print;    // its fingerprint (name, size, time)
-  std::string cuda_include;   // the toolkit include directory beside it
-  std::vector<std::pair<std::string, std::string>> builtins;  // NVRTC's builtins libraries: path, fingerprint
-  mutable std::vector<int> archs;  // NVRTC's targets, from the toolchain memo or NVRTC
-  CacheOptions options;
-  std::string directory;
-  std::string disabled_reason;
-  bool disk = false;
-  Fd root, objects, toolchain;
-  // Needed only to write or to wait for another process: opened at the first miss.
-  mutable std::mutex dirs_mutex;
-  mutable Fd v1, locks, tmp;
-  mutable bool dirs_tried = false;
-  std::string identity;  // NVRTC's identity, hashed into every key
-
-  mutable std::mutex mutex;
-  mutable CacheStats stats;
-  mutable std::map<std::string, std::shared_ptr<const Stored>> memory;
-  mutable std::map<std::string, std::shared_future<std::shared_ptr<const Stored>>> inflight;
-  mutable std::map<std::string, FileInfo> files;  // by path
-  mutable std::mutex files_mutex;
-
-  // The loaded NVRTC (loading it now if needed). Throws NvrtcNotFoundError.
-  const Nvrtc& compiler() const;
-  const std::vector<int>& targets() const;
-  // Learns NVRTC's builtins, include directory and targets (from the toolchain
-  // memo when it matches the files, else from the files) and sets the identity.
-  void learn_toolchain();
-  void write_toolchain_memo() const;
-  // The memo's file name: the hash of NVRTC's fingerprint.
-  std::string memo_name() const {
-    Sha256 h;
-    h.update(nvrtc_print);
-    return Sha256::hex(h.finish()).substr(0, 32);
-  }
-  struct Memo {
-    std::vector<std::pair<std::string, std::string>> builtins;
-    std::string cuda_include;
-    std::vector<int> archs;
-  };
-  // The memo for this NVRTC, if there is a readable one whose builtins still match their files.
-  std::optional<Memo> read_toolchain_memo() const;
-  // The directories opened at the first miss (no fd when they cannot be opened).
-  const Fd& locks_dir() const { return lazy_dirs(), locks; }
-  const Fd& tmp_dir() const { return lazy_dirs(), tmp; }
-  void lazy_dirs() const;
-
-  void count_miss(const std::string& reason) const {
-    std::lock_guard<std::mutex> lock(mutex);
-    ++stats.misses;
-    ++stats.miss_reasons[reason];
-  }
-  template <class F>
-  void bump(F f) const {
-    std::lock_guard<std::mutex> lock(mutex);
-    f(stats);
-  }
-
-  const FileInfo* file(const std::string& path) const;
-  void hash_headers(Sha256& key, const KernelSource& program) const;
-  Sha256::Digest key_of(const KernelSource& program, const std::vector<std::string>& effective,
-                        const std::string& link_identity) const;
-
-  Fd fanout(int parent, const std::string& hex, bool create) const;
-  std::shared_ptr<const Stored> read_entry(const std::string& hex, const Sha256::Digest& key,
-                                           std::string& reason) const;
-  bool write_entry(const std::string& hex, const Sha256::Digest& key, const Stored& s) const;
-  void evict() const;
-  std::uint64_t disk_bytes() const;
-};
-
-namespace {
-
-// A library's fingerprint: size and modification time of the file (a patch
-// update changes them; a version number alone would not). Not its path or
-// name: the same file reached through a link (libnvrtc.so.13 or
-// libnvrtc.so.13.0.88), or a toolkit mounted elsewhere in a container, is the
-// same compiler.
-std::string fingerprint(const std::string& path) {
-  struct stat st {};
-  if (path.empty() || ::stat(path.c_str(), &st) != 0) return "missing";
-  return fmt::format("{}:{}", st.st_size, mtime_ns(st));
-}
-
-// The toolkit include directory as NVRTC::load() finds it: beside the
-// library's real path (a readlink per component: done only without a memo).
-std::string include_beside(const std::string& nvrtc_path, bool use_environment) {
-  char resolved[PATH_MAX];
-  const bool ok = ::realpath(nvrtc_path.c_str(), resolved) != nullptr;
-  return find_cuda_include(ok ? std::string(resolved) : nvrtc_path, use_environment);
-}
-
-// The builtins libraries NVRTC loads from beside itself
-// (libnvrtc-builtins.so.<major>.<minor>). The minor is not known without
-// loading NVRTC, so the few possible names are asked for; the toolchain memo
-// spares later processes even that.
-std::vector<std::pair<std::string, std::string>> probe_builtins(const std::string& nvrtc_path) {
-  std::vector<std::pair<std::string, std::string>> found;
-  const std::string dir = nvrtc_path.substr(0, nvrtc_path.rfind('/'));
-  const std::string file = nvrtc_path.substr(nvrtc_path.rfind('/') + 1);
-  const auto so = file.find(".so.");
-  const std::string major = so == std::string::npos ? std::string() : file.substr(so + 4, file.find('.', so + 4) - so - 4);
-  for (int minor = 0; minor < 10 && !major.empty(); ++minor) {
-    std::string builtins = fmt::format("{}/libnvrtc-builtins.so.{}.{}", dir, major, minor);
-    if (::access(builtins.c_str(), F_OK) == 0) {
-      std::string print = fingerprint(builtins);
-      found.emplace_back(std::move(builtins), std::move(print));
-    }
-  }
-  return found;
-}
-
-// Memo fields are lines and ';' / '|' separated lists.
-bool memo_safe(std::string_view text) { return text.find_first_of("\n;|") == std::string_view::npos; }
-
-}  // namespace
-
-const Nvrtc& CacheCore::compiler() const {
-  std::lock_guard<std::mutex> lock(nvrtc_mutex);
-  if (!nvrtc) {
-    const auto t0 = std::chrono::steady_clock::now();
-    nvrtc.emplace(Nvrtc::load(load_options));
-    logf(log::Level::debug, "compile cache: loaded NVRTC {}.{} from {} for a miss ({:.1f} ms)", nvrtc->version_major(),
-         nvrtc->version_minor(), nvrtc->loaded_path(),
-         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    if (fingerprint(nvrtc->loaded_path()) != nvrtc_print) {
-      logf(log::Level::warn, "compile cache: NVRTC was expected at {} but loaded from {}; entries are keyed by the former",
-           nvrtc_path.empty() ? std::string("(not found without loading)") : nvrtc_path, nvrtc->loaded_path());
-    }
-    if (archs.empty()) {
-      archs = nvrtc->supported_architectures();
-      write_toolchain_memo();
-    }
-  }
-  return *nvrtc;
-}
-
-const std::vector<int>& CacheCore::targets() const {
-  {
-    std::lock_guard<std::mutex> lock(nvrtc_mutex);
-    if (!archs.empty()) return archs;
-  }
-  (void)compiler();
-  return archs;
-}
-
-// The toolchain memo, named by NVRTC's fingerprint: its builtins libraries
-// (with their fingerprints, checked against the files on every read), the
-// toolkit include directory and NVRTC's architectures, so that a disk hit
-// neither loads NVRTC nor searches for what surrounds it. Four lines:
-// "<nvrtc fingerprint>\n<path>|<fingerprint>;...\n<include dir>\n<arch> <arch> ...\n".
-std::optional<CacheCore::Memo> CacheCore::read_toolchain_memo() const {
-  if (!disk || !toolchain) return std::nullopt;
-  const std::string name = memo_name();
-  Fd fd(::openat(toolchain.fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-  struct stat st {};
-  if (!fd || ::fstat(fd.fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > 16384 || st.st_uid != me() ||
-      (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-    return std::nullopt;
-  }
-  std::string text(static_cast<std::size_t>(st.st_size), '\0');
-  if (::pread(fd.fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size())) return std::nullopt;
-  std::vector<std::string_view> lines;
-  for (std::size_t pos = 0; pos < text.size();) {
-    const auto nl = text.find('\n', pos);
-    if (nl == std::string::npos) return std::nullopt;
-    lines.emplace_back(text.data() + pos, nl - pos);
-    pos = nl + 1;
-  }
-  if (lines.size() != 4 || lines[0] != nvrtc_print) return std::nullopt;
-  Memo m;
-  for (std::size_t pos = 0; pos < lines[1].size();) {
-    const auto end = std::min(lines[1].find(';', pos), lines[1].size());
-    const std::string_view item = lines[1].substr(pos, end - pos);
-    const auto bar = item.find('|');
-    if (bar == std::string_view::npos) return std::nullopt;
-    m.builtins.emplace_back(std::string(item.substr(0, bar)), std::string(item.substr(bar + 1)));
-    // A builtins library replaced since the memo was written: the memo is stale.
-    if (fingerprint(m.builtins.back().first) != m.builtins.back().second) return std::nullopt;
-    pos = end + 1;
-  }
-  m.cuda_include = std::string(lines[2]);
-  const std::string archs_text(lines[3]);
-  const char* p = archs_text.c_str();
-  while (*p != '\0') {
-    char* end = nullptr;
-    const long v = std::strtol(p, &end, 10);
-    if (end == p || v <= 0 || v > 1000) return std::nullopt;
-    m.archs.push_back(static_cast<int>(v));
-    p = end;
-    while (*p == ' ') ++p;
-  }
-  if (m.archs.empty()) return std::nullopt;
-  return m;
-}
-
-void CacheCore::write_toolchain_memo() const {
-  if (!disk || !toolchain || options.read_only || archs.empty()) return;
-  // The include directory as found from NVRTC's place, whatever DRVSHIM_CUDA_INCLUDE says in this process.
-  const std::string include = include_beside(nvrtc_path, false);
-  std::string text = nvrtc_print + "\n";
-  for (std::size_t i = 0; i < builtins.size(); ++i) {
-    if (!memo_safe(builtins[i].first) || !memo_safe(builtins[i].second)) return;
-    text += (i == 0 ? "" : ";") + builtins[i].first + "|" + builtins[i].second;
-  }
-  if (!memo_safe(include)) return;
-  text += "\n" + include + "\n";
-  for (const int a : archs) text += std::to_string(a) + " ";
-  text.back() = '\n';
-  const Fd& staging = tmp_dir();
-  if (!staging) return;
-  std::random_device rd;
-  const std::string tmp_name = fmt::format("{:08x}{:08x}.memo", rd(), rd());
-  Fd fd(::openat(staging.fd, tmp_name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (!fd) return;
-  const bool ok = ::write(fd.fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  fd.reset();
-  if (!ok || ::renameat(staging.fd, tmp_name.c_str(), toolchain.fd, memo_name().c_str()) != 0) {
-    (void)::unlinkat(staging.fd, tmp_name.c_str(), 0);
-  }
-}
-
-void CacheCore::learn_toolchain() {
-  nvrtc_print = fingerprint(nvrtc_path);
-  const bool include_known = !cuda_include.empty();
-  const bool env_include = !env("DRVSHIM_CUDA_INCLUDE").empty();
-  std::optional<Memo> memo = read_toolchain_memo();
-  if (memo) {
-    builtins = memo->builtins;
-    if (!include_known) cuda_include = env_include ? include_beside(nvrtc_path, true) : memo->cuda_include;
-    if (archs.empty()) archs = memo->archs;
-  } else {
-    builtins = probe_builtins(nvrtc_path);
-    if (!include_known) cuda_include = include_beside(nvrtc_path, true);
-  }
-  identity = "nvrtc " + nvrtc_print;
-  for (const auto& [path, print] : builtins) identity += "; builtins " + print;
-  // Written once per NVRTC, by whichever process knows the targets first.
-  if (!archs.empty() && (!memo || memo->archs != archs)) write_toolchain_memo();
-}
-
-void CacheCore::lazy_dirs() const {
-  std::lock_guard<std::mutex> lock(dirs_mutex);
-  if (dirs_tried || !disk || options.read_only) return;
-  dirs_tried = true;
-  std::string problem;
-  if (!v1) v1 = open_subdir(root.fd, "v1", directory + "/v1", true, false, problem);
-  if (!problem.empty()) {
-    logf(log::Level::warn, "compile cache: {}; no entry can be written", problem);
-    return;
-  }
-  locks = open_subdir(v1.fd, "locks", directory + "/v1/locks", true, false, problem);
-  if (!problem.empty()) logf(log::Level::warn, "compile cache: {}; compiles here will not wait for other processes", problem);
-  problem.clear();
-  tmp = open_subdir(v1.fd, "tmp", directory + "/v1/tmp", true, false, problem);
-  if (!problem.empty()) logf(log::Level::warn, "compile cache: {}; no entry can be written", problem);
-}
-
-const FileInfo* CacheCore::file(const std::string& path) const {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return nullptr;
-  struct stat st {};
-  if (::fstat(fd.fd, &st) != 0 || !S_ISREG(st.st_mode)) return nullptr;
-  std::lock_guard<std::mutex> lock(files_mutex);
-  FileInfo& info = files[path];
-  if (!info.digest.empty() && info.dev == st.st_dev && info.ino == st.st_ino && info.size == st.st_size &&
-      info.mtime == mtime_ns(st)) {
-    return &info;
-  }
-  std::string content(static_cast<std::size_t>(st.st_size), '\0');
-  std::size_t done = 0;
-  while (done < content.size()) {
-    const ssize_t n = ::read(fd.fd, content.data() + done, content.size() - done);
-    if (n <= 0) break;
-    done += static_cast<std::size_t>(n);
-  }
-  content.resize(done);
-  Sha256 h;
-  h.update(content);
-  info = FileInfo{st.st_dev, st.st_ino, st.st_size, mtime_ns(st), Sha256::hex(h.finish()), scan_includes(content)};
-  return &info;
-}
-
-// Every header the program could read, by content: in-memory headers by name,
-// files found through the include paths (and the toolkit's include directory)
-// by path and SHA-256, names that resolve nowhere by name (creating such a file
-// later changes the key).
-void CacheCore::hash_headers(Sha256& key, const KernelSource& program) const {
-  std::vector<std::string> dirs = program.options.include_paths;
-  for (const auto& e : program.options.extra) {
-    if (e.rfind("-I", 0) == 0 && e.size() > 2) dirs.push_back(e.substr(2));
-  }
-  if (program.options.cuda_includes && !cuda_include.empty()) dirs.push_back(cuda_include);
-  std::map<std::string, const Header*> in_memory;
-  for (const auto& h : program.headers) in_memory[h.name] = &h;
-
-  struct Pending {
-    std::vector<Include> includes;
-    std::string from_dir;  // the including file's directory ("" for memory)
-  };
-  std::vector<Pending> work{{scan_includes(program.source), {}}};
-  for (const auto& h : program.headers) work.push_back({scan_includes(h.source), {}});
-  std::set<std::string> seen;
-  std::map<std::string, std::string> resolved;  // "<dir>|name" -> what it contributed
-  while (!work.empty()) {
-    Pending p = std::move(work.back());
-    work.pop_back();
-    for (const auto& inc : p.includes) {
-      const std::string id = (inc.quoted ? p.from_dir : std::string()) + "|" + inc.name;
-      if (!seen.insert(id).second) continue;
-      if (in_memory.count(inc.name) != 0) {
-        resolved[id] = "memory";
-        continue;
-      }
-      std::vector<std::string> candidates;
-      if (!inc.name.empty() && inc.name[0] == '/') {
-        candidates.push_back(inc.name);
-      } else {
-        if (inc.quoted && !p.from_dir.empty()) candidates.push_back(p.from_dir + "/" + inc.name);
-        for (const auto& d : dirs) candidates.push_back(d + "/" + inc.name);
-      }
-      std::string contribution = "unresolved";
-      for (const auto& c : candidates) {
-        if (const FileInfo* f = file(c)) {
-          contribution = c + "=" + f->digest;
-          work.push_back({f->includes, c.substr(0, c.rfind('/'))});
-          break;
-        }
-      }
-      resolved[id] = contribution;
-    }
-  }
-  for (const auto& [id, what] : resolved) key.field("include", id + "->" + what);
-}
-
-Sha256::Digest CacheCore::key_of(const KernelSource& program, const std::vector<std::string>& effective,
-                                  const std::string& link_identity) const {
-  Sha256 key;
-  key.field("schema", kSchema);
-  key.field("source", program.source);
-  key.field("name", program.name);
-  std::vector<const Header*> headers;
-  for (const auto& h : program.headers) headers.push_back(&h);
-  std::sort(headers.begin(), headers.end(), [](const Header* a, const Header* b) { return a->name < b->name; });
-  for (const Header* h : headers) {
-    key.field("header-name", h->name);
-    key.field("header-source", h->source);
-  }
-  hash_headers(key, program);
-  for (const auto& o : effective) key.field("option", o);
-  std::vector<std::string> names = program.name_expressions;
-  std::sort(names.begin(), names.end());
-  for (const auto& n : names) key.field("name-expression", n);
-  key.field("nvrtc", identity);
-  key.field("link", link_identity);
-  return key.finish();
-}
-
-// openat2 with no symbolic link allowed on the way and nothing outside
-// `dirfd`; -1 with ENOSYS where the kernel (or a seccomp filter, which
-// answers EPERM) does not offer it.
-static int open_without_links(int dirfd, const char* path, int flags) {
-#if defined(SYS_openat2)
-  static std::atomic<bool> unavailable{false};
-  if (!unavailable.load(std::memory_order_relaxed)) {
-    open_how how{};
-    how.flags = static_cast<__u64>(static_cast<unsigned>(flags));
-    how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH;
-    const long fd = ::syscall(SYS_openat2, dirfd, path, &how, sizeof how);
-    if (fd >= 0) return static_cast<int>(fd);
-    if (errno != ENOSYS && errno != EPERM) return -1;
-    unavailable.store(true, std::memory_order_relaxed);
-  }
-#endif
-  errno = ENOSYS;
-  return -1;
-}
-
-Fd CacheCore::fanout(int parent, const std::string& hex, bool create) const {
-  std::string problem;
-  return open_subdir(parent, hex.substr(0, 2), hex.substr(0, 2), create, options.read_only, problem);
-}
-
-std::shared_ptr<const Stored> CacheCore::read_entry(const std::string& hex, const Sha256::Digest& key,
-                                                    std::string& reason) const {
-  const std::string name = hex.substr(2);
-  // One system call where the kernel has openat2: no link anywhere on the way.
-  Fd fd(open_without_links(objects.fd, (hex.substr(0, 2) + "/" + name).c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd && errno == ENOSYS) {
-    Fd dir = fanout(objects.fd, hex, false);
-    fd = dir ? Fd(::openat(dir.fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) : Fd();
-  }
-  if (!fd) {
-    const bool link = errno == ELOOP;
-    reason = link ? "unsafe entry (a symbolic link)" : "no entry";
-    if (link) {
-      bump([](CacheStats& s) { ++s.corrupt_removed; });
-      Fd dir = fanout(objects.fd, hex, false);
-      if (!options.read_only && dir) (void)::unlinkat(dir.fd, name.c_str(), 0);
-    }
-    return nullptr;
-  }
-  struct stat st {};
-  std::string problem;
-  if (::fstat(fd.fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    problem = "unsafe entry (not a regular file)";
-  } else if (st.st_uid != me() && !(options.read_only && st.st_uid == 0)) {
-    problem = fmt::format("unsafe entry (owned by uid {})", st.st_uid);
-  } else if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-    problem = "unsafe entry (writable by group or others)";
-  } else if (static_cast<std::uint64_t>(st.st_size) > kMaxEntryBytes) {
-    problem = "corrupt entry (larger than any entry)";
-  }
-  auto stored = std::make_shared<Stored>();
-  if (problem.empty()) {
-    std::string bytes(static_cast<std::size_t>(st.st_size), '\0');
-    std::size_t done = 0;
-    while (done < bytes.size()) {
-      const ssize_t n = ::pread(fd.fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
-      if (n <= 0) break;
-      done += static_cast<std::size_t>(n);
-    }
-    bytes.resize(done);
-    if (std::string why = decode(bytes, key, *stored); !why.empty()) problem = "corrupt entry (" + why + ")";
-  }
-  if (!problem.empty()) {
-    reason = problem;
-    bump([](CacheStats& s) { ++s.corrupt_removed; });
-    logf(log::Level::info, "compile cache: removing entry {}: {}; it will be recompiled", hex.substr(0, 16), problem);
-    // Removed only if it is still the file just judged (another process may have replaced it).
-    struct stat now {};
-    Fd dir = options.read_only ? Fd() : fanout(objects.fd, hex, false);
-    if (dir && ::fstatat(dir.fd, name.c_str(), &now, AT_SYMLINK_NOFOLLOW) == 0 && now.st_ino == st.st_ino &&
-        now.st_dev == st.st_dev) {
-      (void)::unlinkat(dir.fd, name.c_str(), 0);
-    }
-    return nullptr;
-  }
-  // LRU: a hit refreshes the entry's time, at most once a minute, so reads stay reads.
-  const auto now = std::chrono::system_clock::now().time_since_epoch();
-  if (!options.read_only && std::chrono::nanoseconds(now).count() - static_cast<std::int64_t>(mtime_ns(st)) > 60'000'000'000ll) {
-    (void)::futimens(fd.fd, nullptr);
-  }
-  return stored;
-}
-
-bool CacheCore::write_entry(const std::string& hex, const Sha256::Digest& key, const Stored& s) const {
-  const std::string bytes = encode(key, s);
-  std::random_device rd;
-  const std::string tmp_name = fmt::format("{:08x}{:08x}{:08x}{:08x}.tmp", rd(), rd(), rd(), rd());
-  const Fd& staging = tmp_dir();
-  Fd fd(staging ? ::openat(staging.fd, tmp_name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600) : -1);
-  std::string problem;
-  if (!staging) {
-    problem = "its temporary directory v1/tmp cannot be opened";
-  } else if (!fd) {
-    problem = "create: " + errno_text(errno);
-  } else {
-    std::size_t done = 0;
-    while (done < bytes.size()) {
-      const ssize_t n = ::write(fd.fd, bytes.data() + done, bytes.size() - done);
-      if (n <= 0) break;
-      done += static_cast<std::size_t>(n);
-    }
-    if (done != bytes.size()) {
-      problem = "write: " + errno_text(errno);
-    } else if (::fsync(fd.fd) != 0) {
-      problem = "fsync: " + errno_text(errno);
-    }
-    // Closed before the rename, so no reader ever sees a file still being written.
-    fd.reset();
-    Fd dir = problem.empty() ? fanout(objects.fd, hex, true) : Fd();
-    if (problem.empty() && !dir) problem = "cannot open its directory";
-    if (problem.empty() && ::renameat(staging.fd, tmp_name.c_str(), dir.fd, hex.substr(2).c_str()) != 0) {
-      problem = "rename: " + errno_text(errno);
-    }
-    if (!problem.empty()) (void)::unlinkat(staging.fd, tmp_name.c_str(), 0);
-  }
-  if (!problem.empty()) {
-    bump([](CacheStats& st) { ++st.write_failures; });
-    logf(log::Level::warn, "compile cache: could not store entry {} in {}: {}", hex.substr(0, 16), directory, problem);
-    return false;
-  }
-  bump([](CacheStats& st) { ++st.writes; });
-  return true;
-}
-
-namespace {
-
-struct EntryFile {
-  int dir_index;
-  std::string name;
-  std::uint64_t size;
-  std::uint64_t mtime;
-  ino_t ino;
-};
-
-// Every entry under objects/: f(fan-out directory fd, its name, entry name, stat).
-template <class F>
-void for_each_entry(int objects, F&& f) {
-  Fd scan(::openat(objects, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  DIR* top = scan ? ::fdopendir(scan.fd) : nullptr;
-  if (top == nullptr) return;
-  scan.fd = -1;  // owned by `top` now
-  while (const dirent* d = ::readdir(top)) {
-    if (d->d_name[0] == '.') continue;
-    Fd sub(::openat(objects, d->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (!sub) continue;
-    const int subfd = ::dup(sub.fd);
-    DIR* inner = subfd >= 0 ? ::fdopendir(subfd) : nullptr;
-    if (inner == nullptr) continue;
-    while (const dirent* e = ::readdir(inner)) {
-      if (e->d_name[0] == '.') continue;
-      struct stat st {};
-      if (::fstatat(sub.fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
-      f(sub.fd, std::string(d->d_name), std::string(e->d_name), st);
-    }
-    ::closedir(inner);
-  }
-  ::closedir(top);
-}
-
-}  // namespace
-
-std::uint64_t CacheCore::disk_bytes() const {
-  std::uint64_t total = 0;
-  if (!disk) return 0;
-  for_each_entry(objects.fd, [&](int, const std::string&, const std::string&, const struct stat& st) {
-    total += static_cast<std::uint64_t>(st.st_size);
-  });
-  return total;
-}
-
-// Least recently used first, down to 90 % of the cap, by one process at a time
-// (gc.lock, never waited for: a busy collector is as good as this one).
-void CacheCore::evict() const {
-  struct Item {
-    std::uint64_t mtime;
-    std::uint64_t size;
-    std::string sub;
-    std::string name;
-    ino_t ino;
-  };
-  std::vector<Item> items;
-  std::uint64_t total = 0;
-  for_each_entry(objects.fd, [&](int, const std::string& sub, const std::string& name, const struct stat& st) {
-    total += static_cast<std::uint64_t>(st.st_size);
-    items.push_back({mtime_ns(st), static_cast<std::uint64_t>(st.st_size), sub, name, st.st_ino});
-  });
-  if (total <= options.max_bytes) return;
-  Fd gc(::openat(root.fd, "gc.lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (!gc || ::flock(gc.fd, LOCK_EX | LOCK_NB) != 0) return;
-  std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.mtime < b.mtime; });
-  const std::uint64_t target = options.max_bytes / 10 * 9;
-  for (const auto& item : items) {
-    if (total <= target) break;
-    // Removed only if it is still the file listed (another process may have replaced it since).
-    Fd dir(::openat(objects.fd, item.sub.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    struct stat st {};
-    const bool same = dir && ::fstatat(dir.fd, item.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_ino == item.ino;
-    if (same && ::unlinkat(dir.fd, item.name.c_str(), 0) == 0) {
-      total -= item.size;
-      bump([](CacheStats& s) { ++s.evictions; });
-      logf(log::Level::debug, "compile cache: evicted {} ({} bytes, least recently used)", item.name.substr(0, 14), item.size);
-    }
-  }
-}
-
-namespace {
-
-// Holds the per-key lock file; the lock goes with the descriptor.
-struct KeyLock {
-  Fd fd;
-  bool held = false;
-};
-
-}  // namespace
-}  // namespace detail
-
-// ---- public API -------------------------------------------------------------------------------------
 
 const char* to_string(CacheOutcome outcome) noexcept {
   switch (outcome) {
@@ -920,20 +32,6 @@ const char* to_string(CacheOutcome outcome) noexcept {
     case CacheOutcome::uncached: return "uncached";
   }
   return "unknown";
-}
-
-CacheOptions CacheOptions::from_environment() {
-  CacheOptions o;
-  o.directory = detail::default_directory();
-  if (detail::env_true("DRVSHIM_CACHE_DISABLE")) o.enabled = false;
-  if (detail::env_true("DRVSHIM_CACHE_READONLY")) o.read_only = true;
-  if (const std::string m = detail::env("DRVSHIM_CACHE_MAXSIZE"); !m.empty()) {
-    char* end = nullptr;
-    const unsigned long long v = std::strtoull(m.c_str(), &end, 10);
-    if (end != nullptr && *end == '\0' && v > 0) o.max_bytes = v;
-    else detail::logf(log::Level::warn, "DRVSHIM_CACHE_MAXSIZE=\"{}\" is not a byte count; keeping {}", m, o.max_bytes);
-  }
-  return o;
 }
 
 CompileCache::CompileCache(Nvrtc nvrtc, CacheOptions options) : core_(std::make_shared<detail::CacheCore>()) {
@@ -987,94 +85,104 @@ void CompileCache::open(CacheOptions options) {
       if (problem.empty()) {
         c.root = detail::open_subdir(parent_fd.fd, dir.substr(slash + 1), dir, create, c.options.read_only, problem);
       }
+      // Every directory below the root gets the root's checks (this user's, not
+      // writable by group or others, not a link). An existing cache: v1/ checked
+      // where it stands (the checked root lets nobody else replace it), then
+      // objects/ and toolchain/ each opened in one call, no link on the way, and checked.
+      constexpr const char* kToolchain = "v1/toolchain";
+      std::string refused;  // toolchain/ is optional: without it compile_for() loads NVRTC to learn its targets
+      bool toolchain_missing = false;
       if (problem.empty()) {
-        // An existing cache: each subdirectory in one call, no link on the
-        // way (the root was checked; nobody else can create anything in it).
-        constexpr int kDir = O_RDONLY | O_DIRECTORY | O_CLOEXEC;
-        c.objects = detail::Fd(detail::open_without_links(c.root.fd, "v1/objects", kDir));
-        if (c.objects) c.toolchain = detail::Fd(detail::open_without_links(c.root.fd, "v1/toolchain", kDir));
+        bool v1_missing = false;
+        problem = detail::check_subdir(c.root.fd, "v1", dir + "/v1", c.options.read_only, &v1_missing);
+        if (v1_missing) problem.clear();
+        if (problem.empty() && !v1_missing) {
+          c.objects = detail::open_checked_beneath(c.root.fd, "v1/objects", dir + "/v1/objects", c.options.read_only, problem);
+        }
+        if (problem.empty() && c.objects) {
+          c.toolchain = detail::open_checked_beneath(c.root.fd, kToolchain, dir + "/" + kToolchain, c.options.read_only,
+                                                     refused);
+        }
       }
-      if (problem.empty() && (!c.objects || !c.toolchain)) {
-        // Missing (to be created), a kernel without openat2, or something odd on the way: step by step, checked.
+      // Missing (to be created) or a kernel without openat2: step by step, each opened from its checked parent.
+      if (problem.empty() && !c.objects) {
         c.v1 = detail::open_subdir(c.root.fd, "v1", dir + "/v1", create, c.options.read_only, problem);
         if (problem.empty()) {
           c.objects = detail::open_subdir(c.v1.fd, "objects", dir + "/v1/objects", create, c.options.read_only, problem);
         }
-        // Optional: without it compile_for() loads NVRTC to learn its targets.
-        std::string ignored;
-        if (problem.empty()) {
-          c.toolchain = detail::open_subdir(c.v1.fd, "toolchain", dir + "/v1/toolchain", create, c.options.read_only, ignored);
+      }
+      if (problem.empty() && !c.toolchain && refused.empty()) {
+        c.disk = true;  // for v1_dir()
+        c.directory = dir;
+        if (const detail::Fd& v1 = c.v1_dir()) {
+          c.toolchain = detail::open_subdir(v1.fd, "toolchain", dir + "/" + kToolchain, create, c.options.read_only, refused,
+                                            &toolchain_missing);
         }
+      }
+      if (!refused.empty() && !toolchain_missing) {
+        detail::cache_log(log::Level::warn, "compile cache: {}; the toolchain memo is not used", refused);
       }
       if (problem.empty()) {
         c.directory = dir;
         c.disk = true;
       } else {
         c.disabled_reason = "refused: " + problem;
-        detail::logf(log::Level::warn, "compile cache {}: {}; compiling without a disk cache", dir, problem);
+        detail::cache_log(log::Level::warn, "compile cache {}: {}; compiling without a disk cache", dir, problem);
       }
     }
   }
   c.learn_toolchain();
-  detail::logf(log::Level::debug, "compile cache: {}", c.disk ? "at " + c.directory + (c.options.read_only ? " (read-only)" : "")
+  detail::cache_log(log::Level::debug, "compile cache: {}", c.disk ? "at " + c.directory + (c.options.read_only ? " (read-only)" : "")
                                                               : c.disabled_reason);
 }
 
 namespace {
 
+// What a miss needs to verify its compile: the inputs the key was built from.
+struct KeyedProgram {
+  const KernelSource& program;
+  const std::vector<std::string>& effective;
+  const std::string& link_identity;
+  const detail::KeyResult& key;
+};
+
 // The work of one miss for one key: the disk tier (with the cross-process
-// lock) and, failing that, `produce`. Returns the stored result and sets the outcome.
-std::shared_ptr<const detail::Stored> fetch_or_produce(
-    const detail::CacheCore& c, const std::string& hex, const detail::Sha256::Digest& key,
-    const std::function<detail::Stored()>& produce, CacheOutcome& outcome, std::string& reason, bool disk_read) {
+// lock) and, failing that, `produce`. The result is stored only when the
+// inputs the key describes did not change while it was produced. Returns it
+// and sets the outcome and reason.
+detail::CacheCore::Produced fetch_or_produce(const detail::CacheCore& c, const std::string& hex, const KeyedProgram& k,
+                                             const std::function<detail::Stored()>& produce, CacheOutcome& outcome,
+                                             std::string& reason, bool disk_read) {
   if (c.disk && disk_read) {
     // Looked at already (and `reason` says why it missed).
   } else if (c.disk) {
-    if (auto hit = c.read_entry(hex, key, reason)) {
+    if (auto hit = c.read_entry(hex, k.key.key, reason)) {
       outcome = CacheOutcome::disk_hit;
-      return hit;
+      return {hit, true};
     }
   } else {
     reason = c.options.enabled ? c.disabled_reason : "disabled";
   }
   detail::KeyLock lock;
   if (c.disk && !c.options.read_only) {
-    const detail::Fd& locks = c.locks_dir();
-    detail::Fd dir = locks ? c.fanout(locks.fd, hex, true) : detail::Fd();
-    if (dir) lock.fd = detail::Fd(::openat(dir.fd, hex.substr(2).c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
-    if (lock.fd) {
-      const auto deadline = std::chrono::steady_clock::now() + c.options.lock_timeout;
-      auto pause = std::chrono::milliseconds(2);
-      bool waited = false;
-      while (!(lock.held = ::flock(lock.fd.fd, LOCK_EX | LOCK_NB) == 0)) {
-        if (errno != EWOULDBLOCK && errno != EINTR) break;
-        if (std::chrono::steady_clock::now() >= deadline) {
-          c.bump([](CacheStats& s) { ++s.lock_timeouts; });
-          detail::logf(log::Level::warn,
-                       "compile cache: waited {} ms for another process compiling {}; compiling it here too",
-                       c.options.lock_timeout.count(), hex.substr(0, 16));
-          break;
-        }
-        waited = true;
-        std::this_thread::sleep_for(pause);
-        pause = std::min(pause * 2, std::chrono::milliseconds(100));
-      }
-      if (waited) c.bump([](CacheStats& s) { ++s.lock_waits; });
-      // Another process may have produced it while this one waited.
-      std::string again;
-      if (auto hit = c.read_entry(hex, key, again)) {
-        outcome = CacheOutcome::disk_hit;
-        reason.clear();
-        return hit;
-      }
+    if (auto hit = detail::lock_key(c, hex, k.key.key, lock)) {
+      outcome = CacheOutcome::disk_hit;
+      reason.clear();
+      return {hit, true};
     }
   }
   auto stored = std::make_shared<detail::Stored>(produce());
-  outcome = c.disk ? CacheOutcome::compiled : CacheOutcome::uncached;
-  if (c.disk && !c.options.read_only) {
-    if (c.write_entry(hex, key, *stored)) c.evict();
+  // NVRTC read the headers while it compiled: if any of them changed since the
+  // key was computed (or too recently to tell), the image may be another
+  // version's, so it is returned but stored nowhere.
+  if (std::string changed = c.inputs_changed(k.key, k.program, k.effective, k.link_identity); !changed.empty()) {
+    outcome = CacheOutcome::uncached;
+    reason = "uncached: " + changed;
+    return {stored, false};
   }
-  return stored;
+  outcome = c.disk ? CacheOutcome::compiled : CacheOutcome::uncached;
+  if (c.disk && !c.options.read_only && c.write_entry(hex, k.key.key, *stored)) lock.remove();
+  return {stored, true};
 }
 
 CachedCompile run(const detail::CacheCore& c, const KernelSource& program, const std::string& link_identity,
@@ -1085,9 +193,17 @@ CachedCompile run(const detail::CacheCore& c, const KernelSource& program, const
     out.result = s.result;
     out.linked = s.linked;
     out.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    detail::logf(log::Level::debug, "compile cache: {} {} ({}){}", to_string(out.outcome), program.name,
+    detail::cache_log(log::Level::debug, "compile cache: {} {} ({}){}", to_string(out.outcome), program.name,
                  out.key.substr(0, 16), out.miss_reason.empty() ? std::string() : ": miss because " + out.miss_reason);
     return out;
+  };
+  // Compiled and returned, stored nowhere: the caller reads why in miss_reason.
+  auto uncached = [&](std::string reason) {
+    out.outcome = CacheOutcome::uncached;
+    out.miss_reason = std::move(reason);
+    c.count_miss(out.miss_reason, true);
+    detail::cache_log(log::Level::info, "compile cache: not caching {}: {}", program.name, out.miss_reason);
+    return finish(produce());
   };
   if (!c.options.enabled) {
     out.outcome = CacheOutcome::uncached;
@@ -1095,8 +211,10 @@ CachedCompile run(const detail::CacheCore& c, const KernelSource& program, const
     c.count_miss(out.miss_reason);
     return finish(produce());
   }
-  const auto key = c.key_of(program, detail::effective_options(program.options, c.cuda_include), link_identity);
-  out.key = detail::Sha256::hex(key);
+  const std::vector<std::string> effective = detail::effective_options(program.options, c.cuda_include);
+  const detail::KeyResult key = c.key_of(program, effective, link_identity);
+  if (!key.unknowable.empty()) return uncached("uncached: " + key.unknowable);
+  out.key = detail::Sha256::hex(key.key);
 
   // The in-process tier; the caller holds c.mutex.
   auto in_memory = [&]() -> std::shared_ptr<const detail::Stored> {
@@ -1114,7 +232,7 @@ CachedCompile run(const detail::CacheCore& c, const KernelSource& program, const
   // hit), so it is tried before the in-flight bookkeeping only a miss needs.
   bool disk_read = false;
   if (c.disk) {
-    if (auto hit = c.read_entry(out.key, key, out.miss_reason)) {
+    if (auto hit = c.read_entry(out.key, key.key, out.miss_reason)) {
       std::lock_guard<std::mutex> lock(c.mutex);
       ++c.stats.disk_hits;
       if (c.options.in_memory) c.memory.emplace(out.key, hit);
@@ -1124,8 +242,8 @@ CachedCompile run(const detail::CacheCore& c, const KernelSource& program, const
     disk_read = true;
   }
 
-  std::promise<std::shared_ptr<const detail::Stored>> promise;
-  std::shared_future<std::shared_ptr<const detail::Stored>> waiting;
+  std::promise<detail::CacheCore::Produced> promise;
+  std::shared_future<detail::CacheCore::Produced> waiting;
   {
     // Again: another thread may have produced it meanwhile.
     std::unique_lock<std::mutex> lock(c.mutex);
@@ -1141,14 +259,16 @@ CachedCompile run(const detail::CacheCore& c, const KernelSource& program, const
   }
   if (waiting.valid()) {
     // Another thread of this process is producing this key: one compile, shared.
-    auto hit = waiting.get();
+    const auto got = waiting.get();
+    if (!got.kept) return uncached("uncached: the headers changed while another thread compiled this key");
     c.bump([](CacheStats& s) { ++s.memory_hits; });
     out.outcome = CacheOutcome::memory_hit;
-    return finish(*hit);
+    return finish(*got.stored);
   }
-  std::shared_ptr<const detail::Stored> stored;
+  detail::CacheCore::Produced produced;
   try {
-    stored = fetch_or_produce(c, out.key, key, produce, out.outcome, out.miss_reason, disk_read);
+    produced = fetch_or_produce(c, out.key, KeyedProgram{program, effective, link_identity, key}, produce, out.outcome,
+                                out.miss_reason, disk_read);
   } catch (...) {
     promise.set_exception(std::current_exception());
     std::lock_guard<std::mutex> lock(c.mutex);
@@ -1157,19 +277,21 @@ CachedCompile run(const detail::CacheCore& c, const KernelSource& program, const
     ++c.stats.miss_reasons["compile failed"];
     throw;
   }
-  promise.set_value(stored);
+  promise.set_value(produced);
   {
     std::lock_guard<std::mutex> lock(c.mutex);
     c.inflight.erase(out.key);
-    if (c.options.in_memory) c.memory[out.key] = stored;
+    if (c.options.in_memory && produced.kept) c.memory[out.key] = produced.stored;
     if (out.outcome == CacheOutcome::disk_hit) {
       ++c.stats.disk_hits;
     } else {
       ++c.stats.misses;
       ++c.stats.miss_reasons[out.miss_reason];
+      if (!produced.kept) ++c.stats.uncached;
     }
   }
-  return finish(*stored);
+  if (!produced.kept) detail::cache_log(log::Level::info, "compile cache: not caching {}: {}", program.name, out.miss_reason);
+  return finish(*produced.stored);
 }
 
 }  // namespace
@@ -1193,7 +315,7 @@ CachedCompile CompileCache::compile_for(const ContextRef& context, KernelSource 
   if (program.options.arch.rfind("sm_", 0) == 0) return compile(program);
   // PTX for a device newer than NVRTC: the driver's SASS is what is kept, so
   // the key names the driver and the device it was made for.
-  const std::string link = fmt::format("driver {} sm_{}{}", context.device().core()->version, cc.major, cc.minor);
+  const std::string link = fmt::format("driver {} sm_{}{}", detail::driver_version_of(context.device()), cc.major, cc.minor);
   return run(c, program, link, [&] {
     c.bump([](CacheStats& s) { ++s.compiles; });
     detail::Stored s;
@@ -1234,6 +356,8 @@ void CompileCache::clear() const {
   detail::for_each_entry(core_->objects.fd, [](int dirfd, const std::string&, const std::string& name, const struct stat&) {
     (void)::unlinkat(dirfd, name.c_str(), 0);
   });
+  // The ledger no longer describes the directory: the next write rebuilds it.
+  (void)::unlinkat(core_->v1_dir().fd, "ledger", 0);
 }
 
 }  // namespace drvshim

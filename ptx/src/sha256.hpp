@@ -1,5 +1,5 @@
 #pragma once
-// SHA-256 (FIPS 180-4) for the compile cache's keys and entry checksums. A
+// SHA-256 (FIPS 180-4) for the compile cache's keys and header digests. A
 // cryptographic hash, so that a key collision is not a practical concern and
 // drvshim needs no crypto library.
 #include <array>

@@ -1,21 +1,78 @@
-// One process of the "many processes ask for one missing key" test: waits for
-// a start file (so all workers start together), compiles one program through
-// the compile cache in the directory given, and prints the outcome.
+// A process of the compile cache's multi-process tests. Waits for a start
+// file (so all workers start together), then:
+//   cache_worker CACHE_DIR START_FILE SEED
+//     compiles one program through the cache in CACHE_DIR and prints the outcome
+//     ("many processes ask for one missing key");
+//   cache_worker --stress CACHE_DIR INCLUDE_DIR START_FILE MILLIS
+//     compiles a program including INCLUDE_DIR/value.h for MILLIS ms while the
+//     test changes that header, printing "<outcome>|<key>|<value>" per compile
+//     (the value the kernel stores, 7310NN -> NN, -1 when none; "failed||0" for a
+//     compile NVRTC rejected because it read the header half-written).
 #include <drvshim/compile_cache.hpp>
 
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <string>
 #include <thread>
 
-int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: %s CACHE_DIR START_FILE SEED\n", argv[0]);
-    return 2;
+namespace {
+
+bool wait_for_start(const char* start) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (access(start, F_OK) != 0) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  return true;
+}
+
+int value_in(const std::vector<std::byte>& image) {
+  const std::string text(reinterpret_cast<const char*>(image.data()), image.size());
+  for (auto pos = text.find("7310"); pos != std::string::npos; pos = text.find("7310", pos + 1)) {
+    if (pos + 6 < text.size() && std::isdigit(static_cast<unsigned char>(text[pos + 4])) != 0 &&
+        std::isdigit(static_cast<unsigned char>(text[pos + 5])) != 0 &&
+        std::isdigit(static_cast<unsigned char>(text[pos + 6])) == 0) {
+      return (text[pos + 4] - '0') * 10 + (text[pos + 5] - '0');
+    }
+  }
+  return -1;
+}
+
+int stress(const char* cache_dir, const char* include_dir, const char* start, int millis) {
+  drvshim::CacheOptions options;
+  options.directory = cache_dir;
+  drvshim::CompileCache cache(drvshim::NvrtcLoadOptions{}, options);
+  drvshim::KernelSource program;
+  program.source = "#include \"value.h\"\nextern \"C\" __global__ void k(int* p) { *p = kValue; }\n";
+  program.name = "stress.cu";
+  program.options.arch = "compute_90";
+  program.options.include_paths = {include_dir};
+  if (!wait_for_start(start)) return 3;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(millis);
+  while (std::chrono::steady_clock::now() < deadline) {
+    try {
+      const auto r = cache.compile(program);
+      std::printf("%s|%s|%d\n", drvshim::to_string(r.outcome), r.key.c_str(), value_in(r.result.image));
+    } catch (const drvshim::NvrtcCompileError&) {
+      std::printf("failed||0\n");  // the header was caught half-written
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
   try {
+    if (argc == 6 && std::string(argv[1]) == "--stress") return stress(argv[2], argv[3], argv[4], std::atoi(argv[5]));
+    if (argc != 4) {
+      std::fprintf(stderr, "usage: %s CACHE_DIR START_FILE SEED\n       %s --stress CACHE_DIR INCLUDE_DIR START_FILE MILLIS\n",
+                   argv[0], argv[0]);
+      return 2;
+    }
     drvshim::CacheOptions options;
     options.directory = argv[1];
     drvshim::CompileCache cache(drvshim::NvrtcLoadOptions{}, options);
@@ -23,11 +80,7 @@ int main(int argc, char** argv) {
     program.source = std::string("extern \"C\" __global__ void worker(int* p) { p[threadIdx.x] += ") + argv[3] + "; }\n";
     program.name = "worker.cu";
     program.options.arch = "compute_90";
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (access(argv[2], F_OK) != 0) {
-      if (std::chrono::steady_clock::now() > deadline) return 3;
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    if (!wait_for_start(argv[2])) return 3;
     const auto r = cache.compile(program);
     std::printf("%s\n", drvshim::to_string(r.outcome));
     return r.result.image.empty() ? 4 : 0;

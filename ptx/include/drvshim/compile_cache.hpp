@@ -2,17 +2,21 @@
 /// @file compile_cache.hpp
 /// A compile cache for NVRTC programs that cannot go stale: the key covers
 /// everything that changes the output (source, name, in-memory headers, the
-/// content of every header reachable through the include paths, the effective
+/// content of every file NVRTC can read or look up through #include,
+/// __has_include and --pre-include, found by NVRTC's own rules, the effective
 /// options, name expressions, NVRTC's identity, the target, and for SASS the
 /// driver made from PTX the driver version and device), so a hit behaves
 /// exactly like the compile it replaces: same image, log, options and lowered
-/// names. Tiers: an in-process map, then a per-user directory on disk.
+/// names. Where the key cannot cover the inputs (a computed #include, options
+/// that read files), or they changed while NVRTC compiled, the result is
+/// returned and stored nowhere (CacheOutcome::uncached, with the reason).
+/// Tiers: an in-process map, then a per-user directory on disk.
 ///
 /// Disk layout (root = CacheOptions::directory):
 ///   <root>/v1/objects/ab/<hex>   entries, written once (temporary file, fsync, rename)
 ///   <root>/v1/locks/ab/<hex>     per-key advisory locks (one compile per key across processes)
 ///   <root>/v1/tmp/               temporary files on the same filesystem
-/// An entry echoes its key and ends with a SHA-256 of its contents; a corrupt,
+/// An entry echoes its key and ends with a checksum of its contents; a corrupt,
 /// truncated or foreign entry is removed and recompiled, never an error.
 #include <drvshim/export.hpp>
 #include <drvshim/nvrtc.hpp>
@@ -44,8 +48,10 @@ struct DRVSHIM_API CacheOptions {
   bool read_only = false;
   /// The in-process tier (a hit costs a key computation and a map lookup).
   bool in_memory = true;
-  /// Size cap of the disk tier; the least recently used entries are evicted
-  /// down to 90 % of it after a write (DRVSHIM_CACHE_MAXSIZE, bytes).
+  /// Size cap of the disk tier (entries and temporary files); when a write
+  /// takes it over, the least recently used entries are evicted down to 90 %
+  /// of it, never the one just written. An entry larger than the cap is not
+  /// written at all (DRVSHIM_CACHE_MAXSIZE, bytes).
   std::uint64_t max_bytes = std::uint64_t{1} << 30;
   /// How long a process waits for another process compiling the same key
   /// before compiling it itself (never a deadlock).
@@ -61,7 +67,10 @@ enum class CacheOutcome {
   compiled,     ///< a miss: NVRTC compiled it (and the disk tier stored it when writable)
   memory_hit,   ///< the in-process tier
   disk_hit,     ///< an entry on disk, verified
-  uncached,     ///< the cache is disabled (or refused its directory): compiled, not stored
+  /// Compiled and stored nowhere: the cache is disabled or refused its
+  /// directory, or the program's inputs cannot be keyed or changed while it
+  /// was compiled (miss_reason starts "uncached: " and says which).
+  uncached,
 };
 DRVSHIM_API const char* to_string(CacheOutcome outcome) noexcept;
 
@@ -78,8 +87,8 @@ struct KernelSource {
 struct CachedCompile {
   CompileResult result;  ///< identical on a hit and on a compile
   CacheOutcome outcome = CacheOutcome::compiled;
-  /// Why it was not a hit: "no entry", "corrupt entry (checksum mismatch)", ...;
-  /// empty on a hit.
+  /// Why it was not a hit: "no entry", "corrupt entry (checksum mismatch)",
+  /// "uncached: <why it cannot be cached>", ...; empty on a hit.
   std::string miss_reason;
   std::string key;       ///< the key, 64 hex digits
   /// The image is SASS the driver produced from PTX (compile_for on a device
@@ -102,6 +111,10 @@ struct CacheStats {
   std::uint64_t evictions = 0;
   std::uint64_t lock_waits = 0;        ///< waited for another process compiling the same key
   std::uint64_t lock_timeouts = 0;
+  std::uint64_t uncached = 0;            ///< compiles stored nowhere: inputs unknowable or changed meanwhile
+  std::uint64_t oversized = 0;           ///< entries not written: larger than the whole cache's cap
+  std::uint64_t housekeeping_scans = 0;  ///< full scans of the disk tier (a write updates a size ledger instead)
+  std::uint64_t stale_removed = 0;       ///< temporary files of dead writers and unheld lock files removed
   std::map<std::string, std::uint64_t> miss_reasons;
 };
 
@@ -148,7 +161,7 @@ class DRVSHIM_API CompileCache {
   /// writable by others ..."); empty when it is on.
   const std::string& disabled_reason() const noexcept;
   CacheStats stats() const;
-  /// Total bytes of the entries on disk.
+  /// Total bytes of the entries and temporary files on disk.
   std::uint64_t disk_bytes() const;
   /// Forgets the in-process tier (the disk tier stays).
   void clear_memory() const;

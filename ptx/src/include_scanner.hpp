@@ -1,0 +1,58 @@
+#pragma once
+// The include scanner: every file name a text can make the preprocessor look
+// up, read without preprocessing it. Pure (no file system): the compile
+// cache resolves what it returns (include_resolver.hpp).
+//
+// It is a superset by design: every directive is reported whatever the
+// surrounding #if says, so a key built from it can only be too strict, never
+// stale. Where a name cannot be known without running the preprocessor
+// (`#include MACRO`, `__has_include(MACRO)` outside a wrapper macro's
+// definition), `unknowable` says so and the cache refuses to cache.
+//
+// Handled as the preprocessor does: backslash-newline splices (also
+// spelled with a trigraph), comments (as white space, so `/* x */ #include` is a directive),
+// string, character and raw string literals (which hide what looks like a
+// directive), the digraph %: and the trigraph for #, `#include_next`,
+// `#embed`, `__has_include` and `__has_include_next`, and function-like
+// macros that wrap `__has_include` (CCCL's `_CCCL_HAS_INCLUDE(<x>)`).
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace drvshim::detail {
+
+struct IncludeRef {
+  enum class Kind {
+    include,           // #include: the file is read (and scanned in turn)
+    include_next,      // #include_next: looked up past the including file's directory
+    embed,             // #embed: the file is read, not scanned
+    has_include,       // __has_include: only whether the file exists
+    has_include_next,  // __has_include_next
+  };
+  std::string name;
+  bool quoted = false;  // "name" (searched from the including file's directory first) or <name>
+  Kind kind = Kind::include;
+  friend bool operator==(const IncludeRef&, const IncludeRef&) = default;
+};
+
+// A use of a macro with one header-name argument, `NAME(<x>)` or `NAME("x")`:
+// a lookup when NAME turns out to wrap __has_include (in this file or another).
+struct MacroLookup {
+  std::string macro;
+  std::string name;
+  bool quoted = false;
+  friend bool operator==(const MacroLookup&, const MacroLookup&) = default;
+};
+
+struct IncludeScan {
+  std::vector<IncludeRef> refs;
+  std::vector<std::string> wrappers;    // function-like macros whose body applies __has_include to a parameter
+  std::vector<MacroLookup> macro_lookups;
+  // The first construct whose file name cannot be known without preprocessing
+  // ("#include HEADER_MACRO" on line 12); empty when there is none.
+  std::string unknowable;
+};
+
+IncludeScan scan_includes(std::string_view text);
+
+}  // namespace drvshim::detail

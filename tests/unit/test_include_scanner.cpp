@@ -1,0 +1,124 @@
+// The compile cache's pure parts that decide what the key covers: the include
+// scanner (every name a text can make the preprocessor look up) and the
+// option reader (which NVRTC options make it read files). What each case
+// expects was checked against NVRTC 13.0 where NVRTC has a say.
+#include <gtest/gtest.h>
+
+#include "include_scanner.hpp"
+#include "option_inputs.hpp"
+
+using drvshim::detail::IncludeRef;
+using drvshim::detail::MacroLookup;
+using drvshim::detail::option_inputs;
+using drvshim::detail::scan_includes;
+using Kind = IncludeRef::Kind;
+
+namespace {
+
+IncludeRef quoted(const char* name, Kind kind = Kind::include) { return {name, true, kind}; }
+IncludeRef angle(const char* name, Kind kind = Kind::include) { return {name, false, kind}; }
+
+TEST(CompileCacheIncludeScanner, FindsEveryDirectiveWhateverTheIfsAroundIt) {
+  const auto s = scan_includes(
+      "#include \"a.h\"\n"
+      "  #  include <b/c.h>\n"
+      "#if 0\n"
+      "#include\"d.h\"\n"
+      "#endif\n"
+      "#include_next <e.h>\n"
+      "#embed \"blob.bin\"\n"
+      "int x = 1;\n");
+  EXPECT_EQ(s.refs, (std::vector<IncludeRef>{quoted("a.h"), angle("b/c.h"), quoted("d.h"), angle("e.h", Kind::include_next),
+                                             quoted("blob.bin", Kind::embed)}));
+  EXPECT_TRUE(s.unknowable.empty()) << s.unknowable;
+}
+
+// Each spelling NVRTC accepted for a directive (checked with NVRTC 13.0).
+TEST(CompileCacheIncludeScanner, SeesDirectivesBehindSplicesCommentsDigraphsAndTrigraphs) {
+  const auto s = scan_includes(
+      "#inc\\\nlude \"spliced.h\"\n"
+      "#/**/include \"commented.h\"\n"
+      "/* a comment\n   over lines */ #include \"after_comment.h\"\n"
+      "%:include \"digraph.h\"\n"
+      "?\?=include \"trigraph.h\"\n"
+      "#include \\\r\n  <crlf.h>\n"
+      "#include <a//b.h>\n");
+  EXPECT_EQ(s.refs, (std::vector<IncludeRef>{quoted("spliced.h"), quoted("commented.h"), quoted("after_comment.h"),
+                                             quoted("digraph.h"), quoted("trigraph.h"), angle("crlf.h"), angle("a//b.h")}));
+  EXPECT_TRUE(s.unknowable.empty()) << s.unknowable;
+}
+
+TEST(CompileCacheIncludeScanner, IgnoresWhatOnlyLooksLikeADirective) {
+  const auto s = scan_includes(
+      "// #include \"line_comment.h\"\n"
+      "/* #include \"block_comment.h\" */\n"
+      "const char* a = \"#include \\\"in_string.h\\\"\";\n"
+      "const char* r = R\"x(\n#include \"in_raw_string.h\"\n/* )x\";\n"
+      "#include \"after_raw.h\"\n"
+      "int n = 1'000; char c = '#';\n"
+      "#define STR(x) #x\n"
+      "int y; #include \"not_at_line_start.h\"\n");
+  EXPECT_EQ(s.refs, (std::vector<IncludeRef>{quoted("after_raw.h")}));
+  EXPECT_TRUE(s.unknowable.empty()) << s.unknowable;
+}
+
+// A backslash, blanks, then the line's end: GCC joins the lines, the standard
+// does not. The scanner keeps what both readings find.
+TEST(CompileCacheIncludeScanner, ABackslashBeforeBlanksCountsBothWays) {
+  const auto s = scan_includes("int x; \\  \n#include \"maybe.h\"\n");
+  EXPECT_EQ(s.refs, (std::vector<IncludeRef>{quoted("maybe.h")}));
+}
+
+TEST(CompileCacheIncludeScanner, AComputedIncludeIsUnknowableWithItsLine) {
+  const auto s = scan_includes("#include \"fine.h\"\n\n#define H \"x.h\"\n#include H\n");
+  EXPECT_EQ(s.refs, (std::vector<IncludeRef>{quoted("fine.h")}));
+  EXPECT_EQ(s.unknowable, "`#include H` on line 4");
+  EXPECT_EQ(scan_includes("#inc\\\nlude \\\n MACRO\n").unknowable, "`#include  MACRO` on line 1");
+  EXPECT_NE(scan_includes("#include <unterminated.h\n").unknowable, "");
+}
+
+TEST(CompileCacheIncludeScanner, HasIncludeIsALookupAndItsWrapperMacrosAreFollowed) {
+  const auto s = scan_includes(
+      "#if __has_include(<version>) && __has_include_next(\"n.h\")\n#endif\n"
+      "#ifdef __has_include\n#endif\n"
+      "#if defined(__has_include)\n#endif\n"
+      "#  define HAS(_X) __has_include(_X)\n"
+      "#if HAS(<cuda_fp8.h>) || HAS(\"local.h\")\n#endif\n"
+      "#pragma message(\"not a header\")\n"
+      "void f() { printf(\"code: never a lookup\"); }\n");
+  EXPECT_EQ(s.refs, (std::vector<IncludeRef>{angle("version", Kind::has_include), quoted("n.h", Kind::has_include_next)}));
+  EXPECT_EQ(s.wrappers, (std::vector<std::string>{"HAS"}));
+  EXPECT_EQ(s.macro_lookups, (std::vector<MacroLookup>{{"HAS", "cuda_fp8.h", false}, {"HAS", "local.h", true},
+                                                       {"message", "not a header", true}}));
+  EXPECT_TRUE(s.unknowable.empty()) << s.unknowable;
+  EXPECT_EQ(scan_includes("#if __has_include(NAME)\n#endif\n").unknowable, "`__has_include(NAME)` on line 1");
+}
+
+TEST(CompileCacheOptionInputs, IncludeDirectoriesAndPreIncludesInEverySpelling) {
+  const auto o = option_inputs({"--gpu-architecture=compute_90", "--std=c++17", "-DX=1", "-D", "Y", "-Ia", "-I", "b",
+                                "--include-path=c", "--include-path", "d", "-I=e", "--pre-include=p.h", "-include", "q.h",
+                                "-include=r.h", "--use_fast_math", "-use_fast_math", "--relocatable-device-code=true"});
+  EXPECT_EQ(o.include_dirs, (std::vector<std::string>{"a", "b", "c", "d", "e"}));
+  EXPECT_EQ(o.pre_includes, (std::vector<std::string>{"p.h", "q.h", "r.h"}));
+  EXPECT_TRUE(o.source_include);
+  EXPECT_TRUE(o.unknowable.empty()) << o.unknowable;
+  EXPECT_FALSE(option_inputs({"--no-source-include"}).source_include);
+  EXPECT_FALSE(option_inputs({"-no-source-include"}).source_include);
+}
+
+TEST(CompileCacheOptionInputs, OptionsWhoseFilesTheCacheCannotKnowAreNamed) {
+  EXPECT_EQ(option_inputs({"-arch=sm_90", "--use-pch=k.pch"}).unknowable,
+            "option \"--use-pch=k.pch\" makes NVRTC read a file (a precompiled header or options) the cache cannot key");
+  EXPECT_NE(option_inputs({"-pch"}).unknowable.find("\"-pch\" makes NVRTC read a file"), std::string::npos);
+  EXPECT_NE(option_inputs({"--pch-dir", "/tmp"}).unknowable.find("\"--pch-dir\""), std::string::npos);
+  EXPECT_NE(option_inputs({"--create-pch=x.pch"}).unknowable.find("write a file"), std::string::npos);
+  EXPECT_NE(option_inputs({"--time=t.csv"}).unknowable.find("write a file"), std::string::npos);
+  EXPECT_NE(option_inputs({"-optf", "o.txt"}).unknowable.find("read a file"), std::string::npos);
+  EXPECT_NE(option_inputs({"-Xptxas=--options-file=x"}).unknowable.find("ptxas"), std::string::npos);
+  EXPECT_EQ(option_inputs({"--some-future-option"}).unknowable,
+            "option \"--some-future-option\" is not one the cache knows (it cannot tell which files it makes NVRTC read)");
+  EXPECT_NE(option_inputs({"-I"}).unknowable.find("lacks its value"), std::string::npos);
+  EXPECT_TRUE(option_inputs({"--dopt", "on", "-G", "-lineinfo", "--fmad=false", "--diag-suppress=177"}).unknowable.empty());
+}
+
+}  // namespace
