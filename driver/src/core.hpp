@@ -60,6 +60,10 @@ using AnyFn = void (*)();
 struct PrimaryLedger {
   std::uint64_t retains = 0;
   std::uint64_t releases = 0;
+  // Whether the activation drvshim's outstanding retains share was another
+  // component's (set by the retain that found the context active while drvshim
+  // held none).
+  bool activation_adopted = false;
 };
 
 // One loaded driver library. Shared (shared_ptr) by Driver and every object
