@@ -72,6 +72,9 @@ ContextFlags ContextRef::flags() const {
 ScopedCurrentContext::ScopedCurrentContext(const ContextRef& context)
     : core_(context.device().core()), pushed_(context.address()) {
   core_->require_init("ScopedCurrentContext");
+  // The same refusal as make_current(): code inside the scope would otherwise
+  // run driver calls in a context whose every call fails.
+  core_->check_not_poisoned(pushed_, "ScopedCurrentContext");
   DRVSHIM_TRY(*core_, cuCtxPushCurrent, ctx_objects(context), native(pushed_));
 }
 

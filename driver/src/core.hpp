@@ -79,6 +79,10 @@ struct PrimaryLedger {
   std::uint64_t retains = 0;
   std::uint64_t releases = 0;
   std::uintptr_t address = 0;  // the primary context's address at drvshim's last retain
+  // Whether the activation drvshim's outstanding retains share was another
+  // component's (set by the retain that found the context active while drvshim
+  // held none).
+  bool activation_adopted = false;
 };
 
 // One loaded driver library. Shared (shared_ptr) by Driver and every object

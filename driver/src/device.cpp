@@ -273,9 +273,19 @@ PrimaryContext Device::retain_primary_context() const {
   const PrimaryContextState before = primary_context_state();
   CUcontext ctx = nullptr;
   DRVSHIM_TRY(*core_, cuDevicePrimaryCtxRetain, device_objects(*this), &ctx, handle_);
+  // Active before this retain: another component activated it, or drvshim's own
+  // earlier retain did (then this is not an adoption, unless that retain was one).
+  bool adopted = false;
+  std::uint64_t own_outstanding = 0;
   {
     std::lock_guard<std::mutex> lock(core_->ledger_mutex);
-    ++core_->ledgers[ordinal_].retains;
+    auto& ledger = core_->ledgers[ordinal_];
+    own_outstanding = ledger.retains - ledger.releases;
+    if (before.active) {
+      adopted = own_outstanding == 0 ? true : ledger.activation_adopted;
+    }
+    if (own_outstanding == 0) ledger.activation_adopted = adopted;
+    ++ledger.retains;
   }
   const auto address = reinterpret_cast<std::uintptr_t>(ctx);
   {
@@ -284,7 +294,14 @@ PrimaryContext Device::retain_primary_context() const {
   }
   // A fresh activation is a fresh context, whatever happened at this address before.
   if (!before.active) core_->forget_poison(address);
-  if (before.active) {
+  if (before.active && own_outstanding != 0) {
+    detail::logf(log::Level::debug, "device {}: primary context 0x{:x} retained again (drvshim holds {} retain(s); {})",
+                 ordinal_, address, own_outstanding,
+                 adopted ? "another component activated it" : "drvshim activated it");
+    trace::mark("retain-primary-context",
+                fmt::format("device {}, context 0x{:x}, already retained by drvshim ({} outstanding), {}", ordinal_,
+                            address, own_outstanding, adopted ? "adopted" : "activated by drvshim"));
+  } else if (before.active) {
     detail::logf(log::Level::info,
                 "device {}: primary context 0x{:x} was already active (flags {}): another component activated it; "
                 "drvshim adopts it",
@@ -295,7 +312,7 @@ PrimaryContext Device::retain_primary_context() const {
     trace::mark("activate-primary-context",
                 fmt::format("device {}, context 0x{:x}, flags {}", ordinal_, address, to_string(before.flags)));
   }
-  return PrimaryContext(*this, address, before.active);
+  return PrimaryContext(*this, address, adopted);
 }
 
 void Device::reset_primary_context() const {

@@ -7,6 +7,7 @@
 #include "core.hpp"
 #include "flags_text.hpp"
 #include "log_internal.hpp"
+#include "view_checks.hpp"
 
 namespace drvshim {
 namespace detail {
@@ -37,30 +38,45 @@ bool EventRef::recorded() const noexcept { return state_->recorded.load(); }
 std::string EventRef::name() const { return fmt::format("event 0x{:x}", state_->handle); }
 
 void EventRef::record(const StreamRef& stream) const {
+  const auto handle = detail::live_event_handle(*this, "EventRef::record");
+  detail::check_stream_view(stream, "EventRef::record");
+  if (stream.context().address() != context_.address()) {
+    throw InvalidArgumentError(
+        "EventRef::record",
+        fmt::format("{} belongs to context 0x{:x} (device {}), {} to context 0x{:x} (device {})", name(),
+                    context_.address(), context_.device().ordinal(), stream.name(), stream.context().address(),
+                    stream.context().device().ordinal()),
+        "record an event on a stream of its own context (the driver would answer CUDA_ERROR_INVALID_HANDLE); to "
+        "order work across contexts, record in the producer's context and StreamRef::wait for it in the consumer's");
+  }
   const auto& core = core_of(context_);
   detail::ContextScope scope(core, context_.address(), "EventRef::record");
-  DRVSHIM_TRY(core, cuEventRecord, fmt::format("{} on {}", name(), stream.name()), native_event(state_->handle),
+  DRVSHIM_TRY(core, cuEventRecord, fmt::format("{} on {}", name(), stream.name()), native_event(handle),
               reinterpret_cast<CUstream>(stream.native()));
   state_->recorded.store(true);
   detail::after_submit(core, reinterpret_cast<CUstream>(stream.native()), "cuEventRecord", [this] { return name(); });
 }
 
 bool EventRef::query() const {
+  const auto handle = detail::live_event_handle(*this, "EventRef::query");
   const auto& core = core_of(context_);
   detail::ContextScope scope(core, context_.address(), "EventRef::query");
-  const CUresult r = DRVSHIM_CU(core, cuEventQuery, native_event(state_->handle));
+  const CUresult r = DRVSHIM_CU(core, cuEventQuery, native_event(handle));
   if (r == CUDA_SUCCESS) return true;
   if (r == CUDA_ERROR_NOT_READY) return false;
   detail::raise(core, static_cast<int>(r), "cuEventQuery", name());
 }
 
 void EventRef::synchronize() const {
+  const auto handle = detail::live_event_handle(*this, "EventRef::synchronize");
   const auto& core = core_of(context_);
   detail::ContextScope scope(core, context_.address(), "EventRef::synchronize");
-  DRVSHIM_TRY(core, cuEventSynchronize, name(), native_event(state_->handle));
+  DRVSHIM_TRY(core, cuEventSynchronize, name(), native_event(handle));
 }
 
 Milliseconds elapsed(const EventRef& start, const EventRef& end) {
+  const auto start_handle = detail::live_event_handle(start, "elapsed");
+  const auto end_handle = detail::live_event_handle(end, "elapsed");
   for (const EventRef* e : {&start, &end}) {
     if (has(e->flags(), EventFlags::disable_timing)) {
       throw InvalidArgumentError("elapsed", fmt::format("{} was created with disable_timing: it has no timestamp", e->name()),
@@ -71,18 +87,40 @@ Milliseconds elapsed(const EventRef& start, const EventRef& end) {
                                  "record both events on a stream (EventRef::record) before asking for the time between them");
     }
   }
+  if (start.context().address() != end.context().address()) {
+    throw InvalidArgumentError(
+        "elapsed",
+        fmt::format("{} belongs to context 0x{:x} (device {}), {} to context 0x{:x} (device {})", start.name(),
+                    start.context().address(), start.context().device().ordinal(), end.name(),
+                    end.context().address(), end.context().device().ordinal()),
+        "time with two events of the same context (the driver would answer CUDA_ERROR_INVALID_HANDLE); clocks of "
+        "different contexts are not comparable");
+  }
   const auto& core = core_of(start.context());
   detail::ContextScope scope(core, start.context().address(), "elapsed");
   float ms = 0.0f;
   const std::string objects = fmt::format("from {} to {}", start.name(), end.name());
   if (core.has(detail::Api::k_cuEventElapsedTime)) {
-    DRVSHIM_TRY(core, cuEventElapsedTime, objects, &ms, native_event(start.native()), native_event(end.native()));
+    DRVSHIM_TRY(core, cuEventElapsedTime, objects, &ms, native_event(start_handle), native_event(end_handle));
   } else {
     core.require_function(detail::Api::k_cuEventElapsedTimeLegacy, "elapsed");
-    DRVSHIM_TRY(core, cuEventElapsedTimeLegacy, objects, &ms, native_event(start.native()), native_event(end.native()));
+    DRVSHIM_TRY(core, cuEventElapsedTimeLegacy, objects, &ms, native_event(start_handle), native_event(end_handle));
   }
   return Milliseconds(static_cast<double>(ms));
 }
+
+namespace detail {
+
+std::uintptr_t live_event_handle(const EventRef& event, const char* api) {
+  const std::uintptr_t handle = event.native();
+  if (handle == 0) {
+    throw InvalidArgumentError(api, "an event view (EventRef) was used after its Event was destroyed",
+                               "keep the Event alive while its EventRefs are in use; the driver was not called");
+  }
+  return handle;
+}
+
+}  // namespace detail
 
 Event::Event(ContextRef context, std::shared_ptr<detail::EventState> state) noexcept
     : context_(std::move(context)), state_(std::move(state)) {}

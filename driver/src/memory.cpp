@@ -2,7 +2,6 @@
 #include <drvshim/memory.hpp>
 
 #include <mutex>
-#include <unordered_set>
 #include <utility>
 
 #include "context_scope.hpp"
@@ -10,6 +9,7 @@
 #include "flags_text.hpp"
 #include "log_internal.hpp"
 #include "trace_internal.hpp"
+#include "view_checks.hpp"
 
 namespace drvshim {
 namespace {
@@ -21,43 +21,6 @@ CUstream native_stream(const StreamRef* s) noexcept { return reinterpret_cast<CU
 std::string bytes_text(std::size_t n) {
   if (n >= (std::size_t{1} << 20)) return fmt::format("{} bytes ({:.2f} MiB)", n, static_cast<double>(n) / (1u << 20));
   return fmt::format("{} bytes", n);
-}
-
-// ---- owner ids for the debug view check ---------------------------------------------------
-
-std::atomic<std::uint64_t> g_next_owner_id{1};
-
-#ifdef DRVSHIM_CHECK_VIEWS
-struct LiveOwners {
-  std::mutex mutex;
-  std::unordered_set<std::uint64_t> ids;
-};
-LiveOwners& live_owners() {
-  static auto* owners = new LiveOwners;  // never destroyed: owners may die during exit
-  return *owners;
-}
-#endif
-
-std::uint64_t new_owner_id() noexcept {
-  const std::uint64_t id = g_next_owner_id.fetch_add(1, std::memory_order_relaxed);
-#ifdef DRVSHIM_CHECK_VIEWS
-  try {
-    auto& owners = live_owners();
-    std::lock_guard<std::mutex> lock(owners.mutex);
-    owners.ids.insert(id);
-  } catch (...) {
-    return 0;  // unchecked rather than failing the allocation
-  }
-#endif
-  return id;
-}
-
-void retire_owner_id([[maybe_unused]] std::uint64_t id) noexcept {
-#ifdef DRVSHIM_CHECK_VIEWS
-  auto& owners = live_owners();
-  std::lock_guard<std::mutex> lock(owners.mutex);
-  owners.ids.erase(id);
-#endif
 }
 
 // Throws the typed out-of-memory error, asking the device how much it has left.
@@ -109,12 +72,11 @@ namespace detail {
 
 void check_view([[maybe_unused]] std::uint64_t id, [[maybe_unused]] const char* api) {
 #ifdef DRVSHIM_CHECK_VIEWS
-  if (id == 0) return;
-  auto& owners = live_owners();
-  std::lock_guard<std::mutex> lock(owners.mutex);
-  if (owners.ids.count(id) == 0) {
-    throw InvalidArgumentError(api, "a device view was used after the buffer that owned it was freed",
-                               "keep the DeviceBuffer alive while its views are in use");
+  if (!owner_alive(id)) {
+    throw InvalidArgumentError(api,
+                               "a device view was used after the buffer that owned it was freed (or the module "
+                               "whose global it views was unloaded)",
+                               "keep the DeviceBuffer (or Module) alive while its views are in use");
   }
 #endif
 }
@@ -141,6 +103,7 @@ void copy_to_device(const ContextRef& ctx, DevicePtr dst, std::size_t dst_bytes,
   const char* api = stream != nullptr ? "copy_async (host to device)" : "copy (host to device)";
   check_copy(api, bytes, dst_bytes, src);
   check_view(dst_id, api);
+  if (stream != nullptr) check_stream_view(*stream, api);
   if (bytes == 0) return;
   const auto& core = core_of(ctx);
   ContextScope scope(core, ctx.address(), api);
@@ -158,6 +121,7 @@ void copy_to_host(const ContextRef& ctx, void* dst, std::size_t dst_bytes, Devic
   const char* api = stream != nullptr ? "copy_async (device to host)" : "copy (device to host)";
   check_copy(api, bytes, dst_bytes, dst);
   check_view(src_id, api);
+  if (stream != nullptr) check_stream_view(*stream, api);
   if (bytes == 0) return;
   const auto& core = core_of(ctx);
   ContextScope scope(core, ctx.address(), api);
@@ -176,6 +140,7 @@ void copy_device_to_device(const ContextRef& ctx, DevicePtr dst, std::size_t dst
   check_copy(api, bytes, dst_bytes, reinterpret_cast<const void*>(1));
   check_view(dst_id, api);
   check_view(src_id, api);
+  if (stream != nullptr) check_stream_view(*stream, api);
   if (bytes == 0) return;
   const auto& core = core_of(ctx);
   ContextScope scope(core, ctx.address(), api);
@@ -194,6 +159,7 @@ void fill_device(const ContextRef& ctx, DevicePtr dst, std::size_t count, std::s
                  std::uint32_t pattern, std::uint64_t id, const StreamRef* stream) {
   const char* api = stream != nullptr ? "fill_async" : "fill";
   check_view(id, api);
+  if (stream != nullptr) check_stream_view(*stream, api);
   if (count == 0) return;
   const auto& core = core_of(ctx);
   ContextScope scope(core, ctx.address(), api);
@@ -234,7 +200,7 @@ void fill_device(const ContextRef& ctx, DevicePtr dst, std::size_t count, std::s
 // ---- DeviceBuffer -----------------------------------------------------------------------------
 
 DeviceBuffer::DeviceBuffer(ContextRef context, DevicePtr address, std::size_t bytes) noexcept
-    : context_(std::move(context)), address_(address), bytes_(bytes), id_(new_owner_id()) {}
+    : context_(std::move(context)), address_(address), bytes_(bytes), id_(detail::new_owner_id()) {}
 
 DeviceBuffer DeviceBuffer::allocate(const ContextRef& context, std::size_t bytes) {
   require_bytes("DeviceBuffer::allocate", bytes);
@@ -288,7 +254,7 @@ void DeviceBuffer::free() {
 Status DeviceBuffer::free(std::nothrow_t) noexcept {
   if (address_ == 0) return {};
   const auto address = std::exchange(address_, 0);
-  retire_owner_id(id_);
+  detail::retire_owner_id(id_);
   const auto& core = core_of(context_);
   if (!core.cleanup_allowed_in(context_.address())) return {};
   try {
@@ -584,6 +550,7 @@ AsyncDeviceBuffer::AsyncDeviceBuffer(StreamRef stream, DevicePtr address, std::s
 
 AsyncDeviceBuffer AsyncDeviceBuffer::allocate(const StreamRef& stream, std::size_t bytes) {
   require_bytes("AsyncDeviceBuffer::allocate", bytes);
+  detail::check_stream_view(stream, "AsyncDeviceBuffer::allocate");
   const ContextRef& context = stream.context();
   const auto& core = core_of(context);
   core.require_function(detail::Api::k_cuMemAllocAsync, "AsyncDeviceBuffer::allocate");
@@ -623,6 +590,7 @@ void AsyncDeviceBuffer::free() { free(stream_); }
 
 void AsyncDeviceBuffer::free(const StreamRef& on) {
   if (address_ == 0) return;
+  detail::check_stream_view(on, "AsyncDeviceBuffer::free");
   const auto& core = core_of(stream_.context());
   detail::ContextScope scope(core, on.context().address(), "AsyncDeviceBuffer::free");
   DRVSHIM_TRY(core, cuMemFreeAsync, fmt::format("0x{:x}, {}", address_, on.name()), address_,
@@ -637,7 +605,11 @@ Status AsyncDeviceBuffer::free(std::nothrow_t) noexcept {
   if (!core.cleanup_allowed_in(stream_.context().address())) return {};
   try {
     detail::ContextScope scope(core, stream_.context().address(), "AsyncDeviceBuffer::free");
-    const CUresult r = DRVSHIM_CU(core, cuMemFreeAsync, address, reinterpret_cast<CUstream>(stream_.native()));
+    // Its stream may be gone (known in debug builds): the legacy default stream then orders the free.
+    const std::uintptr_t on = detail::owner_alive(stream_.owner_id())
+                                  ? stream_.native()
+                                  : StreamRef::legacy_default(stream_.context()).native();
+    const CUresult r = DRVSHIM_CU(core, cuMemFreeAsync, address, reinterpret_cast<CUstream>(on));
     core.note_result(r);
     return Status("cuMemFreeAsync", static_cast<int>(r));
   } catch (const Error& e) {

@@ -1,35 +1,23 @@
 #include <drvshim/driver.hpp>
 #include <drvshim/module.hpp>
 
+#include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <iterator>
-#include <mutex>
+#include <memory>
 #include <utility>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "context_scope.hpp"
 #include "core.hpp"
+#include "jit_capture.hpp"
 #include "log_internal.hpp"
 #include "trace_internal.hpp"
+#include "view_checks.hpp"
 
 namespace drvshim {
-namespace detail {
-
-struct ModuleState {
-  std::uintptr_t handle = 0;
-  ModuleFormat format = ModuleFormat::ptx;
-  JitLog log;
-};
-
-struct KernelState {
-  std::uintptr_t function = 0;
-  std::string name;
-  std::optional<std::vector<ParamInfo>> params;  // read once, at lookup
-  int max_threads = 0;                           // read once, at lookup
-};
-
-}  // namespace detail
-
 namespace {
 
 const detail::DriverCore& core_of(const ContextRef& ctx) noexcept { return *ctx.device().core(); }
@@ -38,12 +26,123 @@ CUmodule mod(std::uintptr_t h) noexcept { return reinterpret_cast<CUmodule>(h); 
 
 constexpr std::uint32_t kFatbinMagic = 0xBA55ED50u;
 
+// The most parameter bytes a kernel can take (CUDA 12.1+ on Volta and newer;
+// 4 KiB before): a layout the driver reports beyond it is not believed, and
+// the probe of parameters stops there whatever the driver answers.
+constexpr std::size_t kMaxParamBytes = 32764;
+
+}  // namespace
+
+namespace detail {
+
+// The loaded module, shared by its Module owner and its Kernels: the last of
+// them unloads it.
+struct ModuleState {
+  ContextRef context;
+  std::uintptr_t handle = 0;
+  ModuleFormat format = ModuleFormat::ptx;
+  JitLog log;
+  std::uint64_t globals_id = new_owner_id();  // views of its globals (debug check)
+
+  ModuleState(ContextRef ctx, std::uintptr_t h, ModuleFormat f, JitLog l)
+      : context(std::move(ctx)), handle(h), format(f), log(std::move(l)) {}
+  ModuleState(const ModuleState&) = delete;
+  ModuleState& operator=(const ModuleState&) = delete;
+  ~ModuleState() { (void)unload(); }
+
+  Status unload() noexcept {
+    if (handle == 0) return {};
+    const auto h = std::exchange(handle, 0);
+    retire_owner_id(globals_id);
+    const auto& core = core_of(context);
+    if (!core.cleanup_allowed_in(context.address())) return {};
+    try {
+      ContextScope scope(core, context.address(), "Module::unload");
+      const CUresult r = DRVSHIM_CU(core, cuModuleUnload, mod(h));
+      core.note_result(r);
+      if (r != CUDA_SUCCESS) {
+        logf(log::Level::warn, "cuModuleUnload(0x{:x}) failed with {} ({})", h, result_name(static_cast<int>(r)),
+             static_cast<int>(r));
+      }
+      return Status("cuModuleUnload", static_cast<int>(r));
+    } catch (const Error& e) {
+      logf(log::Level::warn, "module 0x{:x} not unloaded: {}", h, e.what());
+      return Status("cuCtxPushCurrent", e.code() != 0 ? e.code() : CUDA_ERROR_UNKNOWN);
+    } catch (...) {
+      return Status("cuModuleUnload", CUDA_ERROR_UNKNOWN);
+    }
+  }
+};
+
+// The loaded library, shared by its Library owner and its Kernels.
+struct LibraryState {
+  std::shared_ptr<const DriverCore> core;
+  std::uintptr_t handle = 0;
+  ModuleFormat format = ModuleFormat::ptx;
+  JitLog log;
+  // Under lazy loading the driver JIT-compiles when a kernel is first bound to
+  // a context, long after cuLibraryLoadData returned: the option values it was
+  // given stay valid (and readable) for the library's life.
+  std::unique_ptr<JitCapture> jit;
+  // PTX images are kept, so a lazy JIT failure that left no log can be
+  // compiled again through the linker to get one.
+  std::string ptx;
+
+  LibraryState() = default;
+  LibraryState(const LibraryState&) = delete;
+  LibraryState& operator=(const LibraryState&) = delete;
+  ~LibraryState() { (void)unload(); }
+
+  Status unload() noexcept {
+    if (handle == 0) return {};
+    const auto h = std::exchange(handle, 0);
+    if (!core->cleanup_allowed()) return {};
+    const CUresult r = DRVSHIM_CU(*core, cuLibraryUnload, reinterpret_cast<CUlibrary>(h));
+    core->note_result(r);
+    if (r != CUDA_SUCCESS) {
+      logf(log::Level::warn, "cuLibraryUnload(0x{:x}) failed with {} ({})", h, result_name(static_cast<int>(r)),
+           static_cast<int>(r));
+    }
+    return Status("cuLibraryUnload", static_cast<int>(r));
+  }
+};
+
+struct KernelState {
+  std::uintptr_t function = 0;
+  std::string name;
+  std::optional<std::vector<ParamInfo>> params;  // read once, at lookup
+  int max_threads = 0;                           // read once, at lookup
+  std::shared_ptr<const void> code;              // the ModuleState or LibraryState: kept loaded
+};
+
+}  // namespace detail
+
+namespace {
+
 int function_attribute(const Kernel& k, CUfunction_attribute attribute, const char* what) {
   const auto& core = core_of(k.context());
   detail::ContextScope scope(core, k.context().address(), "Kernel attribute");
   int value = 0;
   DRVSHIM_TRY(core, cuFuncGetAttribute, fmt::format("kernel {}, attribute {}", k.name(), what), &value, attribute, fn(k));
   return value;
+}
+
+// The format of `image`, or InvalidArgumentError from `api` describing it as `what`.
+ModuleFormat detect_format(std::span<const std::byte> image, const char* api, const std::string& what) {
+  if (image.size() >= 4) {
+    const auto* b = reinterpret_cast<const unsigned char*>(image.data());
+    if (b[0] == 0x7f && b[1] == 'E' && b[2] == 'L' && b[3] == 'F') return ModuleFormat::cubin;
+    std::uint32_t magic = 0;
+    std::memcpy(&magic, b, 4);
+    if (magic == kFatbinMagic) return ModuleFormat::fatbin;
+    const std::string_view text(reinterpret_cast<const char*>(b), std::min<std::size_t>(image.size(), 4096));
+    if (text.find(".version") != std::string_view::npos || text.find(".target") != std::string_view::npos ||
+        text.find(".entry") != std::string_view::npos) {
+      return ModuleFormat::ptx;
+    }
+  }
+  throw InvalidArgumentError(api, fmt::format("{} is neither a CUBIN (ELF), a fatbin nor PTX text", what),
+                             "load what nvcc -cubin, -fatbin or -ptx (or NVRTC) produced");
 }
 
 }  // namespace
@@ -58,21 +157,7 @@ const char* to_string(ModuleFormat format) noexcept {
 }
 
 ModuleFormat detect_module_format(std::span<const std::byte> image) {
-  if (image.size() >= 4) {
-    const auto* b = reinterpret_cast<const unsigned char*>(image.data());
-    if (b[0] == 0x7f && b[1] == 'E' && b[2] == 'L' && b[3] == 'F') return ModuleFormat::cubin;
-    std::uint32_t magic = 0;
-    std::memcpy(&magic, b, 4);
-    if (magic == kFatbinMagic) return ModuleFormat::fatbin;
-    const std::string_view text(reinterpret_cast<const char*>(b), std::min<std::size_t>(image.size(), 4096));
-    if (text.find(".version") != std::string_view::npos || text.find(".target") != std::string_view::npos ||
-        text.find(".entry") != std::string_view::npos) {
-      return ModuleFormat::ptx;
-    }
-  }
-  throw InvalidArgumentError("detect_module_format",
-                             fmt::format("the {}-byte image is neither a CUBIN (ELF), a fatbin nor PTX text", image.size()),
-                             "load what nvcc -cubin, -fatbin or -ptx (or NVRTC) produced");
+  return detect_format(image, "detect_module_format", fmt::format("the {}-byte image", image.size()));
 }
 
 std::string module_loading_mode(const Driver& driver) {
@@ -106,33 +191,71 @@ int Kernel::max_active_blocks_per_sm(unsigned block_threads, std::size_t dynamic
   return blocks;
 }
 
-// ---- Module ------------------------------------------------------------------------------------
-
-Module::Module(ContextRef context, std::shared_ptr<detail::ModuleState> state) noexcept
-    : context_(std::move(context)), state_(std::move(state)) {}
-
 namespace {
 
-// The JIT options every load passes: info and error logs, wall time, verbose.
-struct JitCapture {
-  static constexpr std::size_t kLogBytes = 16384;
-  std::string info = std::string(kLogBytes, '\0');
-  std::string error = std::string(kLogBytes, '\0');
-  float wall = 0.0f;
-  CUjit_option options[6] = {CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, CU_JIT_ERROR_LOG_BUFFER,
-                             CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_WALL_TIME, CU_JIT_LOG_VERBOSE};
-  void* values[6] = {info.data(),
-                     reinterpret_cast<void*>(static_cast<std::uintptr_t>(kLogBytes)),
-                     error.data(),
-                     reinterpret_cast<void*>(static_cast<std::uintptr_t>(kLogBytes)),
-                     &wall,
-                     reinterpret_cast<void*>(std::uintptr_t{1})};
-  JitLog take() {
-    info.resize(std::strlen(info.c_str()));
-    error.resize(std::strlen(error.c_str()));
-    return JitLog{std::move(info), std::move(error), wall};
+// Logs why a kernel's launches go unchecked; the layout is then unknown.
+std::nullopt_t unchecked(const std::string& name, const std::string& why) {
+  detail::logf(log::Level::debug, "kernel {}: parameter layout unknown ({}); its launches are not checked", name, why);
+  return std::nullopt;
+}
+
+// The parameter layout through cuFuncGetParamInfo, in the kernel's context
+// (made current by the caller). Whatever the driver cannot tell, or tells
+// implausibly, makes the layout unknown: the kernel stays usable, its launches
+// unchecked. Only errors that make every call fail (sticky ones, a
+// deinitialised driver) are raised.
+std::optional<std::vector<ParamInfo>> read_param_layout(const detail::DriverCore& core, CUfunction f,
+                                                        const std::string& name) {
+  if (!core.has(detail::Api::k_cuFuncGetParamInfo)) {
+    return unchecked(name, fmt::format("driver {}.{} lacks cuFuncGetParamInfo (CUDA 12.4)", core.version / 1000,
+                                       (core.version % 1000) / 10));
   }
-};
+  std::vector<ParamInfo> params;
+  std::size_t end = 0;
+  // Every parameter takes at least a byte: no kernel has more parameters than bytes.
+  for (std::size_t i = 0; i <= kMaxParamBytes; ++i) {
+    ParamInfo p;
+    const CUresult r = DRVSHIM_CU(core, cuFuncGetParamInfo, f, i, &p.offset, &p.size);
+    if (r == CUDA_ERROR_INVALID_VALUE) {
+      if (i == 0) {
+        return unchecked(name,
+                         "cuFuncGetParamInfo answers CUDA_ERROR_INVALID_VALUE for parameter 0: the kernel takes no "
+                         "parameters, or the driver does not know its layout");
+      }
+      return params;  // past the last parameter
+    }
+    if (r != CUDA_SUCCESS) {
+      if (is_sticky_error(static_cast<int>(r)) || r == CUDA_ERROR_DEINITIALIZED) {
+        detail::raise(core, static_cast<int>(r), "cuFuncGetParamInfo", fmt::format("kernel {}, parameter {}", name, i));
+      }
+      return unchecked(name, fmt::format("cuFuncGetParamInfo failed for parameter {} with {} ({})", i,
+                                         result_name(static_cast<int>(r)), static_cast<int>(r)));
+    }
+    if (p.size == 0 || p.offset < end || p.size > kMaxParamBytes || p.offset > kMaxParamBytes - p.size) {
+      return unchecked(name, fmt::format("the driver reports parameter {} at offset {} with {} bytes, after {} bytes "
+                                         "of earlier parameters, within at most {}",
+                                         i, p.offset, p.size, end, kMaxParamBytes));
+    }
+    end = p.offset + p.size;
+    params.push_back(p);
+  }
+  return unchecked(name, fmt::format("the driver reports more than {} parameters", kMaxParamBytes));
+}
+
+// A Kernel for function `f` of `context`: reads the block limit and the
+// parameter layout once, and keeps `code` (the module or library) loaded.
+Kernel make_kernel(const ContextRef& context, CUfunction f, const std::string& name, std::shared_ptr<const void> code) {
+  const auto& core = core_of(context);
+  auto state = std::make_shared<detail::KernelState>();
+  state->function = reinterpret_cast<std::uintptr_t>(f);
+  state->name = name;
+  state->code = std::move(code);
+  Kernel k(context, state);
+  state->max_threads = function_attribute(k, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, "max threads per block");
+  detail::ContextScope scope(core, context.address(), "kernel parameter layout");
+  state->params = read_param_layout(core, f, name);
+  return k;
+}
 
 // The image as the driver wants it: PTX must be a C string.
 const void* image_data(std::span<const std::byte> image, ModuleFormat format, std::string& ptx_copy) {
@@ -153,19 +276,86 @@ const void* image_data(std::span<const std::byte> image, ModuleFormat format, st
                                             : "the image may target another architecture than the device's");
 }
 
+// The whole file at `path`. The errors name the path and keep the errno.
 std::vector<char> read_file(const char* api, const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw InvalidArgumentError(api, fmt::format("cannot read \"{}\"", path),
-                               "check the path; modules are CUBIN, fatbin or PTX files");
+  const char* hint = "check the path; modules are CUBIN, fatbin or PTX files";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw SystemError(api, fmt::format("cannot open \"{}\"", path), errno, hint);
+  struct Close {
+    int fd;
+    ~Close() { (void)::close(fd); }
+  } close_fd{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw SystemError(api, fmt::format("cannot inspect \"{}\"", path), errno, hint);
+  if (S_ISDIR(st.st_mode)) {
+    throw SystemError(api, fmt::format("\"{}\" is a directory, not a module file", path), EISDIR, hint);
   }
-  return std::vector<char>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<char> bytes;
+  if (S_ISREG(st.st_mode) && st.st_size > 0) bytes.reserve(static_cast<std::size_t>(st.st_size));
+  char chunk[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw SystemError(api, fmt::format("cannot read \"{}\"", path), errno, hint);
+    }
+    bytes.insert(bytes.end(), chunk, chunk + n);
+  }
+  // The content, checked here so the error names the file.
+  (void)detect_format(std::as_bytes(std::span<const char>(bytes)), api,
+                      fmt::format("\"{}\" ({} bytes)", path, bytes.size()));
+  return bytes;
+}
+
+// One run of the driver's linker over PTX (context current): the result, the
+// call that failed and the JIT's logs. Destroys the link state on every path.
+struct LinkRun {
+  CUresult result = CUDA_SUCCESS;
+  const char* failed = "";
+  LinkedImage image;
+};
+
+LinkRun run_linker(const detail::DriverCore& core, std::span<const std::byte> ptx, const std::string& name,
+                   const std::string& objects) {
+  std::string ptx_copy;
+  const void* data = image_data(ptx, ModuleFormat::ptx, ptx_copy);
+  // The linker writes its outputs (wall time, log sizes) into the option values at cuLinkComplete.
+  detail::JitCapture jit(detail::jit_log_bytes(ptx, ModuleFormat::ptx));
+  CUlinkState state = nullptr;
+  DRVSHIM_TRY(core, cuLinkCreate, objects, detail::JitCapture::kCount, jit.options, jit.values, &state);
+  // The linker owns the CUBIN cuLinkComplete hands out: it is copied before cuLinkDestroy.
+  struct Destroy {
+    const detail::DriverCore& core;
+    CUlinkState state;
+    ~Destroy() {
+      if (core.cleanup_allowed()) (void)DRVSHIM_CU(core, cuLinkDestroy, state);
+    }
+  } destroy{core, state};
+  LinkRun run;
+  run.failed = "cuLinkAddData";
+  run.result = DRVSHIM_CU(core, cuLinkAddData, state, CU_JIT_INPUT_PTX, const_cast<void*>(data),
+                          ptx_copy.empty() ? ptx.size() : ptx_copy.size() + 1, name.c_str(), 0u, nullptr, nullptr);
+  void* cubin = nullptr;
+  std::size_t size = 0;
+  if (run.result == CUDA_SUCCESS) {
+    run.failed = "cuLinkComplete";
+    run.result = DRVSHIM_CU(core, cuLinkComplete, state, &cubin, &size);
+  }
+  run.image.log = jit.take();
+  if (run.result == CUDA_SUCCESS) {
+    const auto* bytes = static_cast<const std::byte*>(cubin);
+    run.image.cubin.assign(bytes, bytes + size);
+  }
+  return run;
 }
 
 }  // namespace
 
-// A Kernel for function `f` of `context`: reads the block limit and the parameter layout once.
-Kernel make_kernel(const ContextRef& context, CUfunction f, const std::string& name);
+// ---- Module ------------------------------------------------------------------------------------
+
+Module::Module(ContextRef context, std::shared_ptr<detail::ModuleState> state) noexcept
+    : context_(std::move(context)), state_(std::move(state)) {}
 
 Module Module::load(const ContextRef& context, std::span<const std::byte> image) {
   const ModuleFormat format = detect_module_format(image);
@@ -173,19 +363,18 @@ Module Module::load(const ContextRef& context, std::span<const std::byte> image)
   const void* data = image_data(image, format, ptx_copy);
   const auto& core = core_of(context);
   detail::ContextScope scope(core, context.address(), "Module::load");
-  JitCapture jit;
+  detail::JitCapture jit(detail::jit_log_bytes(image, format));
   CUmodule module = nullptr;
-  const CUresult r = DRVSHIM_CU(core, cuModuleLoadDataEx, &module, data, 6u, jit.options, jit.values);
+  const CUresult r =
+      DRVSHIM_CU(core, cuModuleLoadDataEx, &module, data, detail::JitCapture::kCount, jit.options, jit.values);
   JitLog log = jit.take();
   if (r != CUDA_SUCCESS) {
     raise_load(core, static_cast<int>(r), "cuModuleLoadDataEx", format, image.size(),
                fmt::format("device {}", context.device().ordinal()), log.error);
   }
   const float wall = log.wall_ms;
-  auto state = std::make_shared<detail::ModuleState>();
-  state->handle = reinterpret_cast<std::uintptr_t>(module);
-  state->format = format;
-  state->log = std::move(log);
+  auto state = std::make_shared<detail::ModuleState>(context, reinterpret_cast<std::uintptr_t>(module), format,
+                                                     std::move(log));
   trace::mark("load-module", fmt::format("{} image, {} bytes, JIT {:.3f} ms, module 0x{:x}", to_string(format),
                                          image.size(), static_cast<double>(wall), state->handle));
   return Module(context, std::move(state));
@@ -201,48 +390,21 @@ LinkedImage link_ptx(const ContextRef& context, std::span<const std::byte> ptx, 
     throw InvalidArgumentError("link_ptx", fmt::format("\"{}\" is not PTX text", name),
                                "pass the PTX NVRTC produced for a compute_XY target");
   }
-  std::string ptx_copy;
-  const void* data = image_data(ptx, ModuleFormat::ptx, ptx_copy);
   const auto& core = core_of(context);
   detail::ContextScope scope(core, context.address(), "link_ptx");
-  JitCapture jit;
-  CUlinkState state = nullptr;
-  DRVSHIM_TRY(core, cuLinkCreate, fmt::format("linking \"{}\" on device {}", name, context.device().ordinal()), 6u,
-              jit.options, jit.values, &state);
-  // The linker owns the CUBIN cuLinkComplete hands out: it is copied before cuLinkDestroy.
-  struct Destroy {
-    const detail::DriverCore& core;
-    CUlinkState state;
-    ~Destroy() {
-      if (core.cleanup_allowed()) (void)DRVSHIM_CU(core, cuLinkDestroy, state);
-    }
-  } destroy{core, state};
-  CUresult r = DRVSHIM_CU(core, cuLinkAddData, state, CU_JIT_INPUT_PTX, const_cast<void*>(data),
-                          ptx_copy.empty() ? ptx.size() : ptx_copy.size() + 1, name.c_str(), 0u, nullptr, nullptr);
-  const char* failed = "cuLinkAddData";
-  void* cubin = nullptr;
-  std::size_t size = 0;
-  if (r == CUDA_SUCCESS) {
-    failed = "cuLinkComplete";
-    r = DRVSHIM_CU(core, cuLinkComplete, state, &cubin, &size);
+  LinkRun run = run_linker(core, ptx, name, fmt::format("linking \"{}\" on device {}", name, context.device().ordinal()));
+  if (run.result != CUDA_SUCCESS) {
+    raise_load(core, static_cast<int>(run.result), run.failed, ModuleFormat::ptx, ptx.size(),
+               fmt::format("\"{}\" for device {}", name, context.device().ordinal()), run.image.log.error);
   }
-  LinkedImage out;
-  out.log = jit.take();
-  if (r != CUDA_SUCCESS) {
-    raise_load(core, static_cast<int>(r), failed, ModuleFormat::ptx, ptx.size(),
-               fmt::format("\"{}\" for device {}", name, context.device().ordinal()), out.log.error);
-  }
-  const auto* bytes = static_cast<const std::byte*>(cubin);
-  out.cubin.assign(bytes, bytes + size);
   trace::mark("link-ptx", fmt::format("\"{}\": {} bytes of PTX -> {} bytes of SASS, JIT {:.3f} ms", name, ptx.size(),
-                                      size, static_cast<double>(out.log.wall_ms)));
-  return out;
+                                      run.image.cubin.size(), static_cast<double>(run.image.log.wall_ms)));
+  return std::move(run.image);
 }
 
 // ---- Library ----------------------------------------------------------------------------------------
 
-Library::Library(std::shared_ptr<detail::DriverCore> core, std::uintptr_t handle, ModuleFormat format, JitLog log) noexcept
-    : core_(std::move(core)), handle_(handle), format_(format), log_(std::move(log)) {}
+Library::Library(std::shared_ptr<detail::LibraryState> state) noexcept : state_(std::move(state)) {}
 
 Library Library::load(const Driver& driver, std::span<const std::byte> image) {
   const auto& core = *driver.core();
@@ -251,17 +413,27 @@ Library Library::load(const Driver& driver, std::span<const std::byte> image) {
   const ModuleFormat format = detect_module_format(image);
   std::string ptx_copy;
   const void* data = image_data(image, format, ptx_copy);
-  JitCapture jit;
+  auto state = std::make_shared<detail::LibraryState>();
+  state->core = driver.core();
+  state->format = format;
+  state->jit = std::make_unique<detail::JitCapture>(detail::jit_log_bytes(image, format));
+  auto& jit = *state->jit;
   CUlibrary library = nullptr;
-  const CUresult r =
-      DRVSHIM_CU(core, cuLibraryLoadData, &library, data, jit.options, jit.values, 6u, nullptr, nullptr, 0u);
-  JitLog log = jit.take();
+  const CUresult r = DRVSHIM_CU(core, cuLibraryLoadData, &library, data, jit.options, jit.values,
+                                detail::JitCapture::kCount, nullptr, nullptr, 0u);
+  state->log = jit.take();
   if (r != CUDA_SUCCESS) {
-    raise_load(core, static_cast<int>(r), "cuLibraryLoadData", format, image.size(), "context-independent", log.error);
+    raise_load(core, static_cast<int>(r), "cuLibraryLoadData", format, image.size(), "context-independent",
+               state->log.error);
+  }
+  state->handle = reinterpret_cast<std::uintptr_t>(library);
+  if (format == ModuleFormat::ptx) {
+    state->ptx = ptx_copy.empty() ? std::string(reinterpret_cast<const char*>(image.data()), image.size())
+                                  : std::move(ptx_copy);
   }
   trace::mark("load-library", fmt::format("{} image, {} bytes, library 0x{:x}", to_string(format), image.size(),
-                                          reinterpret_cast<std::uintptr_t>(library)));
-  return Library(driver.core(), reinterpret_cast<std::uintptr_t>(library), format, std::move(log));
+                                          state->handle));
+  return Library(std::move(state));
 }
 
 Library Library::load_file(const Driver& driver, const std::string& path) {
@@ -269,53 +441,110 @@ Library Library::load_file(const Driver& driver, const std::string& path) {
   return load(driver, std::as_bytes(std::span<const char>(bytes)));
 }
 
-Library::Library(Library&& o) noexcept
-    : core_(o.core_), handle_(std::exchange(o.handle_, 0)), format_(o.format_), log_(std::move(o.log_)) {}
+Library::Library(Library&& o) noexcept : state_(std::move(o.state_)) {}
 
 Library& Library::operator=(Library&& o) noexcept {
   if (this != &o) {
     (void)unload(std::nothrow);
-    core_ = o.core_;
-    handle_ = std::exchange(o.handle_, 0);
-    format_ = o.format_;
-    log_ = std::move(o.log_);
+    state_ = std::move(o.state_);
   }
   return *this;
 }
 
 Library::~Library() { (void)unload(std::nothrow); }
 
+ModuleFormat Library::format() const noexcept { return state_->format; }
+const JitLog& Library::jit_log() const noexcept { return state_->log; }
+
+namespace {
+
+bool is_jit_failure(CUresult r) noexcept {
+  switch (r) {
+    case CUDA_ERROR_INVALID_PTX:
+    case CUDA_ERROR_UNSUPPORTED_PTX_VERSION:
+    case CUDA_ERROR_JIT_COMPILER_NOT_FOUND:
+    case CUDA_ERROR_JIT_COMPILATION_DISABLED:
+    case CUDA_ERROR_INVALID_IMAGE:
+    case CUDA_ERROR_NO_BINARY_FOR_GPU:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// A failure of binding a library kernel to a context. Under lazy loading that
+// is where the driver JIT-compiles the library, and its error log is not
+// returned there: drvshim attaches the log the driver wrote into the buffers
+// given at load, else the log of the library's PTX run through the linker
+// again (context current).
+[[noreturn]] void raise_kernel_binding(const detail::DriverCore& core, CUresult r, const char* api,
+                                       const detail::LibraryState& lib, const ContextRef& context,
+                                       const std::string& name) {
+  std::string objects = fmt::format("kernel \"{}\" in context 0x{:x}", name, context.address());
+  if (!is_jit_failure(r)) detail::raise(core, static_cast<int>(r), api, objects);
+  std::string log = lib.jit->error_text();
+  std::string source = "written by the driver's JIT";
+  if (log.empty() && !lib.ptx.empty()) {
+    try {
+      const std::span<const std::byte> ptx(reinterpret_cast<const std::byte*>(lib.ptx.data()), lib.ptx.size());
+      const LinkRun again = run_linker(core, ptx, name, "recovering the JIT log of a library");
+      log = again.image.log.error;
+      source = again.result == CUDA_SUCCESS
+                   ? "none: drvshim ran the library's PTX through the linker again and it compiled there"
+                   : fmt::format("from drvshim running the library's PTX through the linker again ({} failed with {})",
+                                 again.failed, result_name(static_cast<int>(again.result)));
+    } catch (const Error& e) {
+      source = fmt::format("none: running the PTX through the linker again failed too ({})", e.what());
+    }
+  }
+  objects += fmt::format("; the library is JIT-compiled for the context here (lazy loading); JIT error log ({}): {}",
+                         source, log.empty() ? std::string("(empty)") : log);
+  detail::raise(core, static_cast<int>(r), api, std::move(objects),
+                lib.format == ModuleFormat::ptx
+                    ? "fix the PTX (the JIT log names the line), or compile it for the device's architecture ahead of "
+                      "time; CUDA_MODULE_LOADING=EAGER reports JIT errors at Library::load"
+                    : "the image may target another architecture than the device's");
+}
+
+}  // namespace
+
 Kernel Library::kernel(const ContextRef& context, const std::string& name) const {
-  if (handle_ == 0) throw InvalidArgumentError("Library::kernel", "this Library is empty (moved from or unloaded)");
+  if (!state_) throw InvalidArgumentError("Library::kernel", "this Library is empty (moved from or unloaded)");
   const auto& core = core_of(context);
   CUfunction f = nullptr;
   {
     detail::ContextScope scope(core, context.address(), "Library::kernel");
     CUkernel k = nullptr;
-    const CUresult r = DRVSHIM_CU(core, cuLibraryGetKernel, &k, reinterpret_cast<CUlibrary>(handle_), name.c_str());
+    CUresult r = DRVSHIM_CU(core, cuLibraryGetKernel, &k, reinterpret_cast<CUlibrary>(state_->handle), name.c_str());
     if (r == CUDA_ERROR_NOT_FOUND) {
       throw InvalidArgumentError("cuLibraryGetKernel", fmt::format("the library has no kernel named \"{}\"", name),
                                  "C++ kernels have mangled names unless declared extern \"C\"");
     }
-    if (r != CUDA_SUCCESS) detail::raise(core, static_cast<int>(r), "cuLibraryGetKernel", fmt::format("kernel \"{}\"", name));
-    DRVSHIM_TRY(core, cuKernelGetFunction, fmt::format("kernel \"{}\" in context 0x{:x}", name, context.address()), &f, k);
+    if (r != CUDA_SUCCESS) raise_kernel_binding(core, r, "cuLibraryGetKernel", *state_, context, name);
+    r = DRVSHIM_CU(core, cuKernelGetFunction, &f, k);
+    if (r != CUDA_SUCCESS) raise_kernel_binding(core, r, "cuKernelGetFunction", *state_, context, name);
   }
-  return make_kernel(context, f, name);
+  return make_kernel(context, f, name, state_);
 }
 
 void Library::unload() {
+  const auto core = state_ ? state_->core : nullptr;
   const Status s = unload(std::nothrow);
-  if (!s.ok()) detail::raise(*core_, s.code(), s.api(), "library");
+  if (!s.ok()) detail::raise(*core, s.code(), s.api(), "library");
 }
 
 Status Library::unload(std::nothrow_t) noexcept {
-  if (handle_ == 0) return {};
-  const auto handle = std::exchange(handle_, 0);
-  if (!core_->cleanup_allowed()) return {};
-  const CUresult r = DRVSHIM_CU(*core_, cuLibraryUnload, reinterpret_cast<CUlibrary>(handle));
-  core_->note_result(r);
-  return Status("cuLibraryUnload", static_cast<int>(r));
+  if (!state_) return {};
+  const auto state = std::move(state_);
+  if (state.use_count() > 1) {
+    detail::logf(log::Level::debug, "library 0x{:x} stays loaded until the last of its {} Kernel(s) is destroyed",
+                 state->handle, state.use_count() - 1);
+    return {};
+  }
+  return state->unload();
 }
+
+// ---- Module (owner) ------------------------------------------------------------------------------
 
 Module::Module(Module&& o) noexcept : context_(o.context_), state_(std::move(o.state_)) {}
 
@@ -333,8 +562,10 @@ Module::~Module() { (void)unload(std::nothrow); }
 Module::operator bool() const noexcept { return state_ != nullptr; }
 ModuleFormat Module::format() const noexcept { return state_->format; }
 const JitLog& Module::jit_log() const noexcept { return state_->log; }
+std::uint64_t Module::globals_owner_id() const noexcept { return state_ ? state_->globals_id : 0; }
 
 std::vector<std::string> Module::kernel_names() const {
+  if (!state_) throw InvalidArgumentError("Module::kernel_names", "this Module is empty (moved from or unloaded)");
   const auto& core = core_of(context_);
   std::vector<std::string> names;
   if (!core.has(detail::Api::k_cuModuleGetFunctionCount) || !core.has(detail::Api::k_cuModuleEnumerateFunctions) ||
@@ -375,34 +606,11 @@ Kernel Module::kernel(const std::string& name) const {
     }
     if (r != CUDA_SUCCESS) detail::raise(core, static_cast<int>(r), "cuModuleGetFunction", fmt::format("kernel \"{}\"", name));
   }
-  return make_kernel(context_, f, name);
-}
-
-Kernel make_kernel(const ContextRef& context, CUfunction f, const std::string& name) {
-  const auto& core = core_of(context);
-  auto state = std::make_shared<detail::KernelState>();
-  state->function = reinterpret_cast<std::uintptr_t>(f);
-  state->name = name;
-  Kernel k(context, state);
-  state->max_threads = function_attribute(k, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, "max threads per block");
-  if (core.has(detail::Api::k_cuFuncGetParamInfo)) {
-    detail::ContextScope scope(core, context.address(), "kernel parameter layout");
-    std::vector<ParamInfo> params;
-    for (std::size_t i = 0;; ++i) {
-      ParamInfo p;
-      const CUresult r = DRVSHIM_CU(core, cuFuncGetParamInfo, f, i, &p.offset, &p.size);
-      if (r == CUDA_ERROR_INVALID_VALUE) break;  // past the last parameter
-      if (r != CUDA_SUCCESS) {
-        detail::raise(core, static_cast<int>(r), "cuFuncGetParamInfo", fmt::format("kernel {}, parameter {}", name, i));
-      }
-      params.push_back(p);
-    }
-    state->params = std::move(params);
-  }
-  return k;
+  return make_kernel(context_, f, name, state_);
 }
 
 std::pair<DevicePtr, std::size_t> Module::global_bytes(const std::string& name) const {
+  if (!state_) throw InvalidArgumentError("Module::global", "this Module is empty (moved from or unloaded)");
   const auto& core = core_of(context_);
   detail::ContextScope scope(core, context_.address(), "Module::global");
   CUdeviceptr address = 0;
@@ -425,18 +633,13 @@ void Module::unload() {
 
 Status Module::unload(std::nothrow_t) noexcept {
   if (!state_) return {};
-  const auto handle = state_->handle;
-  state_.reset();
-  const auto& core = core_of(context_);
-  if (!core.cleanup_allowed_in(context_.address())) return {};
-  try {
-    detail::ContextScope scope(core, context_.address(), "Module::unload");
-    const CUresult r = DRVSHIM_CU(core, cuModuleUnload, mod(handle));
-    core.note_result(r);
-    return Status("cuModuleUnload", static_cast<int>(r));
-  } catch (const Error& e) {
-    return Status("cuCtxPushCurrent", e.code() != 0 ? e.code() : CUDA_ERROR_UNKNOWN);
+  const auto state = std::move(state_);
+  if (state.use_count() > 1) {
+    detail::logf(log::Level::debug, "module 0x{:x} stays loaded until the last of its {} Kernel(s) is destroyed",
+                 state->handle, state.use_count() - 1);
+    return {};
   }
+  return state->unload();
 }
 
 // ---- launch ------------------------------------------------------------------------------------------
@@ -462,10 +665,28 @@ void check_launch_args(const Kernel& kernel, std::span<const std::size_t> sizes)
 
 }  // namespace detail
 
+namespace {
+
+[[noreturn]] void throw_empty_dimension(const Kernel& kernel, const char* which, const char* axis, const Dim3& d) {
+  throw InvalidArgumentError("launch",
+                             fmt::format("kernel {}: the {}'s {} dimension is 0 ({} {}x{}x{})", kernel.name(), which,
+                                         axis, which, d.x, d.y, d.z),
+                             "every grid and block dimension must be at least 1 (Dim3's default)");
+}
+
+void check_dimensions(const Kernel& kernel, const char* which, const Dim3& d) {
+  if (d.x == 0) throw_empty_dimension(kernel, which, "x", d);
+  if (d.y == 0) throw_empty_dimension(kernel, which, "y", d);
+  if (d.z == 0) throw_empty_dimension(kernel, which, "z", d);
+}
+
+}  // namespace
+
 void launch_raw(const Kernel& kernel, const LaunchConfig& config, void** args) {
   const auto threads = config.block.count();
-  if (threads == 0 || config.grid.count() == 0) {
-    throw InvalidArgumentError("launch", fmt::format("kernel {}: empty grid or block", kernel.name()));
+  if (threads == 0 || config.grid.count() == 0) [[unlikely]] {
+    check_dimensions(kernel, "grid", config.grid);
+    check_dimensions(kernel, "block", config.block);
   }
   if (threads > static_cast<std::uint64_t>(kernel.max_threads_per_block())) {
     throw InvalidArgumentError("launch",
@@ -474,6 +695,7 @@ void launch_raw(const Kernel& kernel, const LaunchConfig& config, void** args) {
                                            kernel.max_threads_per_block()),
                                "use smaller blocks (the limit depends on the kernel's register use)");
   }
+  if (config.stream) detail::check_stream_view(*config.stream, "launch");
   const ContextRef& ctx = kernel.context();
   const auto& core = core_of(ctx);
   // No StreamRef copy on the hot path: the handle is all the launch needs.

@@ -8,6 +8,7 @@
 #include "context_scope.hpp"
 #include "core.hpp"
 #include "log_internal.hpp"
+#include "view_checks.hpp"
 
 namespace drvshim {
 namespace {
@@ -104,6 +105,7 @@ void run_host_callback(void* data) noexcept {
 }  // namespace
 
 void StreamRef::synchronize() const {
+  detail::check_stream_view(*this, "StreamRef::synchronize");
   const auto& core = *context_.device().core();
   {
     detail::ContextScope scope(core, context_.address(), "StreamRef::synchronize");
@@ -114,6 +116,7 @@ void StreamRef::synchronize() const {
 }
 
 StreamStatus StreamRef::query() const {
+  detail::check_stream_view(*this, "StreamRef::query");
   const auto& core = *context_.device().core();
   detail::ContextScope scope(core, context_.address(), "StreamRef::query");
   const CUresult r = DRVSHIM_CU(core, cuStreamQuery, native_stream(handle_));
@@ -123,14 +126,17 @@ StreamStatus StreamRef::query() const {
 }
 
 void StreamRef::wait(const EventRef& event) const {
+  detail::check_stream_view(*this, "StreamRef::wait");
+  const auto event_handle = detail::live_event_handle(event, "StreamRef::wait");
   const auto& core = *context_.device().core();
   detail::ContextScope scope(core, context_.address(), "StreamRef::wait");
   DRVSHIM_TRY(core, cuStreamWaitEvent, fmt::format("{} waits for {}", name(), event.name()),
-              native_stream(handle_), reinterpret_cast<CUevent>(event.native()), 0u);
+              native_stream(handle_), reinterpret_cast<CUevent>(event_handle), 0u);
 }
 
 void StreamRef::launch_host_func(std::function<void()> callback) const {
   if (!callback) throw InvalidArgumentError("StreamRef::launch_host_func", "the callback is empty");
+  detail::check_stream_view(*this, "StreamRef::launch_host_func");
   const auto& core = *context_.device().core();
   core.bury_spent_callbacks();
   detail::ContextScope scope(core, context_.address(), "StreamRef::launch_host_func");
@@ -141,12 +147,8 @@ void StreamRef::launch_host_func(std::function<void()> callback) const {
   detail::after_submit(core, native_stream(handle_), "cuLaunchHostFunc", [this] { return name(); });
 }
 
-namespace {
-std::atomic<std::uint64_t> g_next_stream_id{1};
-}  // namespace
-
 Stream::Stream(ContextRef context, std::uintptr_t handle, StreamFlags flags, int priority) noexcept
-    : context_(std::move(context)), handle_(handle), id_(g_next_stream_id.fetch_add(1)), flags_(flags),
+    : context_(std::move(context)), handle_(handle), id_(detail::new_owner_id()), flags_(flags),
       priority_(priority) {}
 
 Stream Stream::create(const ContextRef& context, StreamFlags flags, int priority) {
@@ -205,6 +207,7 @@ void Stream::destroy() {
 Status Stream::destroy(std::nothrow_t) noexcept {
   if (handle_ == 0) return {};
   const auto handle = std::exchange(handle_, 0);
+  detail::retire_owner_id(id_);
   const auto& core = *context_.device().core();
   if (!core.cleanup_allowed_in(context_.address())) return {};
   // cuStreamDestroy needs no current context and does not wait for queued work.

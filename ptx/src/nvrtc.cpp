@@ -178,6 +178,34 @@ std::string excerpt(const std::string& source, const std::string& name, const st
   return out;
 }
 
+// What to do about a failed compile. NVRTC_ERROR_INVALID_OPTION (5) is about
+// the options, not the source: the hint names the option the log names.
+std::string compile_hint(int code, const std::string& log) {
+  if (code == NVRTC_ERROR_COMPILATION) return "fix the source at the lines the log names";
+  if (code != NVRTC_ERROR_INVALID_OPTION) {
+    return "NVRTC failed in a step around the compile, not on the source: the text above names the step";
+  }
+  const auto quoted = [&](const std::string& marker, const std::string& stop) -> std::string {
+    const auto at = log.find(marker);
+    if (at == std::string::npos) return {};
+    const auto start = at + marker.size();
+    const auto end = log.find_first_of(stop, start);
+    return log.substr(start, end == std::string::npos ? std::string::npos : end - start);
+  };
+  const char* docs = "NVRTC's options are listed in its documentation under \"Supported Compile Options\"";
+  if (const std::string unknown = quoted("unrecognized option ", " \n"); !unknown.empty()) {
+    return fmt::format("NVRTC does not know the option {}: correct or remove it (CompileOptions::extra passes options "
+                       "unchanged; {})",
+                       unknown, docs);
+  }
+  if (const std::string option = quoted("invalid value for ", "\n"); !option.empty()) {
+    return fmt::format("the value given for {} is not one NVRTC accepts (CompileOptions::arch: sm_XY or compute_XY "
+                       "from Nvrtc::supported_architectures(); standard: c++11 to c++20; {})",
+                       option, docs);
+  }
+  return fmt::format("NVRTC rejected an option, not the source: the log names it ({})", docs);
+}
+
 }  // namespace
 }  // namespace detail
 
@@ -187,7 +215,7 @@ NvrtcCompileError::NvrtcCompileError(const std::string& program, const std::stri
             fmt::format("NVRTC could not compile {} (nvrtcResult {}); options: {}; log:\n{}{}", program, code,
                         fmt::join(options, " "), log,
                         excerpt_text.empty() ? std::string() : "\nsource:" + excerpt_text),
-            ErrorDetails{"nvrtcCompileProgram", 0, program, "fix the source at the lines the log names", false}),
+            ErrorDetails{"nvrtcCompileProgram", 0, program, detail::compile_hint(code, log), false}),
       log_(log),
       options_(std::move(options)) {}
 

@@ -88,7 +88,11 @@ DRVSHIM_FAKE_API void drvshim_fake_recycle_handles(int on);
 /* Kernels. The fake loads PTX (entry names, parameter sizes and globals are
  * parsed from the text; CUBIN and fatbin images are refused with
  * CUDA_ERROR_INVALID_IMAGE) and runs kernels through CPU implementations
- * registered by entry name; a launch of an unregistered kernel does nothing. */
+ * registered by entry name; a launch of an unregistered kernel does nothing.
+ * JIT options: CU_JIT_WALL_TIME is written into its value slot; with
+ * CU_JIT_LOG_VERBOSE the info log has ptxas's lines for every entry. Libraries
+ * load lazily: a syntax error in a library's PTX surfaces at the first
+ * cuKernelGetFunction (CUDA_ERROR_INVALID_PTX, no log), as on the H200. */
 typedef struct drvshim_fake_launch {
   unsigned grid[3];
   unsigned block[3];
@@ -97,6 +101,9 @@ typedef struct drvshim_fake_launch {
 typedef void (*drvshim_fake_kernel_fn)(const drvshim_fake_launch* launch, void** args);
 DRVSHIM_FAKE_API void drvshim_fake_register_kernel(const char* name, drvshim_fake_kernel_fn fn);
 DRVSHIM_FAKE_API int drvshim_fake_live_modules(void);
+/* A broken driver: cuFuncGetParamInfo answers every index with an 8-byte
+ * parameter, never CUDA_ERROR_INVALID_VALUE (reset: off). */
+DRVSHIM_FAKE_API void drvshim_fake_endless_param_info(int on);
 /* Launches made so far (since the last reset). */
 DRVSHIM_FAKE_API unsigned long long drvshim_fake_launch_count(void);
 

@@ -133,6 +133,10 @@ struct FakeModule {
   FakeCtx* ctx = nullptr;
   std::vector<FakeFunction*> functions;
   std::map<std::string, std::pair<uintptr_t, size_t>> globals;
+  // Libraries under lazy loading: a JIT error met when a kernel is first bound
+  // to a context (cuKernelGetFunction), which returns it without a log, as
+  // the H200's driver does.
+  std::string lazy_jit_error;
 };
 
 struct FakeFunction {
@@ -166,6 +170,7 @@ struct Engine {
   std::set<FakeStream*> streams;
   std::map<FakeCtx*, std::unique_ptr<FakeStream>> legacy_streams;  // each context's legacy default stream
   bool recycle_handles = false;          // reuse the last destroyed stream's handle (ABA tests)
+  bool endless_param_info = false;       // cuFuncGetParamInfo never reports the end (a broken driver)
   std::vector<FakeStream*> free_streams;
   std::set<FakeEvent*> events;
   std::set<FakeModule*> modules;
@@ -175,6 +180,10 @@ struct Engine {
     std::string image;
     char* error_log = nullptr;
     size_t error_cap = 0;
+    // The option arrays cuLinkCreate got: outputs are written at cuLinkComplete.
+    unsigned option_count = 0;
+    CUjit_option* options = nullptr;
+    void** values = nullptr;
   };
   std::set<LinkState*> links;
   std::map<std::string, drvshim_fake_kernel_fn> kernels;  // CPU implementations, by entry name
@@ -404,6 +413,7 @@ void reset_state(Engine& e) {
   e.free_streams.clear();
   e.legacy_streams.clear();
   e.recycle_handles = false;
+  e.endless_param_info = false;
   for (FakeEvent* ev : e.events) delete ev;
   e.events.clear();
   for (FakeModule* m : e.modules) {
@@ -1790,6 +1800,34 @@ void write_log(unsigned n, CUjit_option* opts, void** values, CUjit_option buffe
   if (buf != nullptr && cap > 0) std::snprintf(buf, cap, "%s", text.c_str());
 }
 
+// CU_JIT_WALL_TIME "overwrites the option value" with a float: the slot
+// itself, as the driver does (contract case "JIT wall time reported").
+void write_wall_time(unsigned n, CUjit_option* opts, void** values, float ms) {
+  for (unsigned i = 0; i < n; ++i) {
+    if (opts[i] == CU_JIT_WALL_TIME) std::memcpy(&values[i], &ms, sizeof ms);
+  }
+}
+
+// The info log: a summary line, and with CU_JIT_LOG_VERBOSE ptxas's lines for
+// every entry function (about 300 bytes each, as on the H200).
+std::string info_log(const FakeModule& m, unsigned n, CUjit_option* opts, void** values) {
+  std::string log = "ptxas info    : fake JIT: " + std::to_string(m.functions.size()) + " entry function(s)\n";
+  bool verbose = false;
+  for (unsigned i = 0; i < n; ++i) {
+    if (opts[i] == CU_JIT_LOG_VERBOSE) verbose = reinterpret_cast<uintptr_t>(values[i]) != 0;
+  }
+  if (!verbose) return log;
+  log += "ptxas info    : 0 bytes gmem\n";
+  for (const FakeFunction* f : m.functions) {
+    log += "ptxas info    : Compiling entry function '" + f->name + "' for 'sm_90'\n";
+    log += "ptxas info    : Function properties for " + f->name + "\n";
+    log += "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n";
+    log += "ptxas info    : Used 32 registers, used 0 barriers, " + std::to_string(380 + 8 * f->params.size()) +
+           " bytes cmem[0]\n";
+  }
+  return log;
+}
+
 CUresult fake_cuModuleLoadDataEx(CUmodule* pm, const void* image, unsigned n, CUjit_option* opts, void** values) {
   FAKE_ENTER("cuModuleLoadDataEx");
   if (pm == nullptr || image == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -1801,9 +1839,7 @@ CUresult fake_cuModuleLoadDataEx(CUmodule* pm, const void* image, unsigned n, CU
   auto* m = new FakeModule;
   m->ctx = ctx;
   const std::string error = parse_ptx(ptx, *m);
-  for (unsigned i = 0; i < n; ++i) {
-    if (opts[i] == CU_JIT_WALL_TIME) *static_cast<float*>(values[i]) = 0.25f;
-  }
+  write_wall_time(n, opts, values, 0.25f);
   if (!error.empty()) {
     for (FakeFunction* f : m->functions) delete f;
     for (auto& [name, g] : m->globals) std::free(reinterpret_cast<void*>(g.first));
@@ -1811,8 +1847,7 @@ CUresult fake_cuModuleLoadDataEx(CUmodule* pm, const void* image, unsigned n, CU
     write_log(n, opts, values, CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, error);
     return CUDA_ERROR_INVALID_PTX;
   }
-  write_log(n, opts, values, CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
-            "ptxas info    : fake JIT: " + std::to_string(m->functions.size()) + " entry function(s)");
+  write_log(n, opts, values, CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, info_log(*m, n, opts, values));
   // Globals are device memory of the module: copies and memsets may target them.
   for (const auto& [name, g] : m->globals) e.allocs[g.first] = Alloc{g.second, AllocKind::module_global, ctx, 0};
   e.modules.insert(m);
@@ -1846,8 +1881,10 @@ CUresult fake_cuLinkCreate(unsigned n, CUjit_option* opts, void** values, CUlink
   for (unsigned i = 0; i < n; ++i) {
     if (opts[i] == CU_JIT_ERROR_LOG_BUFFER) l->error_log = static_cast<char*>(values[i]);
     if (opts[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES) l->error_cap = reinterpret_cast<uintptr_t>(values[i]);
-    if (opts[i] == CU_JIT_WALL_TIME) *static_cast<float*>(values[i]) = 0.5f;
   }
+  l->option_count = n;
+  l->options = opts;
+  l->values = values;
   e.links.insert(l);
   *out = reinterpret_cast<CUlinkState>(l);
   return CUDA_SUCCESS;
@@ -1877,6 +1914,7 @@ CUresult fake_cuLinkComplete(CUlinkState state, void** cubin, size_t* size) {
   auto* l = reinterpret_cast<Engine::LinkState*>(state);
   if (e.links.count(l) == 0) return CUDA_ERROR_INVALID_HANDLE;
   if (cubin == nullptr || size == nullptr || l->image.empty()) return CUDA_ERROR_INVALID_VALUE;
+  write_wall_time(l->option_count, l->options, l->values, 0.5f);
   *cubin = l->image.data();
   *size = l->image.size() + 1;
   return CUDA_SUCCESS;
@@ -1924,7 +1962,20 @@ CUresult fake_cuLibraryLoadData(CUlibrary* pl, const void* code, CUjit_option* o
     ptx = static_cast<const char*>(code);
   }
   auto* l = new FakeModule;
-  const std::string error = parse_ptx(ptx, *l);
+  std::string error = parse_ptx(ptx, *l);
+  if (error.find("syntax error") != std::string::npos) {
+    // Lazy loading: the load reads the entries; the JIT and its error come at
+    // the first cuKernelGetFunction.
+    std::string readable = ptx;
+    for (auto at = readable.find("syntax_error"); at != std::string::npos; at = readable.find("syntax_error", at)) {
+      readable.replace(at, 12, "lazy_jitted_");
+    }
+    for (FakeFunction* f : l->functions) delete f;
+    l->functions.clear();
+    (void)parse_ptx(readable, *l);
+    l->lazy_jit_error = error;
+    error.clear();
+  }
   for (auto& [name, g] : l->globals) std::free(reinterpret_cast<void*>(g.first));
   l->globals.clear();
   if (!error.empty()) {
@@ -1932,6 +1983,10 @@ CUresult fake_cuLibraryLoadData(CUlibrary* pl, const void* code, CUjit_option* o
     delete l;
     write_log(n, opts, values, CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, error);
     return CUDA_ERROR_INVALID_PTX;
+  }
+  if (l->lazy_jit_error.empty()) {
+    write_wall_time(n, opts, values, 0.25f);
+    write_log(n, opts, values, CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, info_log(*l, n, opts, values));
   }
   e.libraries.insert(l);
   *pl = reinterpret_cast<CUlibrary>(l);
@@ -1970,6 +2025,7 @@ CUresult fake_cuKernelGetFunction(CUfunction* pf, CUkernel k) {
   if (const CUresult r = current(e, &ctx); r != CUDA_SUCCESS) return r;  // the function of the current context
   FakeFunction* f = live_function(e, reinterpret_cast<CUfunction>(k));
   if (f == nullptr || pf == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (!f->module->lazy_jit_error.empty()) return CUDA_ERROR_INVALID_PTX;  // and no log anywhere
   *pf = reinterpret_cast<CUfunction>(f);
   return CUDA_SUCCESS;
 }
@@ -2051,6 +2107,11 @@ CUresult fake_cuFuncGetParamInfo(CUfunction hf, size_t index, size_t* offset, si
   FAKE_ENTER("cuFuncGetParamInfo");
   FakeFunction* f = live_function(e, hf);
   if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (e.endless_param_info) {
+    if (offset != nullptr) *offset = index * 8;
+    if (size != nullptr) *size = 8;
+    return CUDA_SUCCESS;
+  }
   if (index >= f->params.size()) return CUDA_ERROR_INVALID_VALUE;
   if (offset != nullptr) *offset = f->params[index].first;
   if (size != nullptr) *size = f->params[index].second;
@@ -2540,6 +2601,13 @@ void drvshim_fake_recycle_handles(int on) {
   Engine& e = engine();
   std::lock_guard<std::mutex> lock(e.mutex);
   e.recycle_handles = on != 0;
+}
+
+void drvshim_fake_endless_param_info(int on) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  e.endless_param_info = on != 0;
 }
 
 int drvshim_fake_live_events(void) {

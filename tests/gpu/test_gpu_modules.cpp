@@ -51,6 +51,13 @@ int illegal_address_child() {
     } catch (const ContextPoisonedError& e) {
       std::printf("[ child    ] %s\n", e.what());
     }
+    // ScopedCurrentContext refuses the poisoned context as make_current() does (issue 19).
+    try {
+      ScopedCurrentContext guard(primary.ref());
+      return 6;
+    } catch (const ContextPoisonedError& e) {
+      std::printf("[ child    ] %s\n", e.what());
+    }
     return 0;  // the stream and module are leaked by their destructors: the context is poisoned
   } catch (const std::exception& e) {
     std::printf("[ child    ] unexpected: %s\n", e.what());
@@ -192,6 +199,118 @@ TEST_F(GpuModules, AnIllegalAddressPoisonsTheContextInItsOwnProcess) {
   const int status = pclose(p);
   EXPECT_TRUE(WIFEXITED(status)) << "the child crashed";
   EXPECT_EQ(WEXITSTATUS(status), 0) << "failed at step " << WEXITSTATUS(status);
+}
+
+// ---- issue 19: kernels keep their code loaded, the parameter probe, JIT outputs on the real driver ----
+
+class GpuModuleLifetime : public drvshim_gpu::GpuContextTest {};
+
+std::span<const std::byte> bytes_of(const std::string& text) {
+  return std::as_bytes(std::span<const char>(text.data(), text.size()));
+}
+
+// A Kernel keeps its module loaded: a launch after Module::unload (and of a
+// kernel of a temporary Module) runs the right code. Run under
+// compute-sanitizer too: no invalid handle, no leak.
+TEST_F(GpuModuleLifetime, AKernelOutlivesItsModuleOwnerAndStillComputes) {
+  const unsigned n = 4096;
+  std::vector<float> a(n, 1.5f), c(n, 0.0f);
+  auto da = DeviceBuffer::allocate(ctx(), n * 4);
+  auto dc = DeviceBuffer::allocate(ctx(), n * 4);
+  copy(da.as<float>(), std::span<const float>(a));
+  std::optional<Kernel> vadd;
+  {
+    auto m = Module::load_file(ctx(), drvshim_gpu::kernel_dir() + "kernels.cubin");
+    vadd.emplace(m.kernel("vadd"));
+    m.unload();
+  }
+  launch(*vadd, LaunchConfig{{n / 256}, {256}, 0, {}, {}}, da.address(), da.address(), dc.address(), n);
+  copy(std::span<float>(c), DeviceSpan<const float>(dc.as<float>()));
+  EXPECT_EQ(c[0], 3.0f);
+  EXPECT_EQ(c[n - 1], 3.0f);
+  const Kernel from_temporary = Module::load_file(ctx(), drvshim_gpu::kernel_dir() + "kernels.ptx").kernel("vadd");
+  fill(dc.as<float>(), 0.0f);
+  launch(from_temporary, LaunchConfig{{n / 256}, {256}, 0, {}, {}}, da.address(), da.address(), dc.address(), n);
+  copy(std::span<float>(c), DeviceSpan<const float>(dc.as<float>()));
+  EXPECT_EQ(c[n - 1], 3.0f);
+  std::optional<Kernel> from_library;
+  {
+    auto lib = Library::load_file(*drv_, drvshim_gpu::kernel_dir() + "kernels.fatbin");
+    from_library.emplace(lib.kernel(ctx(), "vadd"));
+  }
+  fill(dc.as<float>(), 0.0f);
+  launch(*from_library, LaunchConfig{{n / 256}, {256}, 0, {}, {}}, da.address(), da.address(), dc.address(), n);
+  copy(std::span<float>(c), DeviceSpan<const float>(dc.as<float>()));
+  EXPECT_EQ(c[n - 1], 3.0f);
+}
+
+// What the real driver answers for a kernel without parameters: the layout is
+// then "unknown" (launches unchecked), and the launch still works.
+TEST_F(GpuModuleLifetime, AKernelWithoutParametersIsUncheckedAndLaunches) {
+  auto m = Module::load_file(ctx(), drvshim_gpu::kernel_dir() + "kernels.cubin");
+  const Kernel bump = m.kernel("bump_counter");
+  std::printf("[ info     ] bump_counter: params() %s\n",
+              bump.params() ? ("known, " + std::to_string(bump.params()->size()) + " parameter(s)").c_str() : "unknown");
+  EXPECT_FALSE(bump.params().has_value());
+  auto counter = m.global<std::uint32_t>("counter");
+  fill(counter, 0u);
+  launch(bump, LaunchConfig{{2}, {64}, 0, {}, {}});
+  std::uint32_t value = 0;
+  copy(std::span<std::uint32_t>(&value, 1), DeviceSpan<const std::uint32_t>(counter));
+  EXPECT_EQ(value, 128u);
+  const Kernel vadd = m.kernel("vadd");
+  ASSERT_TRUE(vadd.params().has_value());
+  EXPECT_EQ(vadd.params()->size(), 4u);
+}
+
+std::string many_kernels_ptx(int count) {
+  std::string ptx = "// drvshim many kernels " + std::to_string(::getpid()) + "\n.version 7.0\n.target sm_75\n.address_size 64\n";
+  for (int i = 0; i < count; ++i) {
+    ptx += ".visible .entry kernel_number_" + std::to_string(i) + "(\n    .param .u64 p0\n)\n{\n    ret;\n}\n";
+  }
+  return ptx;
+}
+
+// The verbose info log of 300 kernels (the old 16 KiB buffer held about 55)
+// is whole; the wall time is read from the option slot (0 before the fix).
+TEST_F(GpuModuleLifetime, TheVerboseLogOfManyKernelsIsWholeAndTheWallTimeIsReal) {
+  const std::string ptx = many_kernels_ptx(300);
+  auto m = Module::load(ctx(), bytes_of(ptx));
+  const JitLog& log = m.jit_log();
+  std::printf("[ info     ] 300-kernel PTX: JIT %.3f ms, info log %zu bytes, last line: %s\n",
+              static_cast<double>(log.wall_ms), log.info.size(),
+              log.info.substr(log.info.rfind('\n', log.info.size() - 2) + 1).c_str());
+  EXPECT_GT(log.wall_ms, 0.0f);
+  EXPECT_GT(log.info.size(), 16384u);
+  EXPECT_NE(log.info.find("'kernel_number_299'"), std::string::npos);
+  EXPECT_EQ(log.info.find("was cut"), std::string::npos);
+  const auto linked = link_ptx(ctx(), bytes_of(ptx), "many.ptx");
+  std::printf("[ info     ] link_ptx: JIT %.3f ms, info log %zu bytes\n", static_cast<double>(linked.log.wall_ms),
+              linked.log.info.size());
+  EXPECT_GT(linked.log.wall_ms, 0.0f);
+}
+
+// A library whose PTX does not compile: under lazy loading (the H200's
+// default) the error comes when a kernel is bound to the context, and it
+// carries the JIT log; under eager loading it comes from Library::load, also
+// with the log.
+TEST_F(GpuModuleLifetime, ALibraryJitErrorCarriesItsLogUnderEitherLoadingMode) {
+  std::ifstream in(drvshim_gpu::kernel_dir() + "kernels.ptx");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string bad = text.str() + "\n.visible .entry broken() { this is not ptx; }\n";
+  std::string message;
+  try {
+    auto lib = Library::load(*drv_, bytes_of(bad));
+    std::printf("[ info     ] the broken library loaded (%s loading); binding a kernel:\n",
+                module_loading_mode(*drv_).c_str());
+    (void)lib.kernel(ctx(), "vadd");
+    FAIL() << "a kernel of broken PTX was bound";
+  } catch (const CudaError& e) {
+    message = e.what();
+  }
+  std::printf("[ info     ] %s\n", message.c_str());
+  EXPECT_NE(message.find("ptxas"), std::string::npos) << "no JIT log";
 }
 
 }  // namespace

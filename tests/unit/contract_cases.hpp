@@ -5,9 +5,13 @@
 // in docs/contract-cases.md. Each case leaves the device as it found it.
 #include <drvshim/drvshim.hpp>
 
+#include <chrono>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 namespace drvshim_test {
 
@@ -29,6 +33,21 @@ inline std::string code_of_failure(const std::function<void()>& f) {
 inline std::string state_text(const drvshim::PrimaryContextState& s) {
   return std::string(s.active ? "active" : "inactive") + "," + drvshim::to_string(s.flags);
 }
+
+// A kernel in PTX that no earlier run compiled: the comment makes the text
+// unique, so the driver's JIT cache (~/.nv/ComputeCache) cannot answer for
+// the JIT and the wall time is a real compile's.
+inline std::string fresh_ptx() {
+  const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+  return "// drvshim contract case " + std::to_string(::getpid()) + "-" + std::to_string(now) +
+         "\n.version 7.0\n.target sm_75\n.address_size 64\n"
+         ".visible .entry drvshim_contract_scale(\n    .param .u64 p,\n    .param .f32 f\n)\n{\n"
+         "    .reg .b64 %rd<3>;\n    .reg .f32 %f<3>;\n    ld.param.u64 %rd1, [p];\n"
+         "    cvta.to.global.u64 %rd2, %rd1;\n    ld.param.f32 %f1, [f];\n    ld.global.f32 %f2, [%rd2];\n"
+         "    mul.f32 %f2, %f2, %f1;\n    st.global.f32 [%rd2], %f2;\n    ret;\n}\n";
+}
+
+inline std::string positive_ms(float ms) { return ms > 0.0f ? "positive" : ms == 0.0f ? "zero" : "negative"; }
 
 inline std::vector<ContractResult> run_contract_cases(const drvshim::Driver& drv) {
   using namespace drvshim;
@@ -54,7 +73,9 @@ inline std::vector<ContractResult> run_contract_cases(const drvshim::Driver& drv
     {
       PrimaryContext second = dev.retain_primary_context();
       add("second retain: same context", second.ref().address() == p.ref().address() ? "same" : "different", "same");
-      add("second retain: adopted (already active)", second.adopted() ? "adopted" : "activated", "adopted");
+      // drvshim's own first retain activated it: the second is not an adoption (issue 19).
+      add("second retain: not adopted (drvshim activated it)", second.adopted() ? "adopted" : "activated",
+          "activated");
     }
     add("one of two retains released: still active", state_text(dev.primary_context_state()), "active,sched_auto");
     add("set other flags while active: refused",
@@ -77,6 +98,20 @@ inline std::vector<ContractResult> run_contract_cases(const drvshim::Driver& drv
     add("flags reset by deactivation", state_text(dev.primary_context_state()), "inactive,sched_auto");
     dev.set_primary_context_flags(ContextFlags::sched_auto);
     add("flags reset", state_text(dev.primary_context_state()), "inactive,sched_auto");
+  }
+  {
+    // CU_JIT_WALL_TIME is written into the option's value slot (a float) by
+    // the module loader and by the linker at cuLinkComplete (issue 19).
+    PrimaryContext p = dev.retain_primary_context();
+    const std::string ptx = fresh_ptx();
+    const auto image = std::as_bytes(std::span<const char>(ptx.data(), ptx.size()));
+    add("PTX module load: JIT wall time reported",
+        positive_ms(Module::load(p.ref(), image).jit_log().wall_ms), "positive");
+    const std::string ptx2 = fresh_ptx();
+    add("link_ptx: JIT wall time reported",
+        positive_ms(link_ptx(p.ref(), std::as_bytes(std::span<const char>(ptx2.data(), ptx2.size())), "contract.ptx")
+                        .log.wall_ms),
+        "positive");
   }
   {
     Context c = dev.create_context();

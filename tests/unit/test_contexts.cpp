@@ -60,6 +60,47 @@ TEST_F(Primary, AnAlreadyActiveContextIsAdoptedLoggedAndMarkedInTheTrace) {
   EXPECT_EQ(drvshim_fake_primary_refcount(0), 2);
 }
 
+// Before: every retain of an active context said "another component activated
+// it", also drvshim's own second retain (issue 19).
+TEST_F(Primary, DrvshimsOwnSecondRetainIsNotAnAdoption) {
+  Driver drv = load_and_init();
+  const Device dev = drv.device(0);
+  std::vector<std::string> lines;
+  log::set_level(log::Level::debug);
+  log::set_sink([&](log::Level, std::string_view m) { lines.emplace_back(m); });
+  trace::enable(true);
+  {
+    PrimaryContext first = dev.retain_primary_context();
+    PrimaryContext second = dev.retain_primary_context();
+    EXPECT_FALSE(first.adopted());
+    EXPECT_FALSE(second.adopted()) << "drvshim's first retain activated it";
+    EXPECT_EQ(second.ref().address(), first.ref().address());
+  }
+  const auto records = trace::records();
+  EXPECT_TRUE(std::none_of(records.begin(), records.end(), [](const auto& r) { return r.api == "adopt-primary-context"; }));
+  const auto again = std::find_if(records.begin(), records.end(), [](const auto& r) { return r.api == "retain-primary-context"; });
+  ASSERT_NE(again, records.end());
+  EXPECT_NE(again->args.find("already retained by drvshim (1 outstanding), activated by drvshim"), std::string::npos)
+      << again->args;
+  EXPECT_TRUE(std::none_of(lines.begin(), lines.end(),
+                           [](const std::string& l) { return l.find("another component") != std::string::npos; }));
+}
+
+TEST_F(Primary, RetainsWhileHoldingAnAdoptedContextAreAdoptionsTooAndTheLedgerStartsOverWhenAllAreReleased) {
+  Driver drv = load_and_init();
+  const Device dev = drv.device(0);
+  activate_externally(0, 0x00);
+  {
+    PrimaryContext first = dev.retain_primary_context();
+    PrimaryContext second = dev.retain_primary_context();
+    EXPECT_TRUE(first.adopted());
+    EXPECT_TRUE(second.adopted()) << "the activation drvshim shares is still the other component's";
+  }
+  // drvshim holds none now; the other component still does: a new retain adopts again.
+  PrimaryContext third = dev.retain_primary_context();
+  EXPECT_TRUE(third.adopted());
+}
+
 TEST_F(Primary, FlagsAreSettableBeforeActivation) {
   Driver drv = load_and_init();
   const Device dev = drv.device(0);

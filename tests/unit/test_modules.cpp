@@ -1,11 +1,16 @@
 // Modules and launches against the fake: PTX parsed for entries, parameter
 // layouts and globals; kernels run as registered CPU implementations.
+#include <atomic>
+#include <cerrno>
 #include <cstring>
+#include <thread>
 #include <numeric>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "fixture.hpp"
+#include "jit_capture.hpp"
 
 using namespace drvshim;
 using namespace drvshim_test;
@@ -100,8 +105,9 @@ TEST_F(Modules, APtxSyntaxErrorCarriesTheJitLog) {
 }
 
 TEST_F(Modules, UnreadableFilesAreNamed) {
-  auto e = expect_throw<InvalidArgumentError>([&] { (void)Module::load_file(ctx(), "/nonexistent/k.ptx"); });
+  auto e = expect_throw<SystemError>([&] { (void)Module::load_file(ctx(), "/nonexistent/k.ptx"); });
   EXPECT_NE(std::string(e.what()).find("/nonexistent/k.ptx"), std::string::npos);
+  EXPECT_EQ(e.system_code(), ENOENT);
 }
 
 TEST_F(Modules, ATypedLaunchRunsAndComputes) {
@@ -221,12 +227,264 @@ TEST_F(Libraries, LoadOnceAndGetKernelsPerContext) {
   auto e = expect_throw<InvalidArgumentError>([&] { (void)lib.kernel(ctx(), "nope"); });
   EXPECT_NE(std::string(e.what()).find("no kernel named \"nope\""), std::string::npos);
   lib.unload();
-  EXPECT_EQ(drvshim_fake_live_modules(), 0);
+  EXPECT_FALSE(lib);
+  EXPECT_EQ(drvshim_fake_live_modules(), 1) << "its two Kernels keep the library loaded";
+  EXPECT_EQ(drvshim_fake_call_count("cuLibraryUnload"), 0u);
 }
 
 TEST_F(OldModules, ContextIndependentLoadingNeedsACuda12Driver) {
   auto e = expect_throw<DriverTooOldError>([&] { (void)Library::load(*drv_, bytes_of(kPtx)); });
   EXPECT_NE(std::string(e.what()).find("cuLibraryLoadData"), std::string::npos) << e.what();
+}
+
+}  // namespace
+
+// ---- issue 19: kernels keep their code loaded; the parameter probe; JIT outputs ----------------
+
+namespace {
+
+class KernelLifetime : public Modules {};
+
+// Before: a launch after Module::unload reached the driver with the unloaded
+// function's handle (the fake counts it as misuse and answers INVALID_HANDLE).
+TEST_F(KernelLifetime, AKernelKeepsItsModuleLoadedUntilItIsDestroyed) {
+  std::optional<Kernel> vadd;
+  {
+    auto m = Module::load(ctx(), bytes_of(kPtx));
+    vadd.emplace(m.kernel("vadd"));
+    m.unload();
+    EXPECT_FALSE(m);
+  }
+  EXPECT_EQ(drvshim_fake_live_modules(), 1);
+  EXPECT_EQ(drvshim_fake_call_count("cuModuleUnload"), 0u);
+  auto buf = DeviceBuffer::allocate(ctx(), 64);
+  launch(*vadd, LaunchConfig{{1}, {32}, 0, {}, {}}, buf.address(), buf.address(), buf.address(), 0u);
+  EXPECT_EQ(drvshim_fake_launch_count(), 1u);
+  EXPECT_EQ(drvshim_fake_misuse_count(), 0u) << drvshim_fake_last_misuse();
+  const Kernel copy = *vadd;
+  vadd.reset();
+  EXPECT_EQ(drvshim_fake_live_modules(), 1) << "a copy of the Kernel still holds it";
+  (void)copy;
+}
+
+TEST_F(KernelLifetime, TheLastKernelUnloadsTheModuleAndAKernelOfATemporaryModuleWorks) {
+  {
+    const Kernel vadd = Module::load(ctx(), bytes_of(kPtx)).kernel("vadd");
+    EXPECT_EQ(drvshim_fake_live_modules(), 1);
+    auto buf = DeviceBuffer::allocate(ctx(), 64);
+    launch(vadd, LaunchConfig{{1}, {32}, 0, {}, {}}, buf.address(), buf.address(), buf.address(), 0u);
+  }
+  EXPECT_EQ(drvshim_fake_live_modules(), 0);
+  EXPECT_EQ(drvshim_fake_call_count("cuModuleUnload"), 1u);
+}
+
+TEST_F(KernelLifetime, ExplicitUnloadWithoutKernelsStillUnloadsAtOnce) {
+  auto m = Module::load(ctx(), bytes_of(kPtx));
+  { (void)m.kernel("vadd"); }
+  m.unload();
+  EXPECT_EQ(drvshim_fake_call_count("cuModuleUnload"), 1u);
+  EXPECT_EQ(drvshim_fake_live_modules(), 0);
+}
+
+TEST_F(KernelLifetime, ALibraryKernelKeepsItsLibraryLoaded) {
+  std::optional<Kernel> vadd;
+  {
+    auto lib = Library::load(*drv_, bytes_of(kPtx));
+    vadd.emplace(lib.kernel(ctx(), "vadd"));
+  }
+  EXPECT_EQ(drvshim_fake_live_modules(), 1);
+  auto buf = DeviceBuffer::allocate(ctx(), 64);
+  launch(*vadd, LaunchConfig{{1}, {32}, 0, {}, {}}, buf.address(), buf.address(), buf.address(), 0u);
+  EXPECT_EQ(drvshim_fake_launch_count(), 1u);
+  vadd.reset();
+  EXPECT_EQ(drvshim_fake_live_modules(), 0);
+  EXPECT_EQ(drvshim_fake_call_count("cuLibraryUnload"), 1u);
+}
+
+// Kernel copies on several threads launch before, during and after the
+// owner's unload: every launch reaches a loaded module, and the last copy, on
+// whichever thread, unloads it once (also run under TSan). Before: the
+// launches after the unload reached the driver with an unloaded function.
+TEST_F(KernelLifetime, ConcurrentLaunchesAndAnUnloadNeverMeetAnUnloadedModule) {
+  auto m = std::make_unique<Module>(Module::load(ctx(), bytes_of(kPtx)));
+  std::optional<Kernel> vadd(m->kernel("vadd"));
+  std::atomic<int> started{0};
+  std::atomic<bool> unloaded{false};
+  std::atomic<unsigned> launches{0};
+  std::atomic<unsigned> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t) {
+    threads.emplace_back([&, copy = *vadd] {
+      ++started;
+      const auto one = [&] {
+        try {
+          launch(copy, LaunchConfig{{1}, {32}, 0, {}, {}}, DevicePtr{0}, DevicePtr{0}, DevicePtr{0}, 0u);
+          ++launches;
+        } catch (const Error&) {
+          ++failures;
+        }
+      };
+      while (!unloaded.load()) one();
+      for (int i = 0; i < 50; ++i) one();
+    });
+  }
+  while (started.load() < 6) std::this_thread::yield();
+  m->unload();
+  m.reset();
+  vadd.reset();  // the last copy now dies on a worker thread, which unloads the module
+  unloaded = true;
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0u);
+  EXPECT_EQ(drvshim_fake_launch_count(), launches.load());
+  EXPECT_EQ(drvshim_fake_misuse_count(), 0u) << drvshim_fake_last_misuse();
+  EXPECT_EQ(drvshim_fake_live_modules(), 0);
+  EXPECT_EQ(drvshim_fake_call_count("cuModuleUnload"), 1u);
+}
+
+class ParamProbe : public Modules {
+ protected:
+  // The debug log's lines while `f` runs.
+  template <class F>
+  std::vector<std::string> debug_lines(F&& f) {
+    std::vector<std::string> lines;
+    log::set_level(log::Level::debug);
+    log::set_sink([&](log::Level, std::string_view m) { lines.emplace_back(m); });
+    f();
+    log::set_sink({});
+    log::set_level(log::Level::warn);
+    return lines;
+  }
+  static bool said_unchecked(const std::vector<std::string>& lines, const std::string& why) {
+    for (const auto& l : lines) {
+      if (l.find("kernel vadd: parameter layout unknown") != std::string::npos &&
+          l.find("its launches are not checked") != std::string::npos && l.find(why) != std::string::npos) {
+        return true;
+      }
+    }
+    return false;
+  }
+};
+
+// Before: INVALID_VALUE at index 0 meant "no parameters": the four-argument launch was refused.
+TEST_F(ParamProbe, InvalidValueForTheFirstParameterMeansUncheckedNotZeroArguments) {
+  auto m = Module::load(ctx(), bytes_of(kPtx));
+  drvshim_fake_fail_call("cuFuncGetParamInfo", 1, CUDA_ERROR_INVALID_VALUE);
+  std::optional<Kernel> vadd;
+  const auto lines = debug_lines([&] { vadd.emplace(m.kernel("vadd")); });
+  EXPECT_FALSE(vadd->params().has_value());
+  EXPECT_TRUE(said_unchecked(lines, "CUDA_ERROR_INVALID_VALUE for parameter 0")) << ::testing::PrintToString(lines);
+  auto buf = DeviceBuffer::allocate(ctx(), 64);
+  launch(*vadd, LaunchConfig{{1}, {32}, 0, {}, {}}, buf.address(), buf.address(), buf.address(), 0u);
+  EXPECT_EQ(drvshim_fake_launch_count(), 1u);
+}
+
+// Before: any other error made the kernel unusable (Module::kernel threw).
+TEST_F(ParamProbe, AFailedQueryLeavesTheKernelUsableAndUnchecked) {
+  auto m = Module::load(ctx(), bytes_of(kPtx));
+  drvshim_fake_fail_call("cuFuncGetParamInfo", 3, CUDA_ERROR_NOT_SUPPORTED);
+  std::optional<Kernel> vadd;
+  const auto lines = debug_lines([&] { vadd.emplace(m.kernel("vadd")); });
+  EXPECT_FALSE(vadd->params().has_value()) << "two of four parameters are not a layout";
+  EXPECT_TRUE(said_unchecked(lines, "failed for parameter 2 with CUDA_ERROR_NOT_SUPPORTED"))
+      << ::testing::PrintToString(lines);
+  auto buf = DeviceBuffer::allocate(ctx(), 64);
+  launch(*vadd, LaunchConfig{{1}, {32}, 0, {}, {}}, buf.address(), buf.address(), buf.address(), 0u);
+  EXPECT_EQ(drvshim_fake_launch_count(), 1u);
+}
+
+// Before: the probe asked for ever larger indices (this test hung).
+TEST_F(ParamProbe, TheProbeIsBoundedAgainstADriverThatNeverSaysEnough) {
+  auto m = Module::load(ctx(), bytes_of(kPtx));
+  drvshim_fake_endless_param_info(1);
+  std::optional<Kernel> vadd;
+  const auto lines = debug_lines([&] { vadd.emplace(m.kernel("vadd")); });
+  EXPECT_FALSE(vadd->params().has_value());
+  EXPECT_LE(drvshim_fake_call_count("cuFuncGetParamInfo"), 32765u);
+  EXPECT_TRUE(said_unchecked(lines, "within at most 32764")) << ::testing::PrintToString(lines);
+}
+
+TEST_F(ParamProbe, AKnownLayoutIsStillRead) {
+  auto m = Module::load(ctx(), bytes_of(kPtx));
+  const Kernel vadd = m.kernel("vadd");
+  ASSERT_TRUE(vadd.params().has_value());
+  EXPECT_EQ(vadd.params()->size(), 4u);
+  EXPECT_GE(drvshim_fake_call_count("cuFuncGetParamInfo"), 5u) << "four parameters, then the end";
+}
+
+class JitOutputs : public Modules {};
+
+// Before: the wall time was read through a pointer the driver never writes
+// (0 ms on the H200); the fake now writes the slot as the driver does.
+TEST_F(JitOutputs, TheWallTimeIsReadFromTheOptionSlot) {
+  auto m = Module::load(ctx(), bytes_of(kPtx));
+  EXPECT_EQ(m.jit_log().wall_ms, 0.25f);
+  const auto linked = link_ptx(ctx(), bytes_of(kPtx), "k.ptx");
+  EXPECT_EQ(linked.log.wall_ms, 0.5f) << "the linker writes it at cuLinkComplete";
+  auto lib = Library::load(*drv_, bytes_of(kPtx));
+  EXPECT_EQ(lib.jit_log().wall_ms, 0.25f);
+}
+
+std::string many_kernels_ptx(int count) {
+  std::string ptx = ".version 8.0\n.target sm_90\n.address_size 64\n";
+  for (int i = 0; i < count; ++i) {
+    ptx += ".visible .entry kernel_number_" + std::to_string(i) + "(\n    .param .u64 p0\n)\n{\n    ret;\n}\n";
+  }
+  return ptx;
+}
+
+// Before: 16 KiB held the verbose log of about 55 kernels; the rest vanished silently.
+TEST_F(JitOutputs, TheVerboseInfoLogOfManyKernelsIsWhole) {
+  const std::string ptx = many_kernels_ptx(300);
+  auto m = Module::load(ctx(), bytes_of(ptx.c_str()));
+  const std::string& info = m.jit_log().info;
+  EXPECT_GT(info.size(), 16384u);
+  EXPECT_NE(info.find("Compiling entry function 'kernel_number_299'"), std::string::npos);
+  EXPECT_EQ(info.find("was cut"), std::string::npos);
+  auto lib = Library::load(*drv_, bytes_of(ptx.c_str()));
+  EXPECT_NE(lib.jit_log().info.find("Used 32 registers, used 0 barriers, 388 bytes cmem[0]"), std::string::npos);
+  EXPECT_NE(lib.jit_log().info.find("'kernel_number_299'"), std::string::npos);
+}
+
+TEST(JitCaptureSizing, RoomGrowsWithTheFunctionsAndAFullBufferSaysItWasCut) {
+  using drvshim::detail::finish_jit_log;
+  using drvshim::detail::jit_log_bytes;
+  const std::string one = many_kernels_ptx(1);
+  const std::string many = many_kernels_ptx(1000);
+  const auto bytes = [](const std::string& s) { return std::as_bytes(std::span<const char>(s.data(), s.size())); };
+  EXPECT_GE(jit_log_bytes(bytes(one), ModuleFormat::ptx), 16384u);
+  EXPECT_GE(jit_log_bytes(bytes(many), ModuleFormat::ptx), 1000u * 512u);
+  EXPECT_EQ(jit_log_bytes(bytes(many), ModuleFormat::cubin), 65536u);
+  const std::string device_func = ".func (.param .b32 r) helper_with_a_name(.param .b32 x)\n{\n ret;\n}\n";
+  EXPECT_EQ(jit_log_bytes(bytes(device_func), ModuleFormat::ptx), 16384u + 512u + 4u * 18u) << "the name, not the return";
+  std::string full(8, '\0');
+  full.replace(0, 7, "abcdefg");
+  EXPECT_EQ(finish_jit_log(full, "info"),
+            "abcdefg\n[drvshim: the JIT info log filled its 8-byte buffer; anything after this point was cut]");
+  std::string roomy(8, '\0');
+  roomy.replace(0, 3, "abc");
+  EXPECT_EQ(finish_jit_log(roomy, "error"), "abc");
+  drvshim::detail::JitCapture jit(64);
+  const float ms = 12.5f;
+  std::memcpy(&jit.values[drvshim::detail::JitCapture::kWallTimeSlot], &ms, sizeof ms);
+  EXPECT_EQ(jit.wall_ms(), 12.5f);
+  EXPECT_EQ(jit.options[drvshim::detail::JitCapture::kWallTimeSlot], CU_JIT_WALL_TIME);
+}
+
+// Before: under lazy loading the JIT error surfaced at cuKernelGetFunction as
+// a bare CUDA_ERROR_INVALID_PTX; now it carries the JIT's log.
+TEST_F(JitOutputs, ALazyJitErrorOfALibraryCarriesItsLog) {
+  const std::string bad = std::string(kPtx) + "\nsyntax_error here;\n";
+  auto lib = Library::load(*drv_, bytes_of(bad.c_str()));
+  auto e = expect_throw<CudaError>([&] { (void)lib.kernel(ctx(), "vadd"); });
+  EXPECT_EQ(e.code(), 218);
+  EXPECT_EQ(e.api(), "cuKernelGetFunction");
+  const std::string what = e.what();
+  EXPECT_NE(what.find("kernel \"vadd\""), std::string::npos) << what;
+  EXPECT_NE(what.find("lazy loading"), std::string::npos) << what;
+  EXPECT_NE(what.find("ptxas application ptx input, line"), std::string::npos) << what;
+  EXPECT_NE(what.find("syntax error"), std::string::npos) << what;
+  EXPECT_NE(what.find("through the linker again"), std::string::npos) << what;
+  EXPECT_EQ(drvshim_fake_call_count("cuLinkDestroy"), 1u) << "the recovery's link state is destroyed";
 }
 
 }  // namespace

@@ -66,8 +66,10 @@ class DRVSHIM_API ContextRef {
 
 /// Makes a context current for a scope: cuCtxPushCurrent on construction,
 /// cuCtxPopCurrent on destruction (also during stack unwinding). Not copyable
-/// or movable. Throws from the constructor like any failed driver call; the
-/// destructor never throws (a failed or mismatched pop is logged as an error).
+/// or movable. Throws from the constructor like any failed driver call, and
+/// ContextPoisonedError for a poisoned context (as make_current() does),
+/// without pushing it; the destructor never throws (a failed or mismatched
+/// pop is logged as an error).
 class DRVSHIM_API ScopedCurrentContext {
  public:
   explicit ScopedCurrentContext(const ContextRef& context);
@@ -97,8 +99,11 @@ class DRVSHIM_API PrimaryContext {
   ContextRef ref() const;
   /// The device.
   const Device& device() const noexcept { return device_; }
-  /// Whether the primary context was already active when drvshim retained it
-  /// (another component, such as the CUDA Runtime, activated it first).
+  /// Whether another component (such as the CUDA Runtime) activated the
+  /// primary context before drvshim retained it. A second retain by drvshim
+  /// of a context drvshim itself activated is not adopted (the device's
+  /// ledger of drvshim's own retains tells the two apart); one made while
+  /// drvshim holds an adopted context is adopted too.
   bool adopted() const noexcept { return adopted_; }
 
   /// Releases the retain (cuDevicePrimaryCtxRelease_v2); the object becomes

@@ -197,7 +197,9 @@ class DRVSHIM_API Device {
   /// it first); setting the flags it already has is a no-op.
   void set_primary_context_flags(ContextFlags flags) const;
   /// Retains the primary context (cuDevicePrimaryCtxRetain), activating it if
-  /// needed. Logs, and marks in the trace, when it was already active.
+  /// needed. Logs, and marks in the trace, when it was already active:
+  /// adopt-primary-context when another component activated it,
+  /// retain-primary-context when drvshim already holds a retain of it.
   PrimaryContext retain_primary_context() const;
   /// drvshim's retains and releases of this device's primary context.
   PrimaryContextLedger primary_context_ledger() const;

@@ -36,7 +36,9 @@ DRVSHIM_API std::string to_string(EventFlags flags);
 /// Milliseconds as the driver measures them (about half a microsecond resolution).
 using Milliseconds = std::chrono::duration<double, std::milli>;
 
-/// A non-owning view of an event; valid while its owner lives.
+/// A non-owning view of an event; valid while its owner lives. A view and its
+/// Event share state, so every operation on a view whose Event was destroyed
+/// throws InvalidArgumentError before the driver is called (in every build).
 class DRVSHIM_API EventRef {
  public:
   std::uintptr_t native() const noexcept;
@@ -47,7 +49,9 @@ class DRVSHIM_API EventRef {
   /// "event 0x..."
   std::string name() const;
 
-  /// Captures the work queued so far on `stream` (cuEventRecord).
+  /// Captures the work queued so far on `stream` (cuEventRecord). Throws
+  /// InvalidArgumentError, before the driver, when `stream` belongs to another
+  /// context than the event (the driver would answer CUDA_ERROR_INVALID_HANDLE).
   void record(const StreamRef& stream) const;
   /// Whether the captured work is done (cuEventQuery); errors of that work throw.
   bool query() const;
@@ -65,7 +69,8 @@ class DRVSHIM_API EventRef {
 
 /// The time between two recorded events (cuEventElapsedTime), as a duration.
 /// Throws InvalidArgumentError, before calling the driver, when either event
-/// was created with disable_timing or was never recorded; NOT_READY work throws
+/// was created with disable_timing, was never recorded, was destroyed, or the
+/// two belong to different contexts; NOT_READY work throws
 /// CudaError(CUDA_ERROR_NOT_READY).
 DRVSHIM_API Milliseconds elapsed(const EventRef& start, const EventRef& end);
 

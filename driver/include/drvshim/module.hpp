@@ -23,6 +23,7 @@ namespace drvshim {
 
 namespace detail {
 struct ModuleState;
+struct LibraryState;
 struct KernelState;
 }  // namespace detail
 
@@ -34,7 +35,10 @@ DRVSHIM_API const char* to_string(ModuleFormat format) noexcept;
 /// text. Throws InvalidArgumentError for anything else (and for an empty image).
 DRVSHIM_API ModuleFormat detect_module_format(std::span<const std::byte> image);
 
-/// The JIT's output for a module load: its info and error logs and wall time.
+/// The JIT's output for a module load: its info and error logs and wall time
+/// (CU_JIT_WALL_TIME; 0 when nothing was JIT-compiled, e.g. a CUBIN). The log
+/// buffers are sized for the image (room per kernel of PTX); a log that still
+/// filled its buffer ends with a note that the rest was cut.
 struct JitLog {
   std::string info;
   std::string error;
@@ -82,8 +86,12 @@ struct LaunchConfig {
   std::optional<Dim3> cluster;
 };
 
-/// A kernel of a loaded module: a cheap view that caches what it read (the
-/// parameter layout and the block limit are read once per kernel).
+/// A kernel of a loaded module or library: a cheap handle that caches what it
+/// read (the parameter layout and the block limit are read once per kernel).
+/// It shares ownership of its code: the Module (or Library) stays loaded while
+/// any Kernel of it exists, so a launch never reaches the driver with the
+/// function handle of unloaded code (which a later load could reuse). Its
+/// context must still outlive it.
 class DRVSHIM_API Kernel {
  public:
   const std::string& name() const noexcept;
@@ -97,8 +105,12 @@ class DRVSHIM_API Kernel {
   int local_bytes() const;
   /// cuOccupancyMaxActiveBlocksPerMultiprocessor.
   int max_active_blocks_per_sm(unsigned block_threads, std::size_t dynamic_shared_bytes = 0) const;
-  /// The parameter layout from cuFuncGetParamInfo (CUDA 12.4+); std::nullopt
-  /// ("unknown") where the driver cannot tell.
+  /// The parameter layout from cuFuncGetParamInfo (CUDA 12.4+), read at
+  /// lookup; std::nullopt ("unknown": launches are not checked, and the debug
+  /// log says why) where the driver cannot tell: an older driver, a failed
+  /// query, an implausible layout, or CUDA_ERROR_INVALID_VALUE for parameter 0
+  /// (the driver's answer both for a kernel without parameters and for one
+  /// whose layout it does not know).
   const std::optional<std::vector<ParamInfo>>& params() const;
 
   /// Internal.
@@ -111,15 +123,18 @@ class DRVSHIM_API Kernel {
   std::shared_ptr<detail::KernelState> state_;
 };
 
-/// A loaded module (move-only owner; cuModuleUnload on destruction). Its
-/// kernels must not be launched after it is unloaded.
+/// A loaded module (move-only owner). The driver's module is unloaded
+/// (cuModuleUnload) when the owner is unloaded or destroyed and no Kernel of
+/// it is left, else when the last of its Kernels is destroyed.
 class DRVSHIM_API Module {
  public:
   /// cuModuleLoadDataEx with JIT options capturing the info and error logs and
   /// the wall time. A failed load throws CudaError whose message carries the
   /// JIT error log. PTX is checked to be NUL-terminated text.
   static Module load(const ContextRef& context, std::span<const std::byte> image);
-  /// Reads `path` and loads it. Throws InvalidArgumentError naming the path when it cannot be read.
+  /// Reads `path` and loads it. Throws SystemError (with the errno) naming the
+  /// path when it cannot be opened or read (a directory: EISDIR), and
+  /// InvalidArgumentError naming it when its content is not a module image.
   static Module load_file(const ContextRef& context, const std::string& path);
 
   Module(Module&&) noexcept;
@@ -136,20 +151,25 @@ class DRVSHIM_API Module {
   /// cuModuleGetFunction. A missing name throws InvalidArgumentError listing
   /// the module's kernels where the driver can enumerate them.
   Kernel kernel(const std::string& name) const;
-  /// cuModuleGetGlobal as a typed device view (its size must be a multiple of sizeof(T)).
+  /// cuModuleGetGlobal as a typed device view (its size must be a multiple of
+  /// sizeof(T)). The view does not keep the module loaded (debug builds refuse
+  /// it after the unload, like a view of a freed buffer).
   template <class T>
   DeviceSpan<T> global(const std::string& name) const {
     const auto [address, bytes] = global_bytes(name);
     if (bytes % sizeof(T) != 0) throw_global_size(name, bytes, sizeof(T));
-    return DeviceSpan<T>(context_, address, bytes / sizeof(T), 0);
+    return DeviceSpan<T>(context_, address, bytes / sizeof(T), globals_owner_id());
   }
-  /// cuModuleUnload; the owner becomes empty.
+  /// Lets go of the module; the owner becomes empty. cuModuleUnload runs now
+  /// when no Kernel of the module is left (a failure throws CudaError), else
+  /// when the last one is destroyed (a failure then is logged).
   void unload();
   Status unload(std::nothrow_t) noexcept;
 
  private:
   Module(ContextRef context, std::shared_ptr<detail::ModuleState> state) noexcept;
   std::pair<DevicePtr, std::size_t> global_bytes(const std::string& name) const;
+  std::uint64_t globals_owner_id() const noexcept;
   [[noreturn]] static void throw_global_size(const std::string& name, std::size_t bytes, std::size_t element);
   ContextRef context_;
   std::shared_ptr<detail::ModuleState> state_;
@@ -157,12 +177,16 @@ class DRVSHIM_API Module {
 
 /// Context-independent code (cuLibraryLoadData, CUDA 12.0+; move-only owner):
 /// loaded once, usable in every context; a kernel is bound to a context when
-/// asked for (cuLibraryGetKernel + cuKernelGetFunction).
+/// asked for (cuLibraryGetKernel + cuKernelGetFunction). Like a Module, it
+/// stays loaded while any of its Kernels exists.
 class DRVSHIM_API Library {
  public:
   /// cuLibraryLoadData with the same JIT log options as Module::load. Throws
   /// DriverTooOldError where the driver lacks it, CudaError (with the JIT log) when loading fails.
+  /// Under lazy loading the driver JIT-compiles later, when a kernel is first
+  /// bound to a context; kernel() then reports a JIT failure with its log.
   static Library load(const Driver& driver, std::span<const std::byte> image);
+  /// Reads `path` and loads it; errors as Module::load_file.
   static Library load_file(const Driver& driver, const std::string& path);
 
   Library(Library&&) noexcept;
@@ -171,34 +195,37 @@ class DRVSHIM_API Library {
   Library& operator=(const Library&) = delete;
   ~Library();
 
-  explicit operator bool() const noexcept { return handle_ != 0; }
-  ModuleFormat format() const noexcept { return format_; }
-  const JitLog& jit_log() const noexcept { return log_; }
-  /// The kernel `name` as a function of `context`, ready for launch().
+  explicit operator bool() const noexcept { return state_ != nullptr; }
+  ModuleFormat format() const noexcept;
+  /// The log of the load (under lazy loading the JIT runs later: see kernel()).
+  const JitLog& jit_log() const noexcept;
+  /// The kernel `name` as a function of `context`, ready for launch(). A JIT
+  /// failure here (lazy loading) throws CudaError carrying the JIT error log:
+  /// the one the driver wrote, else the one drvshim gets by running the
+  /// library's PTX through the driver's linker again.
   Kernel kernel(const ContextRef& context, const std::string& name) const;
-  /// cuLibraryUnload; the owner becomes empty.
+  /// Lets go of the library; the owner becomes empty. cuLibraryUnload runs now
+  /// when no Kernel of it is left, else when the last one is destroyed.
   void unload();
   Status unload(std::nothrow_t) noexcept;
 
  private:
-  Library(std::shared_ptr<detail::DriverCore> core, std::uintptr_t handle, ModuleFormat format, JitLog log) noexcept;
-  std::shared_ptr<detail::DriverCore> core_;
-  std::uintptr_t handle_;
-  ModuleFormat format_;
-  JitLog log_;
+  explicit Library(std::shared_ptr<detail::LibraryState> state) noexcept;
+  std::shared_ptr<detail::LibraryState> state_;
 };
 
 /// Launches with arguments the caller packed: `args[i]` points at parameter i
-/// (cuLaunchKernel, or cuLaunchKernelEx with a cluster). The block size is
-/// checked against the kernel's limit before the launch.
+/// (cuLaunchKernel, or cuLaunchKernelEx with a cluster). Throws
+/// InvalidArgumentError before the launch for an empty grid or block (naming
+/// which and the dimension) and for a block over the kernel's limit.
 DRVSHIM_API void launch_raw(const Kernel& kernel, const LaunchConfig& config, void** args);
 
 namespace detail {
 DRVSHIM_API void check_launch_args(const Kernel& kernel, std::span<const std::size_t> sizes);
 }  // namespace detail
 
-/// Launches with C++ arguments. Where the kernel's parameter layout is known,
-/// their count and sizes are checked first: a mismatch throws
+/// Launches with C++ arguments. Where the kernel's parameter layout is known
+/// (Kernel::params()), their count and sizes are checked first: a mismatch throws
 /// InvalidArgumentError naming the argument index and the expected and given
 /// sizes, and the driver is not called. Pass device views as their address()
 /// (a DevicePtr) or as raw pointers.

@@ -38,6 +38,9 @@ struct StreamPriorityRange {
 DRVSHIM_API StreamPriorityRange stream_priority_range(const ContextRef& context);
 
 /// A non-owning view of a stream: cheap to copy, valid while its owner lives.
+/// Debug builds of libdrvshim (view_checks_enabled()) refuse, before the
+/// driver, a view whose Stream was destroyed (InvalidArgumentError); in
+/// release builds such use is undefined.
 class DRVSHIM_API StreamRef {
  public:
   /// The legacy default stream (CU_STREAM_LEGACY) of `context`: synchronises
@@ -79,6 +82,8 @@ class DRVSHIM_API StreamRef {
   std::pair<std::uintptr_t, std::uint64_t> key() const noexcept {
     return {context_.address(), id_ != 0 ? id_ : handle_};
   }
+  /// Internal: the id of the owning Stream (0 for the default streams), for the debug view check.
+  std::uint64_t owner_id() const noexcept { return id_; }
 
  private:
   ContextRef context_;
