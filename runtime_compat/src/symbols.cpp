@@ -21,7 +21,14 @@ cudaError_t resolve(const char* api, const void* symbol, std::size_t offset, std
                 fmt::format("{}: {} is not the address of a __device__, __constant__ or __managed__ variable", api, symbol));
   }
   const ContextRef ctx = context(api);
-  const auto [base, size] = variable_address(*v, ctx, api);
+  std::pair<DevicePtr, std::size_t> where;
+  try {
+    where = variable_address(*v, ctx, api);
+  } catch (const InvalidArgumentError& e) {
+    // Registered on the host, absent from the loaded image.
+    return fail(cudaErrorInvalidSymbol, std::string(api) + ": " + e.what());
+  }
+  const auto [base, size] = where;
   if (offset > size || bytes > size - offset) {
     return fail(cudaErrorInvalidValue, fmt::format("{}: {} bytes at offset {} do not fit in {} ({} bytes)", api, bytes,
                                                    offset, v->name, size));

@@ -86,6 +86,10 @@ typedef struct drvshim_fake_launch {
 } drvshim_fake_launch;
 typedef void (*drvshim_fake_kernel_fn)(const drvshim_fake_launch* launch, void** args);
 DRVSHIM_FAKE_API void drvshim_fake_register_kernel(const char* name, drvshim_fake_kernel_fn fn);
+/* The memory of a loaded module's or library's variable (__device__,
+ * __constant__, __managed__) by its PTX name, for CPU kernels that use one;
+ * NULL when none is loaded. */
+DRVSHIM_FAKE_API void* drvshim_fake_find_global(const char* name);
 DRVSHIM_FAKE_API int drvshim_fake_live_modules(void);
 /* Launches made so far (since the last reset). */
 DRVSHIM_FAKE_API unsigned long long drvshim_fake_launch_count(void);

@@ -1630,17 +1630,18 @@ CUresult fake_cuLinkDestroy(CUlinkState state) {
 // payload size; then entries, each with its own header: u16 kind (1 PTX,
 // 2 ELF), u16, u32 header size, u64 payload size, u32 compressed size, u32,
 // u16 minor, u16 major, u32 architecture, ...). PTX text is read when the
-// entry is uncompressed (nvcc --no-compress); an ELF's kernels are named by its
-// ".text.<kernel>" sections.
-struct FatbinContents {
-  std::string ptx;
-  std::vector<int> ptx_archs;
-  std::vector<int> sass_archs;
-  std::vector<std::string> elf_kernels;
+// entry is uncompressed (nvcc --no-compress); without PTX (a device-linked
+// -rdc image) the first CUBIN's kernels and variables are read.
+
+// What the fake reads from a CUBIN: its kernels (".text.<kernel>" sections)
+// and its variables (object symbols, with their initial bytes).
+struct ElfContents {
+  std::vector<std::string> kernels;
+  std::vector<std::pair<std::string, std::vector<unsigned char>>> globals;
 };
 
-std::vector<std::string> elf_kernel_names(const unsigned char* elf, size_t size) {
-  std::vector<std::string> out;
+ElfContents read_elf(const unsigned char* elf, size_t size) {
+  ElfContents out;
   if (size < 64 || elf[0] != 0x7f || elf[4] != 2) return out;  // ELF64 only
   std::uint64_t shoff = 0;
   std::uint16_t shentsize = 0, shnum = 0, shstrndx = 0;
@@ -1649,18 +1650,59 @@ std::vector<std::string> elf_kernel_names(const unsigned char* elf, size_t size)
   std::memcpy(&shnum, elf + 0x3C, 2);
   std::memcpy(&shstrndx, elf + 0x3E, 2);
   if (shentsize < 64 || shoff + std::uint64_t{shnum} * shentsize > size || shstrndx >= shnum) return out;
-  std::uint64_t stroff = 0;
-  std::memcpy(&stroff, elf + shoff + std::uint64_t{shstrndx} * shentsize + 0x18, 8);
+  struct Section {
+    std::uint32_t name, type, link;
+    std::uint64_t offset, size;
+  };
+  std::vector<Section> sections(shnum);
   for (std::uint16_t i = 0; i < shnum; ++i) {
-    std::uint32_t name = 0;
-    std::memcpy(&name, elf + shoff + std::uint64_t{i} * shentsize, 4);
-    if (stroff + name >= size) continue;
-    const char* text = reinterpret_cast<const char*>(elf + stroff + name);
-    const std::string section(text, strnlen(text, size - stroff - name));
-    if (section.rfind(".text.", 0) == 0) out.push_back(section.substr(6));
+    const unsigned char* h = elf + shoff + std::uint64_t{i} * shentsize;
+    std::memcpy(&sections[i].name, h, 4);
+    std::memcpy(&sections[i].type, h + 4, 4);
+    std::memcpy(&sections[i].offset, h + 0x18, 8);
+    std::memcpy(&sections[i].size, h + 0x20, 8);
+    std::memcpy(&sections[i].link, h + 0x28, 4);
+  }
+  const auto text = [&](std::uint64_t table, std::uint32_t at) -> std::string {
+    if (table + at >= size) return {};
+    const char* p = reinterpret_cast<const char*>(elf + table + at);
+    return std::string(p, strnlen(p, size - table - at));
+  };
+  for (const auto& sec : sections) {
+    const std::string name = text(sections[shstrndx].offset, sec.name);
+    if (name.rfind(".text.", 0) == 0) out.kernels.push_back(name.substr(6));
+    if (sec.type != 2 || sec.link >= shnum || sec.offset + sec.size > size) continue;  // SHT_SYMTAB
+    for (std::uint64_t at = 0; at + 24 <= sec.size; at += 24) {
+      const unsigned char* sym = elf + sec.offset + at;
+      std::uint32_t sym_name = 0;
+      std::uint16_t shndx = 0;
+      std::uint64_t value = 0, sym_size = 0;
+      std::memcpy(&sym_name, sym, 4);
+      std::memcpy(&shndx, sym + 6, 2);
+      std::memcpy(&value, sym + 8, 8);
+      std::memcpy(&sym_size, sym + 16, 8);
+      const std::string var = text(sections[sec.link].offset, sym_name);
+      if ((sym[4] & 0xf) != 1 || sym_size == 0 || shndx == 0 || shndx >= shnum || var.empty() || var[0] == '$' ||
+          var[0] == '.' || var.rfind("__U", 0) == 0) {
+        continue;  // not a program variable (STT_OBJECT in a section)
+      }
+      std::vector<unsigned char> init(sym_size, 0);
+      const Section& home = sections[shndx];
+      if (home.type != 8 && value + sym_size <= home.size && home.offset + value + sym_size <= size) {  // not NOBITS
+        std::memcpy(init.data(), elf + home.offset + value, sym_size);
+      }
+      out.globals.emplace_back(var, std::move(init));
+    }
   }
   return out;
 }
+
+struct FatbinContents {
+  std::string ptx;
+  std::vector<int> ptx_archs;
+  std::vector<int> sass_archs;
+  ElfContents elf;
+};
 
 FatbinContents read_fatbin(const unsigned char* fatbin) {
   FatbinContents out;
@@ -1688,7 +1730,7 @@ FatbinContents read_fatbin(const unsigned char* fatbin) {
       }
     } else if (kind == 2) {
       out.sass_archs.push_back(static_cast<int>(arch));
-      if (compressed == 0 && out.elf_kernels.empty()) out.elf_kernels = elf_kernel_names(data, entry_size);
+      if (compressed == 0 && out.elf.kernels.empty()) out.elf = read_elf(data, entry_size);
     }
     off += entry_header + entry_size;
   }
@@ -1719,15 +1761,15 @@ CUresult fake_cuLibraryLoadData(CUlibrary* pl, const void* code, CUjit_option* o
   const auto* bytes = static_cast<const unsigned char*>(code);
   std::string ptx;
   auto* l = new FakeModule;
-  std::vector<std::string> elf_kernels;
+  ElfContents elf;
   if (bytes[0] == 0x50 && bytes[1] == 0xed) {
     FatbinContents contents = read_fatbin(bytes);
     l->fatbin = true;
     l->ptx_archs = contents.ptx_archs;
     l->sass_archs = contents.sass_archs;
     ptx = std::move(contents.ptx);
-    elf_kernels = std::move(contents.elf_kernels);
-    if (ptx.empty() && elf_kernels.empty()) {  // compressed: nothing the fake can read
+    elf = std::move(contents.elf);
+    if (ptx.empty() && elf.kernels.empty()) {  // compressed: nothing the fake can read
       delete l;
       return CUDA_ERROR_INVALID_IMAGE;
     }
@@ -1754,11 +1796,16 @@ CUresult fake_cuLibraryLoadData(CUlibrary* pl, const void* code, CUjit_option* o
       return CUDA_ERROR_INVALID_PTX;
     }
   } else {
-    for (const auto& name : elf_kernels) {  // SASS only: names, no parameter layout
+    for (const auto& name : elf.kernels) {  // SASS only: names, no parameter layout
       auto* f = new FakeFunction;
       f->module = l;
       f->name = name;
       l->functions.push_back(f);
+    }
+    for (const auto& [name, init] : elf.globals) {
+      void* mem = std::calloc(1, init.size());
+      std::memcpy(mem, init.data(), init.size());
+      l->globals[name] = {reinterpret_cast<uintptr_t>(mem), init.size()};
     }
   }
   for (const auto& [name, g] : l->globals) e.allocs[g.first] = Alloc{g.second, AllocKind::module_global, nullptr, 0};
@@ -2382,6 +2429,18 @@ void drvshim_fake_register_kernel(const char* name, drvshim_fake_kernel_fn fn) {
   Engine& e = engine();
   std::lock_guard<std::mutex> lock(e.mutex);
   e.kernels[name] = fn;
+}
+
+void* drvshim_fake_find_global(const char* name) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  for (const auto* set : {&e.libraries, &e.modules}) {
+    for (FakeModule* m : *set) {
+      if (auto it = m->globals.find(name); it != m->globals.end()) return reinterpret_cast<void*>(it->second.first);
+    }
+  }
+  return nullptr;
 }
 
 int drvshim_fake_live_modules(void) {
