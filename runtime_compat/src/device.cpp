@@ -396,6 +396,24 @@ DRVSHIM_CUDART cudaError_t cudaDeviceGetCacheConfig(cudaFuncCache* config) {
   return cudaSuccess;
 }
 
+// Deprecated: the bank size is fixed on every supported architecture; the
+// calls are checked and accepted, as cudart 13 does.
+DRVSHIM_CUDART cudaError_t cudaDeviceSetSharedMemConfig(cudaSharedMemConfig config) {
+  if (static_cast<int>(config) < 0 || static_cast<int>(config) > 2) {
+    return fail(cudaErrorInvalidValue, fmt::format("cudaDeviceSetSharedMemConfig: {}", static_cast<int>(config)));
+  }
+  return guarded("cudaDeviceSetSharedMemConfig", [&] {
+    (void)context("cudaDeviceSetSharedMemConfig");
+    return cudaSuccess;
+  });
+}
+
+DRVSHIM_CUDART cudaError_t cudaDeviceGetSharedMemConfig(cudaSharedMemConfig* config) {
+  if (config == nullptr) return null_argument("cudaDeviceGetSharedMemConfig", "pConfig");
+  *config = cudaSharedMemBankSizeFourByte;
+  return cudaSuccess;
+}
+
 DRVSHIM_CUDART cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
   return guarded("cudaMemGetInfo", [&] {
     const MemoryInfo info = context("cudaMemGetInfo").memory_info();

@@ -196,6 +196,15 @@ DRVSHIM_CUDART cudaError_t cudaFuncSetCacheConfig(const void* func, cudaFuncCach
   });
 }
 
+// Deprecated: the bank size is fixed on every supported architecture.
+DRVSHIM_CUDART cudaError_t cudaFuncSetSharedMemConfig(const void* func, cudaSharedMemConfig config) {
+  if (kernel_for(func) == nullptr) return unknown_function("cudaFuncSetSharedMemConfig", func);
+  if (static_cast<int>(config) < 0 || static_cast<int>(config) > 2) {
+    return fail(cudaErrorInvalidValue, fmt::format("cudaFuncSetSharedMemConfig: {}", static_cast<int>(config)));
+  }
+  return cudaSuccess;
+}
+
 DRVSHIM_CUDART cudaError_t cudaFuncGetName(const char** name, const void* func) {
   if (name == nullptr) return null_argument("cudaFuncGetName", "name");
   KernelHandle* k = kernel_for(func);

@@ -484,3 +484,9 @@ DRVSHIM_CUDART cudaError_t cudaMemAdvise(const void* ptr, size_t bytes, cudaMemo
     return cudaSuccess;
   });
 }
+
+// ---- channel descriptors (a plain constructor; arrays and textures are outside the subset) -------
+
+DRVSHIM_CUDART cudaChannelFormatDesc cudaCreateChannelDesc(int x, int y, int z, int w, cudaChannelFormatKind f) {
+  return cudaChannelFormatDesc{x, y, z, w, f};
+}

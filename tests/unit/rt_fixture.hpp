@@ -4,6 +4,7 @@
 // base fixture checks on the main thread, and ends with rt::shutdown()),
 // fatbins laid out as nvcc lays them out, and registration as nvcc's
 // generated code performs it.
+#include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 #include <drvshim/runtime_compat.hpp>
 
