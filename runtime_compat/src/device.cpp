@@ -340,7 +340,7 @@ DRVSHIM_CUDART cudaError_t cudaSetDeviceFlags(unsigned flags) {
     }
     // The primary context's flags; once it is active with others, cudart
     // answers cudaErrorSetOnActiveProcess, and so does drvshim's refusal.
-    driver("cudaSetDeviceFlags").device(thread().device).set_primary_context_flags(static_cast<ContextFlags>(flags));
+    initialised_driver("cudaSetDeviceFlags").device(thread().device).set_primary_context_flags(static_cast<ContextFlags>(flags));
     return cudaSuccess;
   });
 }
@@ -348,7 +348,7 @@ DRVSHIM_CUDART cudaError_t cudaSetDeviceFlags(unsigned flags) {
 DRVSHIM_CUDART cudaError_t cudaGetDeviceFlags(unsigned* flags) {
   if (flags == nullptr) return null_argument("cudaGetDeviceFlags", "flags");
   return guarded("cudaGetDeviceFlags", [&] {
-    const PrimaryContextState s = driver("cudaGetDeviceFlags").device(thread().device).primary_context_state();
+    const PrimaryContextState s = initialised_driver("cudaGetDeviceFlags").device(thread().device).primary_context_state();
     // Mapping host memory is implicit for the runtime.
     *flags = static_cast<unsigned>(s.flags) | cudaDeviceMapHost;
     return cudaSuccess;

@@ -47,6 +47,9 @@ struct Registrations {
   std::map<const KernelHandle*, std::unique_ptr<KernelHandle>> handles;  // every handle ever made
   std::map<const KernelHandle*, std::unique_ptr<KernelState>> states;
   std::map<const void*, std::unique_ptr<Variable>> variables;   // host shadow -> variable
+  // A __managed__ variable's symbol in host code is its managed address
+  // (`&var`), known once __cudaInitModule filled it in.
+  std::map<const void*, const Variable*> managed_addresses;
   std::vector<std::unique_ptr<Variable>> retired_variables;
 };
 
@@ -177,8 +180,9 @@ void set_kernel_cache_preference(KernelHandle& k, const ContextRef& ctx, int dev
 const Variable* variable_for(const void* symbol) noexcept {
   auto& r = registrations();
   std::lock_guard<std::mutex> lock(r.mutex);
-  const auto it = r.variables.find(symbol);
-  return it != r.variables.end() ? it->second.get() : nullptr;
+  if (const auto it = r.variables.find(symbol); it != r.variables.end()) return it->second.get();
+  const auto it = r.managed_addresses.find(symbol);
+  return it != r.managed_addresses.end() ? it->second : nullptr;
 }
 
 std::pair<DevicePtr, std::size_t> variable_address(const Variable& v, const ContextRef& ctx, const char* trigger) {
@@ -266,6 +270,7 @@ DRVSHIM_CUDART void __cudaUnregisterFatBinary(void** handle) {
     for (auto it = r.by_stub.begin(); it != r.by_stub.end();) {
       it = it->second->fatbin == f ? r.by_stub.erase(it) : std::next(it);
     }
+    std::erase_if(r.managed_addresses, [f](const auto& entry) { return entry.second->fatbin == f; });
     for (auto it = r.variables.begin(); it != r.variables.end();) {
       if (it->second->fatbin == f) {
         r.retired_variables.push_back(std::move(it->second));
@@ -349,6 +354,9 @@ DRVSHIM_CUDART char __cudaInitModule(void** handle) {
     for (Variable* v : managed) {
       const auto m = library->managed(ctx, v->name);
       *v->managed = reinterpret_cast<void*>(m.address);
+      auto& r = registrations();
+      std::lock_guard<std::mutex> lock(r.mutex);
+      r.managed_addresses[*v->managed] = v;
     }
     return cudaSuccess;
   });

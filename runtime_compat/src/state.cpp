@@ -192,6 +192,11 @@ const Driver& driver(const char* trigger) {
   return load_and_init(trigger);
 }
 
+const Driver& initialised_driver(const char* trigger) {
+  if (const Driver* d = runtime().ready.load(std::memory_order_acquire); d != nullptr) return *d;
+  return load_and_init(trigger);
+}
+
 const Driver& loaded_driver(const char* trigger) {
   auto& r = runtime();
   if (const Driver* d = r.ready.load(std::memory_order_acquire); d != nullptr) return *d;

@@ -95,6 +95,10 @@ Policy current_policy() noexcept;
 // The loaded and initialised driver (loading it and running cuInit on first
 // use, or the whole eager set-up under the eager policy).
 const Driver& driver(const char* trigger);
+// The same without the eager set-up, for the calls that configure a device
+// before its primary context exists (cudaSetDeviceFlags, cudaGetDeviceFlags):
+// under the eager policy the set-up follows at the next call.
+const Driver& initialised_driver(const char* trigger);
 // The driver, loaded but maybe not initialised (cudaDriverGetVersion).
 const Driver& loaded_driver(const char* trigger);
 // Number of devices (0 when there are none).

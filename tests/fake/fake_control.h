@@ -83,6 +83,7 @@ typedef struct drvshim_fake_launch {
   unsigned grid[3];
   unsigned block[3];
   unsigned shared_bytes;
+  unsigned cluster[3]; /* 1, 1, 1 unless launched with cluster dimensions */
 } drvshim_fake_launch;
 typedef void (*drvshim_fake_kernel_fn)(const drvshim_fake_launch* launch, void** args);
 DRVSHIM_FAKE_API void drvshim_fake_register_kernel(const char* name, drvshim_fake_kernel_fn fn);

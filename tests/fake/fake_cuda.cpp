@@ -1967,7 +1967,8 @@ CUresult fake_cuOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, CUfunctio
 }
 
 CUresult do_launch(Engine& e, std::unique_lock<std::mutex>& lock, CUfunction hf, const unsigned grid[3],
-                   const unsigned block[3], unsigned shared, CUstream s, void** args) {
+                   const unsigned block[3], unsigned shared, CUstream s, void** args,
+                   const unsigned cluster[3] = nullptr) {
   FakeFunction* f = live_function(e, hf);
   if (f == nullptr) {
     misuse(e, "launch of a function whose module is unloaded or unknown");
@@ -1985,7 +1986,11 @@ CUresult do_launch(Engine& e, std::unique_lock<std::mutex>& lock, CUfunction hf,
   auto it = e.kernels.find(f->name);
   const drvshim_fake_kernel_fn impl = it != e.kernels.end() ? it->second : builtin_kernel(f->name);
   if (impl == nullptr) return CUDA_SUCCESS;
-  drvshim_fake_launch launch{{grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]}, shared};
+  drvshim_fake_launch launch{{grid[0], grid[1], grid[2]},
+                             {block[0], block[1], block[2]},
+                             shared,
+                             {cluster != nullptr ? cluster[0] : 1u, cluster != nullptr ? cluster[1] : 1u,
+                              cluster != nullptr ? cluster[2] : 1u}};
   lock.unlock();
   impl(&launch, args);
   return CUDA_SUCCESS;
@@ -2079,7 +2084,14 @@ CUresult fake_cuLaunchKernelEx(const CUlaunchConfig* c, CUfunction f, void** arg
   }
   const unsigned grid[3] = {c->gridDimX, c->gridDimY, c->gridDimZ};
   const unsigned block[3] = {c->blockDimX, c->blockDimY, c->blockDimZ};
-  return do_launch(e, lock, f, grid, block, c->sharedMemBytes, c->hStream, args);
+  unsigned cluster[3] = {1, 1, 1};
+  for (unsigned i = 0; i < c->numAttrs; ++i) {
+    if (c->attrs[i].id != CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) continue;
+    cluster[0] = c->attrs[i].value.clusterDim.x;
+    cluster[1] = c->attrs[i].value.clusterDim.y;
+    cluster[2] = c->attrs[i].value.clusterDim.z;
+  }
+  return do_launch(e, lock, f, grid, block, c->sharedMemBytes, c->hStream, args, cluster);
 }
 
 #include "fake_cuda_rt.inc"
