@@ -40,6 +40,8 @@ struct KernelState {
   std::optional<CachePreference> cache;          // cudaFuncSetCacheConfig
 };
 
+// Lock order: the registrations' lock first; a fatbin's lock and a kernel
+// state's lock are never held together.
 struct Registrations {
   std::mutex mutex;  // guards everything below
   std::vector<std::unique_ptr<Fatbin>> fatbins;                 // never freed: handles outlive them
@@ -88,14 +90,20 @@ std::size_t kernel_count(const Fatbin& f) {
 // The fatbin's library, loaded at the first call that needs it. A failed load
 // is not remembered: the next use tries again and reports its own cause.
 std::shared_ptr<Library> library_of(Fatbin& f, const char* trigger) {
+  {
+    std::lock_guard<std::mutex> lock(f.mutex);
+    if (f.library) return f.library;
+  }
+  const Driver& drv = driver(trigger);
+  // Counted before taking the fatbin's lock: the registrations' lock comes first.
+  const std::size_t kernels = kernel_count(f);
   std::lock_guard<std::mutex> lock(f.mutex);
   if (f.library) return f.library;
-  const Driver& drv = driver(trigger);
   if (f.bytes == 0) {
     throw CudaError(ErrorDetails{"cuLibraryLoadData", cudaErrorInvalidKernelImage,
                                  "a registered image without the fatbin magic", {}, false});
   }
-  implicit(trigger, fmt::format("load a registered fatbin ({} bytes, {} kernels)", f.bytes, kernel_count(f)));
+  implicit(trigger, fmt::format("load a registered fatbin ({} bytes, {} kernels)", f.bytes, kernels));
   f.library = std::make_shared<Library>(
       Library::load(drv, std::span<const std::byte>(static_cast<const std::byte*>(f.image), f.bytes)));
   return f.library;

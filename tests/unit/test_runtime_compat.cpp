@@ -286,9 +286,11 @@ TEST_F(RuntimeCompat, KernelHandlesSurviveShutdownAndReset) {
 // ---- locking -----------------------------------------------------------------------------------------
 
 // A kernel that waits (on its CPU) for a flag in device memory, as a
-// persistent GPU kernel polls for work another host thread copies in.
+// persistent GPU kernel polls for work another host thread copies in. Not
+// instrumented by ThreadSanitizer: it models a device-side poll of memory the
+// driver writes, which is no C++ access (the fake's copy is a plain memmove).
 std::atomic<bool> g_flag_seen{false};
-void wait_flag_cpu(const drvshim_fake_launch*, void** args) {
+__attribute__((no_sanitize_thread)) void wait_flag_cpu(const drvshim_fake_launch*, void** args) {
   const auto* flag = *static_cast<volatile int* const*>(args[0]);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (*flag == 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
