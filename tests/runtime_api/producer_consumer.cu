@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   checkCudaErrors(cudaMalloc(&result, sizeof(int)));
   checkCudaErrors(cudaMemset(flag, 0, sizeof(int)));
   checkCudaErrors(cudaMemset(result, 0, sizeof(int)));
+  checkCudaErrors(cudaDeviceSynchronize());  // the non-blocking streams below do not wait for the memsets
   cudaStream_t consumer_stream, producer_stream;
   checkCudaErrors(cudaStreamCreateWithFlags(&consumer_stream, cudaStreamNonBlocking));
   checkCudaErrors(cudaStreamCreateWithFlags(&producer_stream, cudaStreamNonBlocking));
