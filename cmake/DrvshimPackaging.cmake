@@ -16,6 +16,7 @@ configure_package_config_file(cmake/drvshimConfig.cmake.in
 write_basic_package_version_file("${PROJECT_BINARY_DIR}/drvshimConfigVersion.cmake"
   VERSION ${PROJECT_VERSION} COMPATIBILITY SameMajorVersion)
 install(FILES "${PROJECT_BINARY_DIR}/drvshimConfig.cmake" "${PROJECT_BINARY_DIR}/drvshimConfigVersion.cmake"
+  "${PROJECT_SOURCE_DIR}/cmake/DrvshimCudart.cmake"
   DESTINATION ${DRVSHIM_CMAKE_DIR})
 
 file(RELATIVE_PATH DRVSHIM_PC_PREFIX_FROM_PCDIR "${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig" "${CMAKE_INSTALL_PREFIX}")

@@ -97,4 +97,40 @@
   X(cuLinkCreate, cuLinkCreate, 6050, Required)                          \
   X(cuLinkAddData, cuLinkAddData, 6050, Required)                        \
   X(cuLinkComplete, cuLinkComplete, 5050, Required)                      \
-  X(cuLinkDestroy, cuLinkDestroy, 5050, Required)
+  X(cuLinkDestroy, cuLinkDestroy, 5050, Required)                        \
+  /* kernels: settable attributes, cache preference, cooperative launch, occupancy */ \
+  X(cuFuncSetAttribute, cuFuncSetAttribute, 9000, Optional)              \
+  X(cuKernelSetAttribute, cuKernelSetAttribute, 12000, Optional)         \
+  X(cuFuncSetCacheConfig, cuFuncSetCacheConfig, 3000, Optional)          \
+  X(cuLaunchCooperativeKernel, cuLaunchCooperativeKernel, 9000, Optional) \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, 7000, Optional) \
+  X(cuOccupancyAvailableDynamicSMemPerBlock, cuOccupancyAvailableDynamicSMemPerBlock, 10020, Optional) \
+  /* libraries: globals and managed variables */                         \
+  X(cuLibraryGetGlobal, cuLibraryGetGlobal, 12000, Optional)             \
+  X(cuLibraryGetManaged, cuLibraryGetManaged, 12000, Optional)           \
+  X(cuLibraryGetModule, cuLibraryGetModule, 12000, Optional)             \
+  /* contexts: limits, L2 persistence, profiler */                       \
+  X(cuCtxSetLimit, cuCtxSetLimit, 3010, Optional)                        \
+  X(cuCtxGetLimit, cuCtxGetLimit, 3010, Optional)                        \
+  X(cuCtxResetPersistingL2Cache, cuCtxResetPersistingL2Cache, 11000, Optional) \
+  X(cuProfilerStart, cuProfilerStart, 4000, Optional)                    \
+  X(cuProfilerStop, cuProfilerStop, 4000, Optional)                      \
+  /* streams: attributes, attaching managed memory */                    \
+  X(cuStreamSetAttribute, cuStreamSetAttribute, 11000, Optional)         \
+  X(cuStreamGetAttribute, cuStreamGetAttribute, 11000, Optional)         \
+  X(cuStreamAttachMemAsync, cuStreamAttachMemAsync, 6000, Optional)      \
+  /* memory: pitched and 2D, managed-memory hints */                     \
+  X(cuMemAllocPitch, cuMemAllocPitch, 3020, Optional)                    \
+  X(cuMemcpy2D, cuMemcpy2D, 3020, Optional)                              \
+  X(cuMemcpy2DAsync, cuMemcpy2DAsync, 3020, Optional)                    \
+  X(cuMemsetD2D8, cuMemsetD2D8, 3020, Optional)                          \
+  X(cuMemsetD2D8Async, cuMemsetD2D8Async, 3020, Optional)                \
+  X(cuMemAdvise, cuMemAdvise, 12020, Optional)                           \
+  X(cuMemPrefetchAsync, cuMemPrefetchAsync, 12020, Optional)             \
+  X(cuMemHostGetFlags, cuMemHostGetFlags, 2030, Optional)                \
+  /* peer access (called directly by runtime_compat/src/peer.cpp for now) */ \
+  X(cuDeviceGetP2PAttribute, cuDeviceGetP2PAttribute, 8000, Optional)    \
+  X(cuCtxEnablePeerAccess, cuCtxEnablePeerAccess, 4000, Optional)        \
+  X(cuCtxDisablePeerAccess, cuCtxDisablePeerAccess, 4000, Optional)      \
+  X(cuMemcpyPeer, cuMemcpyPeer, 4000, Optional)                          \
+  X(cuMemcpyPeerAsync, cuMemcpyPeerAsync, 4000, Optional)

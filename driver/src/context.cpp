@@ -67,6 +67,47 @@ ContextFlags ContextRef::flags() const {
   return static_cast<ContextFlags>(flags);
 }
 
+static_assert(static_cast<int>(Limit::persisting_l2_cache_size) == CU_LIMIT_PERSISTING_L2_CACHE_SIZE);
+
+void ContextRef::set_limit(Limit limit, std::size_t value) const {
+  const auto& core = *device_.core();
+  core.require_function(detail::Api::k_cuCtxSetLimit, "ContextRef::set_limit");
+  detail::ContextScope scope(core, address_, "ContextRef::set_limit");
+  DRVSHIM_TRY(core, cuCtxSetLimit, fmt::format("{}, limit {}, value {}", ctx_objects(*this), static_cast<int>(limit), value),
+              static_cast<CUlimit>(limit), value);
+}
+
+std::size_t ContextRef::limit(Limit limit) const {
+  const auto& core = *device_.core();
+  core.require_function(detail::Api::k_cuCtxGetLimit, "ContextRef::limit");
+  detail::ContextScope scope(core, address_, "ContextRef::limit");
+  std::size_t value = 0;
+  DRVSHIM_TRY(core, cuCtxGetLimit, fmt::format("{}, limit {}", ctx_objects(*this), static_cast<int>(limit)), &value,
+              static_cast<CUlimit>(limit));
+  return value;
+}
+
+void ContextRef::reset_persisting_l2_cache() const {
+  const auto& core = *device_.core();
+  core.require_function(detail::Api::k_cuCtxResetPersistingL2Cache, "ContextRef::reset_persisting_l2_cache");
+  detail::ContextScope scope(core, address_, "ContextRef::reset_persisting_l2_cache");
+  DRVSHIM_TRY(core, cuCtxResetPersistingL2Cache, ctx_objects(*this));
+}
+
+void ContextRef::profiler_start() const {
+  const auto& core = *device_.core();
+  core.require_function(detail::Api::k_cuProfilerStart, "ContextRef::profiler_start");
+  detail::ContextScope scope(core, address_, "ContextRef::profiler_start");
+  DRVSHIM_TRY(core, cuProfilerStart, ctx_objects(*this));
+}
+
+void ContextRef::profiler_stop() const {
+  const auto& core = *device_.core();
+  core.require_function(detail::Api::k_cuProfilerStop, "ContextRef::profiler_stop");
+  detail::ContextScope scope(core, address_, "ContextRef::profiler_stop");
+  DRVSHIM_TRY(core, cuProfilerStop, ctx_objects(*this));
+}
+
 // ---- ScopedCurrentContext ---------------------------------------------------------
 
 ScopedCurrentContext::ScopedCurrentContext(const ContextRef& context)

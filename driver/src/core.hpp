@@ -2,6 +2,7 @@
 // The driver seam: the function table, the state of one loaded driver, and
 // the only way drvshim calls a driver function (DRVSHIM_CU / DRVSHIM_TRY).
 #include <cuda.h>
+#include <cudaProfilerTypedefs.h>
 #include <cudaTypedefs.h>
 
 #include <drvshim/driver.hpp>
@@ -178,11 +179,13 @@ struct DriverCore {
 
 // ---- the seam ---------------------------------------------------------------
 
-// Renders one argument for the trace and the trace-level log.
-void append_arg(std::string& out, long long v);
-void append_arg(std::string& out, unsigned long long v);
-void append_arg(std::string& out, const void* p);
-void append_arg(std::string& out, const char* s);
+// Renders one argument for the trace and the trace-level log. The seam's slow
+// path is exported for runtime_compat/src/peer.cpp (the peer-access calls
+// have no driver-layer wrappers yet).
+DRVSHIM_API void append_arg(std::string& out, long long v);
+DRVSHIM_API void append_arg(std::string& out, unsigned long long v);
+DRVSHIM_API void append_arg(std::string& out, const void* p);
+DRVSHIM_API void append_arg(std::string& out, const char* s);
 
 template <class T>
 void append_any(std::string& out, T v) {
@@ -194,6 +197,8 @@ void append_any(std::string& out, T v) {
     append_arg(out, reinterpret_cast<const void*>(v));
   } else if constexpr (std::is_pointer_v<T>) {
     append_arg(out, static_cast<const void*>(v));
+  } else if constexpr (std::is_class_v<T>) {
+    out += "{struct}";  // passed by value (CUmemLocation, ...): not rendered
   } else if constexpr (std::is_enum_v<T>) {
     append_arg(out, static_cast<long long>(v));
   } else if constexpr (std::is_signed_v<T>) {
@@ -211,10 +216,10 @@ std::string render_args(A... a) {
   return out;
 }
 
-[[noreturn]] void throw_used_after_fork(const char* api);
+[[noreturn]] DRVSHIM_API void throw_used_after_fork(const char* api);
 
 // The observed path: fork check, timing, trace record, trace-level log line.
-struct ObservedCall {
+struct DRVSHIM_API ObservedCall {
   explicit ObservedCall(const DriverCore& core) noexcept;
   void finish(Api id, CUresult result, std::string args) noexcept;
   const DriverCore& core;

@@ -215,6 +215,16 @@ AttributeValue Device::attribute(DeviceAttribute attribute) const {
                 fmt::format("device {}, attribute {} ({})", ordinal_, info.name, static_cast<int>(info.native)));
 }
 
+AttributeValue Device::attribute_number(int number) const {
+  core_->require_init("Device::attribute_number");
+  int value = 0;
+  const CUresult r = DRVSHIM_CU(*core_, cuDeviceGetAttribute, &value, static_cast<CUdevice_attribute>(number), handle_);
+  if (r == CUDA_SUCCESS) return AttributeValue::of(value);
+  if (r == CUDA_ERROR_NOT_SUPPORTED) return AttributeValue::unsupported();
+  if (r == CUDA_ERROR_INVALID_VALUE) return AttributeValue::unknown();
+  detail::raise(*core_, static_cast<int>(r), "cuDeviceGetAttribute", fmt::format("device {}, attribute {}", ordinal_, number));
+}
+
 HostMappingSummary Device::host_mapping() const {
   HostMappingSummary s;
   s.can_map_host_memory = attribute(DeviceAttribute::can_map_host_memory);

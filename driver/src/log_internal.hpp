@@ -9,8 +9,9 @@
 
 namespace drvshim::detail {
 
-bool log_enabled(log::Level level) noexcept;
-void log_write(log::Level level, std::string_view message) noexcept;
+// Exported for runtime_compat (libdrvshim_cudart), which logs through this logger.
+DRVSHIM_API bool log_enabled(log::Level level) noexcept;
+DRVSHIM_API void log_write(log::Level level, std::string_view message) noexcept;
 // Whether the level is trace, so every driver call is logged (the seam's slow path).
 bool log_traces_calls() noexcept;
 

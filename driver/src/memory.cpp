@@ -486,8 +486,14 @@ Status unregister_host_range(const ContextRef& context, void* data) noexcept {
 ManagedBuffer::ManagedBuffer(ContextRef context, DevicePtr address, std::size_t bytes) noexcept
     : context_(std::move(context)), address_(address), bytes_(bytes) {}
 
-ManagedBuffer ManagedBuffer::allocate(const ContextRef& context, std::size_t bytes) {
+ManagedBuffer ManagedBuffer::allocate(const ContextRef& context, std::size_t bytes, MemoryAttach attach) {
   require_bytes("ManagedBuffer::allocate", bytes);
+  if (attach != MemoryAttach::global && attach != MemoryAttach::host) {
+    throw InvalidArgumentError("ManagedBuffer::allocate",
+                               fmt::format("attach flags 0x{:x}: an allocation is attached globally or to the host",
+                                           static_cast<unsigned>(attach)),
+                               "attach to one stream afterwards with StreamRef::attach_memory");
+  }
   const AttributeValue managed = context.device().attribute(DeviceAttribute::managed_memory);
   if (!managed.is_true()) {
     throw UnsupportedError("cuMemAllocManaged",
@@ -498,7 +504,7 @@ ManagedBuffer ManagedBuffer::allocate(const ContextRef& context, std::size_t byt
   const auto& core = core_of(context);
   detail::ContextScope scope(core, context.address(), "ManagedBuffer::allocate");
   CUdeviceptr ptr = 0;
-  const CUresult r = DRVSHIM_CU(core, cuMemAllocManaged, &ptr, bytes, static_cast<unsigned>(CU_MEM_ATTACH_GLOBAL));
+  const CUresult r = DRVSHIM_CU(core, cuMemAllocManaged, &ptr, bytes, static_cast<unsigned>(attach));
   if (r == CUDA_ERROR_OUT_OF_MEMORY) {
     raise_out_of_memory(context, "cuMemAllocManaged", fmt::format("{}, {}", bytes_text(bytes), dev_text(context)), bytes,
                         true);

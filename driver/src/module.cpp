@@ -191,6 +191,61 @@ int Kernel::max_active_blocks_per_sm(unsigned block_threads, std::size_t dynamic
   return blocks;
 }
 
+int Kernel::max_active_blocks_per_sm(unsigned block_threads, std::size_t dynamic_shared_bytes, unsigned flags) const {
+  const auto& core = core_of(context_);
+  core.require_function(detail::Api::k_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags,
+                        "Kernel::max_active_blocks_per_sm with flags");
+  detail::ContextScope scope(core, context_.address(), "Kernel::max_active_blocks_per_sm");
+  int blocks = 0;
+  DRVSHIM_TRY(core, cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags,
+              fmt::format("kernel {}, {} threads, {} dynamic shared bytes, flags {}", name(), block_threads,
+                          dynamic_shared_bytes, flags),
+              &blocks, fn(*this), static_cast<int>(block_threads), dynamic_shared_bytes, flags);
+  return blocks;
+}
+
+std::size_t Kernel::available_dynamic_shared_bytes(int blocks_per_sm, unsigned block_threads) const {
+  const auto& core = core_of(context_);
+  core.require_function(detail::Api::k_cuOccupancyAvailableDynamicSMemPerBlock, "Kernel::available_dynamic_shared_bytes");
+  detail::ContextScope scope(core, context_.address(), "Kernel::available_dynamic_shared_bytes");
+  std::size_t bytes = 0;
+  DRVSHIM_TRY(core, cuOccupancyAvailableDynamicSMemPerBlock,
+              fmt::format("kernel {}, {} blocks of {} threads per SM", name(), blocks_per_sm, block_threads), &bytes,
+              fn(*this), blocks_per_sm, static_cast<int>(block_threads));
+  return bytes;
+}
+
+namespace {
+// The public enum mirrors cuda.h.
+static_assert(static_cast<int>(FunctionAttribute::max_dynamic_shared_size_bytes) ==
+              CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
+static_assert(static_cast<int>(FunctionAttribute::non_portable_cluster_size_allowed) ==
+              CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED);
+static_assert(static_cast<int>(FunctionAttribute::cluster_scheduling_policy_preference) + 1 == CU_FUNC_ATTRIBUTE_MAX);
+static_assert(static_cast<int>(CachePreference::equal) == CU_FUNC_CACHE_PREFER_EQUAL);
+}  // namespace
+
+int Kernel::attribute(FunctionAttribute attribute) const {
+  return function_attribute(*this, static_cast<CUfunction_attribute>(attribute), "by number");
+}
+
+void Kernel::set_attribute(FunctionAttribute attribute, int value) const {
+  const auto& core = core_of(context_);
+  core.require_function(detail::Api::k_cuFuncSetAttribute, "Kernel::set_attribute");
+  detail::ContextScope scope(core, context_.address(), "Kernel::set_attribute");
+  DRVSHIM_TRY(core, cuFuncSetAttribute,
+              fmt::format("kernel {}, attribute {}, value {}", name(), static_cast<int>(attribute), value), fn(*this),
+              static_cast<CUfunction_attribute>(attribute), value);
+}
+
+void Kernel::set_cache_preference(CachePreference preference) const {
+  const auto& core = core_of(context_);
+  core.require_function(detail::Api::k_cuFuncSetCacheConfig, "Kernel::set_cache_preference");
+  detail::ContextScope scope(core, context_.address(), "Kernel::set_cache_preference");
+  DRVSHIM_TRY(core, cuFuncSetCacheConfig, fmt::format("kernel {}, preference {}", name(), static_cast<int>(preference)),
+              fn(*this), static_cast<CUfunc_cache>(preference));
+}
+
 namespace {
 
 // Logs why a kernel's launches go unchecked; the layout is then unknown.
@@ -527,6 +582,71 @@ Kernel Library::kernel(const ContextRef& context, const std::string& name) const
   return make_kernel(context, f, name, state_);
 }
 
+void Library::set_kernel_attribute(const std::string& name, FunctionAttribute attribute, int value,
+                                   const Device& device) const {
+  if (!state_) throw InvalidArgumentError("Library::set_kernel_attribute", "this Library is empty (moved from or unloaded)");
+  state_->core->require_function(detail::Api::k_cuKernelSetAttribute, "Library::set_kernel_attribute");
+  CUkernel k = nullptr;
+  const CUresult r = DRVSHIM_CU(*state_->core, cuLibraryGetKernel, &k, reinterpret_cast<CUlibrary>(state_->handle), name.c_str());
+  if (r == CUDA_ERROR_NOT_FOUND) {
+    throw InvalidArgumentError("cuLibraryGetKernel", fmt::format("the library has no kernel named \"{}\"", name));
+  }
+  if (r != CUDA_SUCCESS) detail::raise(*state_->core, static_cast<int>(r), "cuLibraryGetKernel", fmt::format("kernel \"{}\"", name));
+  DRVSHIM_TRY(*state_->core, cuKernelSetAttribute,
+              fmt::format("kernel \"{}\", attribute {}, value {}, device {}", name, static_cast<int>(attribute), value,
+                          device.ordinal()),
+              static_cast<CUfunction_attribute>(attribute), value, k, static_cast<CUdevice>(device.native()));
+}
+
+std::pair<DevicePtr, std::size_t> Library::global_bytes(const ContextRef& context, const std::string& name) const {
+  if (!state_) throw InvalidArgumentError("Library::global", "this Library is empty (moved from or unloaded)");
+  state_->core->require_function(detail::Api::k_cuLibraryGetGlobal, "Library::global");
+  detail::ContextScope scope(*state_->core, context.address(), "Library::global");
+  CUdeviceptr address = 0;
+  std::size_t bytes = 0;
+  const CUresult r =
+      DRVSHIM_CU(*state_->core, cuLibraryGetGlobal, &address, &bytes, reinterpret_cast<CUlibrary>(state_->handle), name.c_str());
+  if (r == CUDA_ERROR_NOT_FOUND) {
+    throw InvalidArgumentError("cuLibraryGetGlobal", fmt::format("the library has no variable named \"{}\"", name),
+                               "C++ variables inside a namespace have mangled names");
+  }
+  if (r != CUDA_SUCCESS) {
+    detail::raise(*state_->core, static_cast<int>(r), "cuLibraryGetGlobal",
+                  fmt::format("variable \"{}\" in context 0x{:x}", name, context.address()));
+  }
+  return {address, bytes};
+}
+
+void Library::throw_global_size(const std::string& name, std::size_t bytes, std::size_t element) {
+  throw InvalidArgumentError("Library::global",
+                             fmt::format("variable \"{}\" has {} bytes, not a multiple of the element size {}", name,
+                                         bytes, element));
+}
+
+Library::ManagedVariable Library::managed(const ContextRef& context, const std::string& name) const {
+  if (!state_) throw InvalidArgumentError("Library::managed", "this Library is empty (moved from or unloaded)");
+  state_->core->require_function(detail::Api::k_cuLibraryGetManaged, "Library::managed");
+  state_->core->require_function(detail::Api::k_cuLibraryGetModule, "Library::managed");
+  {
+    detail::ContextScope scope(*state_->core, context.address(), "Library::managed");
+    CUmodule module = nullptr;
+    DRVSHIM_TRY(*state_->core, cuLibraryGetModule, fmt::format("loading the library into context 0x{:x}", context.address()),
+                &module, reinterpret_cast<CUlibrary>(state_->handle));
+  }
+  CUdeviceptr address = 0;
+  std::size_t bytes = 0;
+  const CUresult r =
+      DRVSHIM_CU(*state_->core, cuLibraryGetManaged, &address, &bytes, reinterpret_cast<CUlibrary>(state_->handle), name.c_str());
+  if (r == CUDA_ERROR_NOT_FOUND) {
+    throw InvalidArgumentError("cuLibraryGetManaged",
+                               fmt::format("the library has no managed variable named \"{}\"", name));
+  }
+  if (r != CUDA_SUCCESS) {
+    detail::raise(*state_->core, static_cast<int>(r), "cuLibraryGetManaged", fmt::format("variable \"{}\"", name));
+  }
+  return ManagedVariable{address, bytes};
+}
+
 void Library::unload() {
   const auto core = state_ ? state_->core : nullptr;
   const Status s = unload(std::nothrow);
@@ -709,11 +829,13 @@ void launch_raw(const Kernel& kernel, const LaunchConfig& config, void** args) {
   };
   if (config.cluster) {
     core.require_function(detail::Api::k_cuLaunchKernelEx, "launch with cluster dimensions");
-    CUlaunchAttribute attr{};
-    attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attr.value.clusterDim.x = config.cluster->x;
-    attr.value.clusterDim.y = config.cluster->y;
-    attr.value.clusterDim.z = config.cluster->z;
+    CUlaunchAttribute attrs[2]{};
+    attrs[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attrs[0].value.clusterDim.x = config.cluster->x;
+    attrs[0].value.clusterDim.y = config.cluster->y;
+    attrs[0].value.clusterDim.z = config.cluster->z;
+    attrs[1].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    attrs[1].value.cooperative = 1;
     CUlaunchConfig lc{};
     lc.gridDimX = config.grid.x;
     lc.gridDimY = config.grid.y;
@@ -723,9 +845,13 @@ void launch_raw(const Kernel& kernel, const LaunchConfig& config, void** args) {
     lc.blockDimZ = config.block.z;
     lc.sharedMemBytes = config.shared_bytes;
     lc.hStream = cu_stream;
-    lc.attrs = &attr;
-    lc.numAttrs = 1;
+    lc.attrs = attrs;
+    lc.numAttrs = config.cooperative ? 2 : 1;
     DRVSHIM_TRY(core, cuLaunchKernelEx, objects(), &lc, fn(kernel), args, nullptr);
+  } else if (config.cooperative) {
+    core.require_function(detail::Api::k_cuLaunchCooperativeKernel, "cooperative launch");
+    DRVSHIM_TRY(core, cuLaunchCooperativeKernel, objects(), fn(kernel), config.grid.x, config.grid.y, config.grid.z,
+                config.block.x, config.block.y, config.block.z, config.shared_bytes, cu_stream, args);
   } else {
     DRVSHIM_TRY(core, cuLaunchKernel, objects(), fn(kernel), config.grid.x, config.grid.y, config.grid.z,
                 config.block.x, config.block.y, config.block.z, config.shared_bytes, cu_stream, args, nullptr);

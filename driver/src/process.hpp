@@ -2,14 +2,18 @@
 // Process-wide state that decides how the seam behaves: whether anything
 // observes driver calls (trace, trace-level log, a forked child), the fork
 // generation, and whether the process is exiting.
+#include <drvshim/export.hpp>
+
 #include <atomic>
 #include <cstdint>
 
 namespace drvshim::detail {
 
 // Read on every driver call; kept in one byte so the fast path is a load and a branch.
-extern std::atomic<bool> g_slow_path;
-extern std::atomic<std::uint64_t> g_fork_generation;
+// Exported (with the seam's slow path in core.hpp) for the one runtime_compat
+// file that calls the seam directly (runtime_compat/src/peer.cpp).
+extern DRVSHIM_API std::atomic<bool> g_slow_path;
+extern DRVSHIM_API std::atomic<std::uint64_t> g_fork_generation;
 extern std::atomic<bool> g_exiting;
 
 inline bool slow_path_active() noexcept { return g_slow_path.load(std::memory_order_relaxed); }

@@ -2,6 +2,7 @@
 #include <drvshim/stream.hpp>
 
 #include <atomic>
+#include <cstring>
 #include <memory>
 #include <utility>
 
@@ -146,6 +147,43 @@ void StreamRef::launch_host_func(std::function<void()> callback) const {
   (void)cb.release();  // the driver owns the call now; run_host_callback frees it
   detail::after_submit(core, native_stream(handle_), "cuLaunchHostFunc", [this] { return name(); });
 }
+
+static_assert(sizeof(StreamAttributeValue) == sizeof(CUstreamAttrValue));
+static_assert(static_cast<int>(StreamAttribute::priority) == CU_LAUNCH_ATTRIBUTE_PRIORITY);
+static_assert(static_cast<int>(StreamAttribute::access_policy_window) == CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW);
+
+void StreamRef::set_attribute(StreamAttribute attribute, const StreamAttributeValue& value) const {
+  const auto& core = *context_.device().core();
+  core.require_function(detail::Api::k_cuStreamSetAttribute, "StreamRef::set_attribute");
+  detail::ContextScope scope(core, context_.address(), "StreamRef::set_attribute");
+  CUstreamAttrValue v;
+  std::memcpy(&v, value.bytes, sizeof v);
+  DRVSHIM_TRY(core, cuStreamSetAttribute, fmt::format("{}, attribute {}", name(), static_cast<int>(attribute)),
+              native_stream(handle_), static_cast<CUstreamAttrID>(attribute), &v);
+}
+
+StreamAttributeValue StreamRef::attribute(StreamAttribute attribute) const {
+  const auto& core = *context_.device().core();
+  core.require_function(detail::Api::k_cuStreamGetAttribute, "StreamRef::attribute");
+  detail::ContextScope scope(core, context_.address(), "StreamRef::attribute");
+  CUstreamAttrValue v{};
+  DRVSHIM_TRY(core, cuStreamGetAttribute, fmt::format("{}, attribute {}", name(), static_cast<int>(attribute)),
+              native_stream(handle_), static_cast<CUstreamAttrID>(attribute), &v);
+  StreamAttributeValue out;
+  std::memcpy(out.bytes, &v, sizeof v);
+  return out;
+}
+
+void StreamRef::attach_memory(std::uint64_t address, std::size_t bytes, MemoryAttach attach) const {
+  const auto& core = *context_.device().core();
+  core.require_function(detail::Api::k_cuStreamAttachMemAsync, "StreamRef::attach_memory");
+  detail::ContextScope scope(core, context_.address(), "StreamRef::attach_memory");
+  DRVSHIM_TRY(core, cuStreamAttachMemAsync,
+              fmt::format("{}, managed memory 0x{:x} ({} bytes), flags {}", name(), address, bytes,
+                          static_cast<unsigned>(attach)),
+              native_stream(handle_), static_cast<CUdeviceptr>(address), bytes, static_cast<unsigned>(attach));
+}
+
 
 Stream::Stream(ContextRef context, std::uintptr_t handle, StreamFlags flags, int priority) noexcept
     : context_(std::move(context)), handle_(handle), id_(detail::new_owner_id()), flags_(flags),

@@ -274,7 +274,10 @@ class Scanner {
     // Not a valid raw string: lexed as an ordinary one.
     if (paren >= s_.size() || s_[paren] != '(') return string_literal(t, open);
     t.kind = Token::Kind::string;
-    const std::string terminator = ")" + std::string(s_.substr(open + 1, paren - open - 1)) + "\"";
+    // Built by appending: GCC 12's -Wrestrict misfires on `")" + std::string(...) + "\""` (bug 105329).
+    std::string terminator(1, ')');
+    terminator.append(s_.substr(open + 1, paren - open - 1));
+    terminator.push_back('"');
     const auto close = s_.find(terminator, paren + 1);
     t.inner_begin = paren + 1;
     t.inner_end = close == std::string::npos ? s_.size() : close;

@@ -97,9 +97,14 @@ typedef struct drvshim_fake_launch {
   unsigned grid[3];
   unsigned block[3];
   unsigned shared_bytes;
+  unsigned cluster[3]; /* 1, 1, 1 unless launched with cluster dimensions */
 } drvshim_fake_launch;
 typedef void (*drvshim_fake_kernel_fn)(const drvshim_fake_launch* launch, void** args);
 DRVSHIM_FAKE_API void drvshim_fake_register_kernel(const char* name, drvshim_fake_kernel_fn fn);
+/* The memory of a loaded module's or library's variable (__device__,
+ * __constant__, __managed__) by its PTX name, for CPU kernels that use one;
+ * NULL when none is loaded. */
+DRVSHIM_FAKE_API void* drvshim_fake_find_global(const char* name);
 DRVSHIM_FAKE_API int drvshim_fake_live_modules(void);
 /* A broken driver: cuFuncGetParamInfo answers every index with an 8-byte
  * parameter, never CUDA_ERROR_INVALID_VALUE (reset: off). */

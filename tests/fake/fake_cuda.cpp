@@ -56,6 +56,9 @@ struct FakeCtx {
   bool primary = false;
   unsigned long long id = 0;
   int sticky = 0;  // a poisoning error: every later call in this context returns it
+  std::map<int, size_t> limits;      // cuCtxSetLimit values (unset: the defaults in fake_cuda_rt.inc)
+  std::set<FakeCtx*> peers;          // contexts this one enabled peer access to
+  std::map<int, CUstreamAttrValue> default_stream_attrs;  // attributes set on the default streams
 };
 
 struct Primary {
@@ -117,6 +120,7 @@ struct FakeStream {
   std::deque<FakeOp> queue;        // work not yet run, in order
   int running = 0;                 // a host function or kernel of this stream runs now (without the engine lock)
   int fail_with = 0;               // the next query/synchronize reports this asynchronous error
+  std::map<int, CUstreamAttrValue> attrs;  // cuStreamSetAttribute
 };
 
 struct FakeEvent {
@@ -137,12 +141,18 @@ struct FakeModule {
   // to a context (cuKernelGetFunction), which returns it without a log, as
   // the H200's driver does.
   std::string lazy_jit_error;
+  // Libraries from fatbins: the architectures of the images inside (SASS
+  // runs only on its own architecture, PTX on its own or newer ones).
+  bool fatbin = false;
+  std::vector<int> sass_archs;
+  std::vector<int> ptx_archs;
 };
 
 struct FakeFunction {
   FakeModule* module = nullptr;
   std::string name;
   std::vector<std::pair<size_t, size_t>> params;  // offset, size
+  std::map<int, int> attributes;                  // set with cuFuncSetAttribute / cuKernelSetAttribute
 };
 
 struct Injection {
@@ -297,6 +307,32 @@ FakeDevice h200(int index) {
       {CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED, 1},
       {CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 1},
       {CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, 1},
+      // The rest of what cudaGetDeviceProperties reads, as an H200 reports it.
+      {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X, 1024},
+      {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y, 1024},
+      {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z, 64},
+      {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, 2147483647},
+      {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y, 65535},
+      {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z, 65535},
+      {CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY, 65536},
+      {CU_DEVICE_ATTRIBUTE_MAX_PITCH, 2147483647},
+      {CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT, 512},
+      {CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT, 32},
+      {CU_DEVICE_ATTRIBUTE_SURFACE_ALIGNMENT, 512},
+      {CU_DEVICE_ATTRIBUTE_GPU_OVERLAP, 1},
+      {CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT, 0},
+      {CU_DEVICE_ATTRIBUTE_GLOBAL_L1_CACHE_SUPPORTED, 1},
+      {CU_DEVICE_ATTRIBUTE_LOCAL_L1_CACHE_SUPPORTED, 1},
+      {CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR, 65536},
+      {CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED, 1},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, 232448},
+      {CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR, 32},
+      {CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE, 47185920},
+      {CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE, 134213632},
+      {CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK, 1024},
+      {CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD_GROUP_ID, index},
+      {CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED, 1},
+      {CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED, 1},
   };
   return d;
 }
@@ -1736,6 +1772,39 @@ std::string ptx_name(const std::string& decl) {
   return name;
 }
 
+// Writes a variable's initializer ("5", "0f3F800000", "{1, 2, 3}") into its memory.
+void ptx_initialize(const std::string& decl, std::string values, unsigned char* mem, size_t size) {
+  size_t elem = 0;
+  for (const char* t : {".u64", ".s64", ".b64", ".f64", ".u32", ".s32", ".b32", ".f32", ".u16", ".s16", ".b16", ".u8",
+                        ".s8", ".b8"}) {
+    if (decl.find(t) != std::string::npos) {
+      elem = ptx_type_size(t);
+      break;
+    }
+  }
+  if (elem == 0) return;
+  for (char& c : values) {
+    if (c == '{' || c == '}' || c == ',') c = ' ';
+  }
+  size_t offset = 0;
+  const char* p = values.c_str();
+  while (offset + elem <= size) {
+    while (*p == ' ' || *p == '\t' || *p == '\n') ++p;
+    if (*p == '\0') break;
+    unsigned long long bits = 0;
+    char* next = nullptr;
+    if (p[0] == '0' && (p[1] == 'f' || p[1] == 'd' || p[1] == 'F' || p[1] == 'D')) {
+      bits = std::strtoull(p + 2, &next, 16);
+    } else {
+      bits = static_cast<unsigned long long>(std::strtoll(p, &next, 0));
+    }
+    if (next == p) break;
+    std::memcpy(mem + offset, &bits, elem);
+    offset += elem;
+    p = next;
+  }
+}
+
 // Parses entries and globals; returns an error text for unreadable PTX.
 std::string parse_ptx(const std::string& ptx, FakeModule& m) {
   if (ptx.find(".version") == std::string::npos) return "ptxas fatal : Parsing error: missing .version directive";
@@ -1773,18 +1842,26 @@ std::string parse_ptx(const std::string& ptx, FakeModule& m) {
     m.functions.push_back(f);
     pos = close;
   }
-  pos = 0;
-  while ((pos = ptx.find(".global", pos)) != std::string::npos) {
-    const auto end = ptx.find(';', pos);
-    const auto decl = ptx.substr(pos + 7, end - pos - 7);
-    pos = end;
-    const auto [size, align] = ptx_decl(decl);
-    if (size == 0) continue;
-    // ".global" also matches instructions (ld.global...): a name seen twice is not a second variable.
-    const std::string name = ptx_name(decl);
-    if (m.globals.count(name) != 0) continue;
-    void* mem = std::calloc(1, size);
-    m.globals[name] = {reinterpret_cast<uintptr_t>(mem), size};
+  // Module-scope variables: __device__ (.global) and __constant__ (.const), with
+  // simple initializers ("= 5", "= 0f3F800000", "= {1, 2}") applied.
+  for (const char* space : {".global", ".const"}) {
+    const size_t space_len = std::strlen(space);
+    pos = 0;
+    while ((pos = ptx.find(space, pos)) != std::string::npos) {
+      const auto end = ptx.find(';', pos);
+      const std::string whole = ptx.substr(pos + space_len, end - pos - space_len);
+      pos = end;
+      const auto eq = whole.find('=');
+      const std::string decl = whole.substr(0, eq);
+      const auto [size, align] = ptx_decl(decl);
+      if (size == 0) continue;
+      // The space also matches instructions (ld.global...): a name seen twice is not a second variable.
+      const std::string name = ptx_name(decl);
+      if (name.empty() || m.globals.count(name) != 0) continue;
+      void* mem = std::calloc(1, size);
+      if (eq != std::string::npos) ptx_initialize(decl, whole.substr(eq + 1), static_cast<unsigned char*>(mem), size);
+      m.globals[name] = {reinterpret_cast<uintptr_t>(mem), size};
+    }
   }
   return {};
 }
@@ -1931,63 +2008,208 @@ CUresult fake_cuLinkDestroy(CUlinkState state) {
   return CUDA_SUCCESS;
 }
 
-// The PTX text inside an uncompressed fatbin (header: u32 magic, u16 version,
-// u16 header size, u64 payload size), or "" when there is none.
-std::string ptx_in_fatbin(const unsigned char* fatbin) {
+// What a fatbin holds (header: u32 magic, u16 version, u16 header size, u64
+// payload size; then entries, each with its own header: u16 kind (1 PTX,
+// 2 ELF), u16, u32 header size, u64 payload size, u32 compressed size, u32,
+// u16 minor, u16 major, u32 architecture, ...). PTX text is read when the
+// entry is uncompressed (nvcc --no-compress); without PTX (a device-linked
+// -rdc image) the first CUBIN's kernels and variables are read.
+
+// What the fake reads from a CUBIN: its kernels (".text.<kernel>" sections)
+// and its variables (object symbols, with their initial bytes).
+struct ElfContents {
+  std::vector<std::string> kernels;
+  std::vector<std::pair<std::string, std::vector<unsigned char>>> globals;
+};
+
+ElfContents read_elf(const unsigned char* elf, size_t size) {
+  ElfContents out;
+  if (size < 64 || elf[0] != 0x7f || elf[4] != 2) return out;  // ELF64 only
+  std::uint64_t shoff = 0;
+  std::uint16_t shentsize = 0, shnum = 0, shstrndx = 0;
+  std::memcpy(&shoff, elf + 0x28, 8);
+  std::memcpy(&shentsize, elf + 0x3A, 2);
+  std::memcpy(&shnum, elf + 0x3C, 2);
+  std::memcpy(&shstrndx, elf + 0x3E, 2);
+  if (shentsize < 64 || shoff + std::uint64_t{shnum} * shentsize > size || shstrndx >= shnum) return out;
+  struct Section {
+    std::uint32_t name, type, link;
+    std::uint64_t offset, size;
+  };
+  std::vector<Section> sections(shnum);
+  for (std::uint16_t i = 0; i < shnum; ++i) {
+    const unsigned char* h = elf + shoff + std::uint64_t{i} * shentsize;
+    std::memcpy(&sections[i].name, h, 4);
+    std::memcpy(&sections[i].type, h + 4, 4);
+    std::memcpy(&sections[i].offset, h + 0x18, 8);
+    std::memcpy(&sections[i].size, h + 0x20, 8);
+    std::memcpy(&sections[i].link, h + 0x28, 4);
+  }
+  const auto text = [&](std::uint64_t table, std::uint32_t at) -> std::string {
+    if (table + at >= size) return {};
+    const char* p = reinterpret_cast<const char*>(elf + table + at);
+    return std::string(p, strnlen(p, size - table - at));
+  };
+  for (const auto& sec : sections) {
+    const std::string name = text(sections[shstrndx].offset, sec.name);
+    if (name.rfind(".text.", 0) == 0) out.kernels.push_back(name.substr(6));
+    if (sec.type != 2 || sec.link >= shnum || sec.offset + sec.size > size) continue;  // SHT_SYMTAB
+    for (std::uint64_t at = 0; at + 24 <= sec.size; at += 24) {
+      const unsigned char* sym = elf + sec.offset + at;
+      std::uint32_t sym_name = 0;
+      std::uint16_t shndx = 0;
+      std::uint64_t value = 0, sym_size = 0;
+      std::memcpy(&sym_name, sym, 4);
+      std::memcpy(&shndx, sym + 6, 2);
+      std::memcpy(&value, sym + 8, 8);
+      std::memcpy(&sym_size, sym + 16, 8);
+      const std::string var = text(sections[sec.link].offset, sym_name);
+      if ((sym[4] & 0xf) != 1 || sym_size == 0 || shndx == 0 || shndx >= shnum || var.empty() || var[0] == '$' ||
+          var[0] == '.' || var.rfind("__U", 0) == 0) {
+        continue;  // not a program variable (STT_OBJECT in a section)
+      }
+      std::vector<unsigned char> init(sym_size, 0);
+      const Section& home = sections[shndx];
+      if (home.type != 8 && value + sym_size <= home.size && home.offset + value + sym_size <= size) {  // not NOBITS
+        std::memcpy(init.data(), elf + home.offset + value, sym_size);
+      }
+      out.globals.emplace_back(var, std::move(init));
+    }
+  }
+  return out;
+}
+
+struct FatbinContents {
+  std::string ptx;
+  std::vector<int> ptx_archs;
+  std::vector<int> sass_archs;
+  ElfContents elf;
+};
+
+FatbinContents read_fatbin(const unsigned char* fatbin) {
+  FatbinContents out;
   std::uint16_t header = 0;
   std::uint64_t payload = 0;
   std::memcpy(&header, fatbin + 6, 2);
   std::memcpy(&payload, fatbin + 8, 8);
-  const std::string_view all(reinterpret_cast<const char*>(fatbin), header + payload);
-  auto start = all.find("// Generated by NVIDIA");
-  if (start == std::string_view::npos) start = all.find(".version");
-  if (start == std::string_view::npos) return {};
-  const auto end = all.find('\0', start);
-  return std::string(all.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
+  size_t off = header;
+  while (off + 64 <= header + payload) {
+    const unsigned char* entry = fatbin + off;
+    std::uint16_t kind = 0;
+    std::uint32_t entry_header = 0, compressed = 0, arch = 0;
+    std::uint64_t entry_size = 0;
+    std::memcpy(&kind, entry, 2);
+    std::memcpy(&entry_header, entry + 4, 4);
+    std::memcpy(&entry_size, entry + 8, 8);
+    std::memcpy(&compressed, entry + 16, 4);
+    std::memcpy(&arch, entry + 28, 4);
+    if (entry_header == 0) break;
+    const unsigned char* data = entry + entry_header;
+    if (kind == 1) {
+      out.ptx_archs.push_back(static_cast<int>(arch));
+      if (compressed == 0 && out.ptx.empty()) {
+        out.ptx.assign(reinterpret_cast<const char*>(data), strnlen(reinterpret_cast<const char*>(data), entry_size));
+      }
+    } else if (kind == 2) {
+      out.sass_archs.push_back(static_cast<int>(arch));
+      if (compressed == 0 && out.elf.kernels.empty()) out.elf = read_elf(data, entry_size);
+    }
+    off += entry_header + entry_size;
+  }
+  return out;
 }
 
-// cuLibraryLoadData: the same PTX parsing, no context; globals are not supported here.
+// Whether a library can run on `device`: PTX for it or an older architecture,
+// or SASS for exactly its architecture.
+bool library_runs_on(const Engine& e, const FakeModule& l, int device) {
+  if (!l.fatbin) return true;
+  const int cc = attr(e, device, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR) * 10 +
+                 attr(e, device, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+  for (int a : l.sass_archs) {
+    if (a == cc) return true;
+  }
+  for (int a : l.ptx_archs) {
+    if (a <= cc) return true;
+  }
+  return false;
+}
+
+// cuLibraryLoadData: the same PTX parsing, no context. Globals (__device__,
+// __constant__, __managed__) get one allocation shared by every context.
 CUresult fake_cuLibraryLoadData(CUlibrary* pl, const void* code, CUjit_option* opts, void** values, unsigned n,
                                 CUlibraryOption*, void**, unsigned) {
   FAKE_ENTER("cuLibraryLoadData");
   if (pl == nullptr || code == nullptr) return CUDA_ERROR_INVALID_VALUE;
   const auto* bytes = static_cast<const unsigned char*>(code);
   std::string ptx;
+  auto* l = new FakeModule;
+  ElfContents elf;
   if (bytes[0] == 0x50 && bytes[1] == 0xed) {
-    ptx = ptx_in_fatbin(bytes);  // nvcc --no-compress fatbins carry their PTX as text
-    if (ptx.empty()) return CUDA_ERROR_INVALID_IMAGE;
+    FatbinContents contents = read_fatbin(bytes);
+    l->fatbin = true;
+    l->ptx_archs = contents.ptx_archs;
+    l->sass_archs = contents.sass_archs;
+    ptx = std::move(contents.ptx);
+    elf = std::move(contents.elf);
+    if (ptx.empty() && elf.kernels.empty()) {  // compressed: nothing the fake can read
+      delete l;
+      return CUDA_ERROR_INVALID_IMAGE;
+    }
+    // No image any device can run: the driver refuses the library outright.
+    bool runs_somewhere = false;
+    for (size_t d = 0; d < e.devices.size(); ++d) runs_somewhere = runs_somewhere || library_runs_on(e, *l, static_cast<int>(d));
+    if (!runs_somewhere) {
+      delete l;
+      return CUDA_ERROR_NO_BINARY_FOR_GPU;
+    }
   } else if (bytes[0] == 0x7f) {
+    delete l;
     return CUDA_ERROR_INVALID_IMAGE;
   } else {
     ptx = static_cast<const char*>(code);
   }
-  auto* l = new FakeModule;
-  std::string error = parse_ptx(ptx, *l);
-  if (error.find("syntax error") != std::string::npos) {
-    // Lazy loading: the load reads the entries; the JIT and its error come at
-    // the first cuKernelGetFunction.
-    std::string readable = ptx;
-    for (auto at = readable.find("syntax_error"); at != std::string::npos; at = readable.find("syntax_error", at)) {
-      readable.replace(at, 12, "lazy_jitted_");
+  if (!ptx.empty()) {
+    std::string error = parse_ptx(ptx, *l);
+    if (error.find("syntax error") != std::string::npos) {
+      // Lazy loading: the load reads the entries; the JIT and its error come at
+      // the first cuKernelGetFunction.
+      std::string readable = ptx;
+      for (auto at = readable.find("syntax_error"); at != std::string::npos; at = readable.find("syntax_error", at)) {
+        readable.replace(at, 12, "lazy_jitted_");
+      }
+      for (FakeFunction* f : l->functions) delete f;
+      l->functions.clear();
+      for (auto& [name, g] : l->globals) std::free(reinterpret_cast<void*>(g.first));
+      l->globals.clear();
+      (void)parse_ptx(readable, *l);
+      l->lazy_jit_error = error;
+      error.clear();
     }
-    for (FakeFunction* f : l->functions) delete f;
-    l->functions.clear();
-    (void)parse_ptx(readable, *l);
-    l->lazy_jit_error = error;
-    error.clear();
+    if (!error.empty()) {
+      for (FakeFunction* f : l->functions) delete f;
+      for (auto& [name, g] : l->globals) std::free(reinterpret_cast<void*>(g.first));
+      delete l;
+      write_log(n, opts, values, CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, error);
+      return CUDA_ERROR_INVALID_PTX;
+    }
+    if (l->lazy_jit_error.empty()) {
+      write_wall_time(n, opts, values, 0.25f);
+      write_log(n, opts, values, CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, info_log(*l, n, opts, values));
+    }
+  } else {
+    for (const auto& name : elf.kernels) {  // SASS only: names, no parameter layout
+      auto* f = new FakeFunction;
+      f->module = l;
+      f->name = name;
+      l->functions.push_back(f);
+    }
+    for (const auto& [name, init] : elf.globals) {
+      void* mem = std::calloc(1, init.size());
+      std::memcpy(mem, init.data(), init.size());
+      l->globals[name] = {reinterpret_cast<uintptr_t>(mem), init.size()};
+    }
   }
-  for (auto& [name, g] : l->globals) std::free(reinterpret_cast<void*>(g.first));
-  l->globals.clear();
-  if (!error.empty()) {
-    for (FakeFunction* f : l->functions) delete f;
-    delete l;
-    write_log(n, opts, values, CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, error);
-    return CUDA_ERROR_INVALID_PTX;
-  }
-  if (l->lazy_jit_error.empty()) {
-    write_wall_time(n, opts, values, 0.25f);
-    write_log(n, opts, values, CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, info_log(*l, n, opts, values));
-  }
+  for (const auto& [name, g] : l->globals) e.allocs[g.first] = Alloc{g.second, AllocKind::module_global, nullptr, 0};
   e.libraries.insert(l);
   *pl = reinterpret_cast<CUlibrary>(l);
   return CUDA_SUCCESS;
@@ -2001,6 +2223,10 @@ CUresult fake_cuLibraryUnload(CUlibrary hl) {
     return CUDA_ERROR_INVALID_HANDLE;
   }
   for (FakeFunction* f : l->functions) delete f;
+  for (auto& [name, g] : l->globals) {
+    e.allocs.erase(g.first);
+    std::free(reinterpret_cast<void*>(g.first));
+  }
   e.libraries.erase(l);
   delete l;
   return CUDA_SUCCESS;
@@ -2026,6 +2252,8 @@ CUresult fake_cuKernelGetFunction(CUfunction* pf, CUkernel k) {
   FakeFunction* f = live_function(e, reinterpret_cast<CUfunction>(k));
   if (f == nullptr || pf == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   if (!f->module->lazy_jit_error.empty()) return CUDA_ERROR_INVALID_PTX;  // and no log anywhere
+  // Binding to a context loads the code for its device: none that runs there is the driver's error.
+  if (!library_runs_on(e, *f->module, ctx->device)) return CUDA_ERROR_NO_BINARY_FOR_GPU;
   *pf = reinterpret_cast<CUfunction>(f);
   return CUDA_SUCCESS;
 }
@@ -2120,10 +2348,19 @@ CUresult fake_cuFuncGetParamInfo(CUfunction hf, size_t index, size_t* offset, si
 
 CUresult fake_cuFuncGetAttribute(int* value, CUfunction_attribute attribute, CUfunction hf) {
   FAKE_ENTER("cuFuncGetAttribute");
-  if (live_function(e, hf) == nullptr || value == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  FakeFunction* f = live_function(e, hf);
+  if (f == nullptr || value == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (auto it = f->attributes.find(attribute); it != f->attributes.end()) {
+    *value = it->second;
+    return CUDA_SUCCESS;
+  }
   switch (attribute) {
     case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *value = 1024; break;
     case CU_FUNC_ATTRIBUTE_NUM_REGS: *value = 32; break;
+    case CU_FUNC_ATTRIBUTE_PTX_VERSION:
+    case CU_FUNC_ATTRIBUTE_BINARY_VERSION: *value = 90; break;
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *value = 49152; break;
+    case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT: *value = -1; break;
     default: *value = 0;
   }
   return CUDA_SUCCESS;
@@ -2137,7 +2374,8 @@ CUresult fake_cuOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, CUfunctio
 }
 
 CUresult do_launch(Engine& e, std::unique_lock<std::mutex>& lock, CUfunction hf, const unsigned grid[3],
-                   const unsigned block[3], unsigned shared, CUstream s, void** args) {
+                   const unsigned block[3], unsigned shared, CUstream s, void** args,
+                   const unsigned cluster[3] = nullptr) {
   FakeFunction* f = live_function(e, hf);
   if (f == nullptr) {
     misuse(e, "launch of a function whose module is unloaded or unknown");
@@ -2147,11 +2385,19 @@ CUresult do_launch(Engine& e, std::unique_lock<std::mutex>& lock, CUfunction hf,
   if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
   if (block[0] * block[1] * block[2] > 1024 || grid[0] * grid[1] * grid[2] == 0) return CUDA_ERROR_INVALID_VALUE;
   if (!f->params.empty() && args == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  // Dynamic shared memory beyond 48 KiB needs the kernel's opt-in
+  // (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES), as on the real driver.
+  const auto dyn = f->attributes.find(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
+  if (shared > (dyn != f->attributes.end() ? static_cast<unsigned>(dyn->second) : 49152u)) return CUDA_ERROR_INVALID_VALUE;
   ++e.launches;
   auto it = e.kernels.find(f->name);
   const drvshim_fake_kernel_fn impl = it != e.kernels.end() ? it->second : builtin_kernel(f->name);
   if (impl == nullptr) return CUDA_SUCCESS;
-  drvshim_fake_launch launch{{grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]}, shared};
+  drvshim_fake_launch launch{{grid[0], grid[1], grid[2]},
+                             {block[0], block[1], block[2]},
+                             shared,
+                             {cluster != nullptr ? cluster[0] : 1u, cluster != nullptr ? cluster[1] : 1u,
+                              cluster != nullptr ? cluster[2] : 1u}};
   FakeStream* st = queue_of(e, s, ctx);
   if (!queued(st) && !must_wait_implicitly(e, st)) {
     lock.unlock();
@@ -2252,10 +2498,28 @@ CUresult fake_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz
 CUresult fake_cuLaunchKernelEx(const CUlaunchConfig* c, CUfunction f, void** args, void** extra) {
   FAKE_ENTER("cuLaunchKernelEx");
   if (c == nullptr || extra != nullptr) return CUDA_ERROR_INVALID_VALUE;
+  // Clusters above the portable size (8 blocks) need the kernel's opt-in.
+  for (unsigned i = 0; i < c->numAttrs; ++i) {
+    if (c->attrs[i].id != CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) continue;
+    const auto& d = c->attrs[i].value.clusterDim;
+    FakeFunction* fn = live_function(e, f);
+    const bool opted_in = fn != nullptr && fn->attributes.count(CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED) != 0 &&
+                          fn->attributes[CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED] == 1;
+    if (d.x * d.y * d.z > (opted_in ? 16u : 8u)) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+  }
   const unsigned grid[3] = {c->gridDimX, c->gridDimY, c->gridDimZ};
   const unsigned block[3] = {c->blockDimX, c->blockDimY, c->blockDimZ};
-  return do_launch(e, lock, f, grid, block, c->sharedMemBytes, c->hStream, args);
+  unsigned cluster[3] = {1, 1, 1};
+  for (unsigned i = 0; i < c->numAttrs; ++i) {
+    if (c->attrs[i].id != CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) continue;
+    cluster[0] = c->attrs[i].value.clusterDim.x;
+    cluster[1] = c->attrs[i].value.clusterDim.y;
+    cluster[2] = c->attrs[i].value.clusterDim.z;
+  }
+  return do_launch(e, lock, f, grid, block, c->sharedMemBytes, c->hStream, args, cluster);
 }
+
+#include "fake_cuda_rt.inc"
 
 // ---- cuGetProcAddress ----------------------------------------------------------------
 
@@ -2364,6 +2628,7 @@ const std::vector<ProcEntry>& proc_table() {
       {"cuLinkAddData", 6050, erase_fn(&fake_cuLinkAddData)},
       {"cuLinkComplete", 5050, erase_fn(&fake_cuLinkComplete)},
       {"cuLinkDestroy", 5050, erase_fn(&fake_cuLinkDestroy)},
+      FAKE_RT_PROCS
   };
   return table;
 }
@@ -2622,6 +2887,18 @@ void drvshim_fake_register_kernel(const char* name, drvshim_fake_kernel_fn fn) {
   Engine& e = engine();
   std::lock_guard<std::mutex> lock(e.mutex);
   e.kernels[name] = fn;
+}
+
+void* drvshim_fake_find_global(const char* name) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  for (const auto* set : {&e.libraries, &e.modules}) {
+    for (FakeModule* m : *set) {
+      if (auto it = m->globals.find(name); it != m->globals.end()) return reinterpret_cast<void*>(it->second.first);
+    }
+  }
+  return nullptr;
 }
 
 int drvshim_fake_live_modules(void) {

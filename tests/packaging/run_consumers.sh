@@ -33,4 +33,18 @@ flags=$(pkg-config --cflags --libs drvshim)
 echo "   pkg-config: $flags"
 g++ "$src/tests/packaging/consumer/main.cpp" $flags -o "$work/c3"
 LD_LIBRARY_PATH=$libdir "$work/c3"
-echo "packaging: all three consumers built and ran"
+echo "-- consumer 4: a CUDA program with -rdc on drvshim::cudart (drvshim_use_cudart)"
+readelf -d "$libdir/libdrvshim_cudart.so.0" | grep -q 'RUNPATH.*\$ORIGIN' || { echo "libdrvshim_cudart has no RUNPATH \$ORIGIN"; exit 1; }
+CUDACXX=${CUDACXX:-/usr/local/cuda/bin/nvcc} cmake -S "$src/tests/packaging/cudart_consumer" -B "$work/c4" \
+  -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake --build "$work/c4" >/dev/null
+# No LD_LIBRARY_PATH: the installed libdrvshim_cudart finds libdrvshim beside it.
+"$work/c4/cudart_consumer"
+
+echo "-- consumer 5: a -cudart shared program on the drop-in libcudart.so.13"
+test -L "$libdir/drvshim/cudart/libcudart.so.13"
+"${CUDACXX:-/usr/local/cuda/bin/nvcc}" -cudart shared --no-compress -gencode arch=compute_90,code=compute_90 \
+  -I"$src/tests/runtime_api" "$src/tests/runtime_api/vector_add.cu" -o "$work/c5"
+readelf -d "$work/c5" | grep -q 'NEEDED.*libcudart.so.13'
+LD_LIBRARY_PATH=$libdir/drvshim/cudart "$work/c5"
+echo "packaging: all five consumers built and ran"

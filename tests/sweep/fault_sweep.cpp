@@ -13,6 +13,7 @@
 // Prints "N scenarios, M injected failures, C crashes, L leaks, P problems"
 // and exits non-zero when C, L or P is not 0.
 #include <drvshim/drvshim.hpp>
+#include <cuda_runtime_api.h>
 #include <drvshim/runtime_compat.hpp>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -236,26 +237,26 @@ std::vector<Scenario> scenarios() {
   s.push_back({"runtime_compat: the Runtime API's lazy policy", "discrete", false, [](World&) {
                  namespace rt = drvshim::rt;
                  rt::set_policy(rt::Policy::lazy);
-                 auto must = [](rt::Error e, const char* what) {
-                   if (e != rt::Error::success) {
-                     throw std::runtime_error(std::string(what) + " returned " + std::to_string(static_cast<int>(e)) +
-                                              ": " + rt::last_error_detail());
+                 auto must = [](cudaError_t e, const char* what) {
+                   if (e != cudaSuccess) {
+                     throw std::runtime_error(std::string(what) + " returned " + cudaGetErrorName(e) + ": " +
+                                              rt::last_error_detail());
                    }
                  };
                  int count = 0;
-                 must(rt::cudaGetDeviceCount(&count), "cudaGetDeviceCount");
-                 must(rt::cudaSetDevice(0), "cudaSetDevice");
+                 must(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+                 must(cudaSetDevice(0), "cudaSetDevice");
                  void* p = nullptr;
-                 must(rt::cudaMalloc(&p, 4096), "cudaMalloc");
+                 must(cudaMalloc(&p, 4096), "cudaMalloc");
                  std::vector<std::uint8_t> host(4096, 1);
-                 must(rt::cudaMemcpy(p, host.data(), 4096, rt::MemcpyKind::host_to_device), "cudaMemcpy");
-                 void* st = nullptr;
-                 must(rt::cudaStreamCreate(&st), "cudaStreamCreate");
-                 must(rt::cudaMemcpyAsync(host.data(), p, 4096, rt::MemcpyKind::device_to_host, st), "cudaMemcpyAsync");
-                 must(rt::cudaStreamSynchronize(st), "cudaStreamSynchronize");
-                 must(rt::cudaStreamDestroy(st), "cudaStreamDestroy");
-                 must(rt::cudaFree(p), "cudaFree");
-                 must(rt::cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+                 must(cudaMemcpy(p, host.data(), 4096, cudaMemcpyHostToDevice), "cudaMemcpy");
+                 cudaStream_t st = nullptr;
+                 must(cudaStreamCreate(&st), "cudaStreamCreate");
+                 must(cudaMemcpyAsync(host.data(), p, 4096, cudaMemcpyDeviceToHost, st), "cudaMemcpyAsync");
+                 must(cudaStreamSynchronize(st), "cudaStreamSynchronize");
+                 must(cudaStreamDestroy(st), "cudaStreamDestroy");
+                 must(cudaFree(p), "cudaFree");
+                 must(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
                  rt::shutdown();
                },
                false});

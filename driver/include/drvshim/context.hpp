@@ -26,6 +26,18 @@ struct MemoryInfo {
   std::size_t total = 0;
 };
 
+/// Per-context limits (cuCtxSetLimit), numbered as cuda.h's CUlimit (the
+/// CUDA Runtime's cudaLimit uses the same numbers).
+enum class Limit : int {
+  stack_size = 0,
+  printf_fifo_size = 1,
+  malloc_heap_size = 2,
+  dev_runtime_sync_depth = 3,
+  dev_runtime_pending_launch_count = 4,
+  max_l2_fetch_granularity = 5,
+  persisting_l2_cache_size = 6,
+};
+
 /// A non-owning view of a context: cheap to copy; valid while the owning
 /// PrimaryContext or Context (or another component's retain) keeps the context alive.
 class DRVSHIM_API ContextRef {
@@ -53,6 +65,16 @@ class DRVSHIM_API ContextRef {
   unsigned api_version() const;
   /// cuCtxGetFlags (with the context made current).
   ContextFlags flags() const;
+  /// cuCtxSetLimit / cuCtxGetLimit (with the context made current). Throws
+  /// CudaError (CUDA_ERROR_UNSUPPORTED_LIMIT, CUDA_ERROR_INVALID_VALUE) for what the device refuses.
+  void set_limit(Limit limit, std::size_t value) const;
+  std::size_t limit(Limit limit) const;
+  /// cuCtxResetPersistingL2Cache: returns every persisting L2 line to normal.
+  void reset_persisting_l2_cache() const;
+  /// cuProfilerStart / cuProfilerStop: profiling (Nsight, CUPTI) of this
+  /// context's work starts and stops here.
+  void profiler_start() const;
+  void profiler_stop() const;
 
   /// Internal.
   ContextRef(Device device, std::uintptr_t address, bool primary) noexcept

@@ -183,6 +183,10 @@ class DRVSHIM_API Device {
   /// Reads one attribute as a tri-state (never throws for "unsupported" or
   /// "unknown"; throws CudaError for other failures, such as an invalid device).
   AttributeValue attribute(DeviceAttribute attribute) const;
+  /// Reads any attribute by its CUdevice_attribute number (the CUDA Runtime's
+  /// cudaDeviceAttr uses the same numbers), including those DeviceAttribute
+  /// does not name; the same tri-state as attribute().
+  AttributeValue attribute_number(int cu_device_attribute) const;
   /// The host-mapping summary (12 attribute reads).
   HostMappingSummary host_mapping() const;
   /// Whether this device can access `peer`'s memory directly (cuDeviceCanAccessPeer).

@@ -152,6 +152,8 @@ void fill_async(const StreamRef& stream, DeviceSpan<T> dst, T value) {
 
 // ---- owners -------------------------------------------------------------------------------
 
+struct PitchedAllocation;
+
 /// Device memory from cuMemAlloc (move-only owner).
 class DRVSHIM_API DeviceBuffer {
  public:
@@ -184,6 +186,7 @@ class DRVSHIM_API DeviceBuffer {
 
  private:
   DeviceBuffer(ContextRef context, DevicePtr address, std::size_t bytes) noexcept;
+  friend DRVSHIM_API PitchedAllocation allocate_pitched(const ContextRef&, std::size_t, std::size_t, unsigned);
   void check_view_of(std::size_t element_size) const;
   ContextRef context_;
   DevicePtr address_;
@@ -338,9 +341,12 @@ DRVSHIM_API Status unregister_host_range(const ContextRef& context, void* data) 
 /// accessible from host and device.
 class DRVSHIM_API ManagedBuffer {
  public:
-  /// cuMemAllocManaged with CU_MEM_ATTACH_GLOBAL. Throws UnsupportedError when
-  /// the device's managed_memory attribute is not 1.
-  static ManagedBuffer allocate(const ContextRef& context, std::size_t bytes);
+  /// cuMemAllocManaged with `attach` (global: every stream and device; host:
+  /// not accessible from devices until attached to a stream). Throws
+  /// UnsupportedError when the device's managed_memory attribute is not 1,
+  /// InvalidArgumentError for MemoryAttach::single (only streams take it).
+  static ManagedBuffer allocate(const ContextRef& context, std::size_t bytes,
+                                MemoryAttach attach = MemoryAttach::global);
 
   ManagedBuffer(ManagedBuffer&& other) noexcept;
   ManagedBuffer& operator=(ManagedBuffer&& other) noexcept;
@@ -400,6 +406,86 @@ class DRVSHIM_API AsyncDeviceBuffer {
   DevicePtr address_;
   std::size_t bytes_;
 };
+
+// ---- pitched and 2D memory ------------------------------------------------------------------
+
+/// A pitched allocation: `height` rows of `pitch` bytes, each row starting
+/// aligned for the device's 2D copies and textures.
+struct PitchedAllocation {
+  DeviceBuffer buffer;
+  std::size_t pitch = 0;
+};
+
+/// cuMemAllocPitch: rows of at least `width_bytes`, padded to the pitch the
+/// device prefers for elements of `element_bytes` (4, 8 or 16). Throws
+/// InvalidArgumentError for a zero width or height or another element size,
+/// OutOfMemoryError when it does not fit.
+DRVSHIM_API PitchedAllocation allocate_pitched(const ContextRef& context, std::size_t width_bytes, std::size_t height,
+                                               unsigned element_bytes = 4);
+
+/// Where one side of a 2D copy lives.
+enum class MemorySide {
+  host,    ///< host memory (pageable or page-locked)
+  device,  ///< device memory
+  unified, ///< either: the driver decides from the address (unified addressing)
+};
+
+/// A 2D copy (cuMemcpy2D): `height` rows of `width_bytes`, rows `src_pitch`
+/// and `dst_pitch` bytes apart.
+struct Copy2D {
+  const void* src = nullptr;
+  std::size_t src_pitch = 0;
+  MemorySide src_side = MemorySide::unified;
+  void* dst = nullptr;
+  std::size_t dst_pitch = 0;
+  MemorySide dst_side = MemorySide::unified;
+  std::size_t width_bytes = 0;
+  std::size_t height = 0;
+};
+
+/// cuMemCpy2D in `context`, or cuMemcpy2DAsync on `stream`. Throws
+/// InvalidArgumentError, before calling the driver, when a pitch is smaller
+/// than the width or a pointer is null; CudaError for what the driver refuses.
+DRVSHIM_API void copy_2d(const ContextRef& context, const Copy2D& copy, const StreamRef* stream = nullptr);
+
+/// cuMemsetD2D8 (or its Async form on `stream`): sets `height` rows of
+/// `width_bytes` bytes, `pitch` bytes apart, to `value`.
+DRVSHIM_API void fill_2d(const ContextRef& context, DevicePtr dst, std::size_t pitch, std::uint8_t value,
+                         std::size_t width_bytes, std::size_t height, const StreamRef* stream = nullptr);
+
+// ---- managed-memory hints ---------------------------------------------------------------------
+
+/// A place memory can live or be accessed from (CUmemLocation).
+struct MemoryLocation {
+  enum class Type : int { device = 1, host = 2, host_numa = 3, host_numa_current = 4 };
+  Type type = Type::device;
+  int id = 0;  ///< the device ordinal (or NUMA node) for device / host_numa
+};
+
+/// Advice about managed memory (CUmem_advise).
+enum class MemoryAdvice : int {
+  set_read_mostly = 1,
+  unset_read_mostly = 2,
+  set_preferred_location = 3,
+  unset_preferred_location = 4,
+  set_accessed_by = 5,
+  unset_accessed_by = 6,
+};
+
+/// cuMemAdvise (the CUDA 12.2 form with a location) on managed memory
+/// [address, address + bytes). Throws DriverTooOldError without it.
+DRVSHIM_API void advise(const ContextRef& context, DevicePtr address, std::size_t bytes, MemoryAdvice advice,
+                        MemoryLocation location);
+
+/// cuMemPrefetchAsync (the CUDA 12.2 form) of managed memory to `location`,
+/// ordered on `stream`. Throws DriverTooOldError without it.
+DRVSHIM_API void prefetch_async(const StreamRef& stream, DevicePtr address, std::size_t bytes, MemoryLocation location);
+
+/// cuMemHostGetFlags: the flags of page-locked memory from cuMemHostAlloc as
+/// the driver reports them (on unified-addressing systems it may add
+/// device_map / portable to what was asked for). Throws CudaError
+/// (CUDA_ERROR_INVALID_VALUE) for other memory.
+DRVSHIM_API unsigned host_allocation_flags(const ContextRef& context, const void* host);
 
 // ---- pointer inspection ----------------------------------------------------------------------
 

@@ -77,14 +77,42 @@ struct Dim3 {
 };
 
 /// How to launch: grid, block, dynamic shared memory, stream, and optionally
-/// cluster dimensions (then cuLaunchKernelEx is used).
+/// cluster dimensions (then cuLaunchKernelEx is used) and a cooperative launch
+/// (cuLaunchCooperativeKernel: the whole grid must be resident at once, so
+/// grid-wide synchronisation works).
 struct LaunchConfig {
   Dim3 grid;
   Dim3 block;
   unsigned shared_bytes = 0;
   std::optional<StreamRef> stream;  ///< empty: the legacy default stream of the kernel's context
   std::optional<Dim3> cluster;
+  bool cooperative = false;
 };
+
+/// Kernel attributes, numbered as cuda.h's CUfunction_attribute (the CUDA
+/// Runtime's cudaFuncAttribute uses the same numbers for the settable ones:
+/// max_dynamic_shared_size_bytes and after).
+enum class FunctionAttribute : int {
+  max_threads_per_block = 0,
+  shared_size_bytes = 1,
+  const_size_bytes = 2,
+  local_size_bytes = 3,
+  num_regs = 4,
+  ptx_version = 5,
+  binary_version = 6,
+  cache_mode_ca = 7,
+  max_dynamic_shared_size_bytes = 8,  ///< settable: above 48 KiB needs this opt-in
+  preferred_shared_memory_carveout = 9,
+  cluster_size_must_be_set = 10,
+  required_cluster_width = 11,
+  required_cluster_height = 12,
+  required_cluster_depth = 13,
+  non_portable_cluster_size_allowed = 14,  ///< settable: clusters above 8 blocks on the H200
+  cluster_scheduling_policy_preference = 15,
+};
+
+/// The L1/shared-memory split a kernel prefers (CUfunc_cache).
+enum class CachePreference : int { none = 0, shared = 1, l1 = 2, equal = 3 };
 
 /// A kernel of a loaded module or library: a cheap handle that caches what it
 /// read (the parameter layout and the block limit are read once per kernel).
@@ -105,6 +133,22 @@ class DRVSHIM_API Kernel {
   int local_bytes() const;
   /// cuOccupancyMaxActiveBlocksPerMultiprocessor.
   int max_active_blocks_per_sm(unsigned block_threads, std::size_t dynamic_shared_bytes = 0) const;
+  /// cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags (flags: 0 default,
+  /// 1 disable the caching override). Throws DriverTooOldError without it.
+  int max_active_blocks_per_sm(unsigned block_threads, std::size_t dynamic_shared_bytes, unsigned flags) const;
+  /// cuOccupancyAvailableDynamicSMemPerBlock: the dynamic shared memory a block
+  /// may use so that `blocks_per_sm` blocks of `block_threads` fit on one SM.
+  std::size_t available_dynamic_shared_bytes(int blocks_per_sm, unsigned block_threads) const;
+  /// cuFuncGetAttribute for any attribute.
+  int attribute(FunctionAttribute attribute) const;
+  /// cuFuncSetAttribute (CUDA 9.0+): for example max_dynamic_shared_size_bytes
+  /// to launch with more than 48 KiB of dynamic shared memory, or
+  /// non_portable_cluster_size_allowed for clusters above the portable size.
+  /// Throws DriverTooOldError without it, CudaError (CUDA_ERROR_INVALID_VALUE)
+  /// for a read-only attribute or a value the device cannot give.
+  void set_attribute(FunctionAttribute attribute, int value) const;
+  /// cuFuncSetCacheConfig: a preference the driver may ignore.
+  void set_cache_preference(CachePreference preference) const;
   /// The parameter layout from cuFuncGetParamInfo (CUDA 12.4+), read at
   /// lookup; std::nullopt ("unknown": launches are not checked, and the debug
   /// log says why) where the driver cannot tell: an older driver, a failed
@@ -204,6 +248,29 @@ class DRVSHIM_API Library {
   /// the one the driver wrote, else the one drvshim gets by running the
   /// library's PTX through the driver's linker again.
   Kernel kernel(const ContextRef& context, const std::string& name) const;
+  /// cuKernelSetAttribute: sets a kernel attribute for one device, before or
+  /// after its functions are bound to contexts (see Kernel::set_attribute).
+  void set_kernel_attribute(const std::string& kernel, FunctionAttribute attribute, int value,
+                            const Device& device) const;
+  /// cuLibraryGetGlobal: the __device__ / __constant__ variable `name` as it
+  /// exists in `context` (loaded there if needed), as a typed device view.
+  /// Throws InvalidArgumentError when the library has no such variable.
+  template <class T>
+  DeviceSpan<T> global(const ContextRef& context, const std::string& name) const {
+    const auto [address, bytes] = global_bytes(context, name);
+    if (bytes % sizeof(T) != 0) throw_global_size(name, bytes, sizeof(T));
+    return DeviceSpan<T>(context, address, bytes / sizeof(T), 0);
+  }
+  /// A __managed__ variable: its address (valid on the host and on every device) and size.
+  struct ManagedVariable {
+    DevicePtr address = 0;
+    std::size_t bytes = 0;
+  };
+  /// cuLibraryGetManaged, after making sure the library is loaded into
+  /// `context` (cuLibraryGetModule): the driver registers a library's managed
+  /// variables when it is loaded into a first context. Throws
+  /// InvalidArgumentError when the library has no such variable.
+  ManagedVariable managed(const ContextRef& context, const std::string& name) const;
   /// Lets go of the library; the owner becomes empty. cuLibraryUnload runs now
   /// when no Kernel of it is left, else when the last one is destroyed.
   void unload();
@@ -211,13 +278,16 @@ class DRVSHIM_API Library {
 
  private:
   explicit Library(std::shared_ptr<detail::LibraryState> state) noexcept;
+  std::pair<DevicePtr, std::size_t> global_bytes(const ContextRef& context, const std::string& name) const;
+  [[noreturn]] static void throw_global_size(const std::string& name, std::size_t bytes, std::size_t element);
   std::shared_ptr<detail::LibraryState> state_;
 };
 
 /// Launches with arguments the caller packed: `args[i]` points at parameter i
-/// (cuLaunchKernel, or cuLaunchKernelEx with a cluster). Throws
-/// InvalidArgumentError before the launch for an empty grid or block (naming
-/// which and the dimension) and for a block over the kernel's limit.
+/// (cuLaunchKernel; cuLaunchCooperativeKernel for a cooperative launch;
+/// cuLaunchKernelEx with a cluster). Throws InvalidArgumentError before the
+/// launch for an empty grid or block (naming which and the dimension) and for
+/// a block over the kernel's limit.
 DRVSHIM_API void launch_raw(const Kernel& kernel, const LaunchConfig& config, void** args);
 
 namespace detail {

@@ -34,6 +34,30 @@ struct StreamPriorityRange {
   int greatest = 0;
 };
 
+/// Stream attributes (cuStreamSetAttribute), numbered as cuda.h's
+/// CUstreamAttrID (the CUDA Runtime's cudaStreamAttrID uses the same numbers).
+enum class StreamAttribute : int {
+  access_policy_window = 1,
+  synchronization_policy = 3,
+  priority = 8,
+  mem_sync_domain_map = 9,
+  mem_sync_domain = 10,
+};
+
+/// A stream attribute's value, laid out as cuda.h's CUstreamAttrValue (a
+/// 64-byte union; the CUDA Runtime's cudaStreamAttrValue has the same layout):
+/// fill the member the attribute names.
+struct alignas(8) StreamAttributeValue {
+  unsigned char bytes[64] = {};
+};
+
+/// How managed memory is attached to a stream (CU_MEM_ATTACH_*).
+enum class MemoryAttach : unsigned {
+  global = 0x1,  ///< accessible from any stream on any device
+  host = 0x2,    ///< not accessible from devices until attached otherwise
+  single = 0x4,  ///< accessible only from the stream it is attached to
+};
+
 /// cuCtxGetStreamPriorityRange for the context (made current for the call).
 DRVSHIM_API StreamPriorityRange stream_priority_range(const ContextRef& context);
 
@@ -73,6 +97,12 @@ class DRVSHIM_API StreamRef {
   /// exception it throws is caught, logged, and reported by the next
   /// synchronize() of this stream; it never terminates the process.
   void launch_host_func(std::function<void()> callback) const;
+  /// cuStreamSetAttribute / cuStreamGetAttribute (CUDA 11.0+; DriverTooOldError without them).
+  void set_attribute(StreamAttribute attribute, const StreamAttributeValue& value) const;
+  StreamAttributeValue attribute(StreamAttribute attribute) const;
+  /// cuStreamAttachMemAsync: attaches managed memory at `address` (`bytes`, 0
+  /// for the whole allocation) to this stream, ordered after its queued work.
+  void attach_memory(std::uint64_t address, std::size_t bytes, MemoryAttach attach) const;
 
   /// Internal. `id` is unique per created stream (0 for the default streams), so
   /// state kept per stream never leaks to a later stream that reuses the handle.

@@ -1,0 +1,279 @@
+// Execution control: launches (nvcc's __cudaLaunchKernel, the legacy
+// cudaLaunchKernel, cooperative launches, cudaLaunchKernelExC), kernel
+// attributes and cache preferences, occupancy.
+#include <climits>
+
+#include "registration.hpp"
+
+using namespace drvshim;
+using namespace drvshim::rt::impl;
+
+namespace {
+
+constexpr DefaultStream kLegacy = DefaultStream::legacy;
+constexpr DefaultStream kPerThread = DefaultStream::per_thread;
+
+struct LaunchRequest {
+  dim3 grid, block;
+  std::size_t shared = 0;
+  cudaStream_t stream = nullptr;
+  bool cooperative = false;
+  std::optional<Dim3> cluster;
+};
+
+cudaError_t unknown_function(const char* api, const void* func) {
+  return fail(cudaErrorInvalidDeviceFunction,
+              fmt::format("{}: {} is not a registered kernel (a __global__ function's address, or a cudaKernel_t)", api,
+                          func));
+}
+
+cudaError_t launch(const char* api, KernelHandle* k, const LaunchRequest& r, void** args, DefaultStream zero) {
+  return guarded(api, [&] {
+    if (r.grid.x == 0 || r.grid.y == 0 || r.grid.z == 0 || r.block.x == 0 || r.block.y == 0 || r.block.z == 0) {
+      return fail(cudaErrorInvalidConfiguration,
+                  fmt::format("{}: kernel {}: grid {}x{}x{}, block {}x{}x{}: no dimension may be 0", api, k->name,
+                              r.grid.x, r.grid.y, r.grid.z, r.block.x, r.block.y, r.block.z));
+    }
+    if (r.shared > UINT_MAX) return fail(cudaErrorInvalidValue, fmt::format("{}: {} bytes of shared memory", api, r.shared));
+    // The kernel runs in the stream's context: bound there (loading its fatbin the first time).
+    const StreamRef s = stream_of(r.stream, zero, api);
+    const ContextRef& ctx = s.context();
+    const Kernel kernel = bound_kernel(*k, ctx, ctx.device().ordinal(), api);
+    LaunchConfig config{{r.grid.x, r.grid.y, r.grid.z}, {r.block.x, r.block.y, r.block.z},
+                        static_cast<unsigned>(r.shared), s, r.cluster, r.cooperative};
+    try {
+      launch_raw(kernel, config, args);
+    } catch (const InvalidArgumentError& e) {
+      // drvshim refuses a block larger than the kernel allows before the
+      // driver sees it; cudart calls that an invalid configuration.
+      return fail(cudaErrorInvalidConfiguration, std::string(api) + ": " + e.what());
+    }
+    return cudaSuccess;
+  });
+}
+
+cudaError_t launch_by_function(const char* api, const void* func, const LaunchRequest& r, void** args,
+                               DefaultStream zero) {
+  KernelHandle* k = kernel_for(func);
+  if (k == nullptr) return unknown_function(api, func);
+  return launch(api, k, r, args, zero);
+}
+
+cudaError_t launch_ex(const char* api, const cudaLaunchConfig_t* config, const void* func, void** args,
+                      DefaultStream zero) {
+  if (config == nullptr) return null_argument(api, "config");
+  LaunchRequest r{config->gridDim, config->blockDim, config->dynamicSmemBytes, config->stream, false, std::nullopt};
+  for (unsigned i = 0; i < config->numAttrs; ++i) {
+    const cudaLaunchAttribute& a = config->attrs[i];
+    switch (a.id) {
+      case cudaLaunchAttributeCooperative: r.cooperative = a.val.cooperative != 0; break;
+      case cudaLaunchAttributeClusterDimension:
+        r.cluster = Dim3{a.val.clusterDim.x, a.val.clusterDim.y, a.val.clusterDim.z};
+        break;
+      case cudaLaunchAttributeIgnore: break;
+      default:
+        return not_supported(api, fmt::format("launch attribute {} (only cooperative and cluster dimensions are)",
+                                              static_cast<int>(a.id))
+                                      .c_str());
+    }
+  }
+  return launch_by_function(api, func, r, args, zero);
+}
+
+// The calling thread's context and the kernel bound there: what attribute and occupancy calls need.
+struct Bound {
+  ContextRef ctx;
+  Kernel kernel;
+};
+Bound bind_here(KernelHandle& k, const char* api) {
+  ContextRef ctx = context(api);
+  Kernel kernel = bound_kernel(k, ctx, thread().device, api);
+  return Bound{std::move(ctx), std::move(kernel)};
+}
+
+}  // namespace
+
+// ---- launches --------------------------------------------------------------------------------------
+
+DRVSHIM_CUDART cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void** args, size_t shared,
+                                              cudaStream_t stream) {
+  if (kernel == nullptr) return null_argument("__cudaLaunchKernel", "kernel");
+  return launch("__cudaLaunchKernel", reinterpret_cast<KernelHandle*>(kernel), {grid, block, shared, stream, false, {}},
+                args, kLegacy);
+}
+
+// Compiled with --default-stream per-thread: stream 0 is the per-thread default stream.
+DRVSHIM_CUDART cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 grid, dim3 block, void** args,
+                                                   size_t shared, cudaStream_t stream) {
+  if (kernel == nullptr) return null_argument("__cudaLaunchKernel_ptsz", "kernel");
+  return launch("__cudaLaunchKernel_ptsz", reinterpret_cast<KernelHandle*>(kernel),
+                {grid, block, shared, stream, false, {}}, args, kPerThread);
+}
+
+DRVSHIM_CUDART cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** args, size_t shared,
+                                            cudaStream_t stream) {
+  return launch_by_function("cudaLaunchKernel", func, {grid, block, shared, stream, false, {}}, args, kLegacy);
+}
+DRVSHIM_CUDART cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 grid, dim3 block, void** args, size_t shared,
+                                                 cudaStream_t stream) {
+  return launch_by_function("cudaLaunchKernel", func, {grid, block, shared, stream, false, {}}, args, kPerThread);
+}
+
+DRVSHIM_CUDART cudaError_t cudaLaunchCooperativeKernel(const void* func, dim3 grid, dim3 block, void** args,
+                                                       size_t shared, cudaStream_t stream) {
+  return launch_by_function("cudaLaunchCooperativeKernel", func, {grid, block, shared, stream, true, {}}, args, kLegacy);
+}
+DRVSHIM_CUDART cudaError_t cudaLaunchCooperativeKernel_ptsz(const void* func, dim3 grid, dim3 block, void** args,
+                                                            size_t shared, cudaStream_t stream) {
+  return launch_by_function("cudaLaunchCooperativeKernel", func, {grid, block, shared, stream, true, {}}, args,
+                            kPerThread);
+}
+
+DRVSHIM_CUDART cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* func, void** args) {
+  return launch_ex("cudaLaunchKernelExC", config, func, args, kLegacy);
+}
+DRVSHIM_CUDART cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* config, const void* func, void** args) {
+  return launch_ex("cudaLaunchKernelExC", config, func, args, kPerThread);
+}
+
+// ---- kernel attributes ----------------------------------------------------------------------------
+
+DRVSHIM_CUDART cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, const void* func) {
+  if (attr == nullptr) return null_argument("cudaFuncGetAttributes", "attr");
+  KernelHandle* k = kernel_for(func);
+  if (k == nullptr) return unknown_function("cudaFuncGetAttributes", func);
+  return guarded("cudaFuncGetAttributes", [&] {
+    const Bound b = bind_here(*k, "cudaFuncGetAttributes");
+    const auto get = [&](FunctionAttribute a) { return b.kernel.attribute(a); };
+    cudaFuncAttributes out{};
+    out.sharedSizeBytes = static_cast<size_t>(get(FunctionAttribute::shared_size_bytes));
+    out.constSizeBytes = static_cast<size_t>(get(FunctionAttribute::const_size_bytes));
+    out.localSizeBytes = static_cast<size_t>(get(FunctionAttribute::local_size_bytes));
+    out.maxThreadsPerBlock = get(FunctionAttribute::max_threads_per_block);
+    out.numRegs = get(FunctionAttribute::num_regs);
+    out.ptxVersion = get(FunctionAttribute::ptx_version);
+    out.binaryVersion = get(FunctionAttribute::binary_version);
+    out.cacheModeCA = get(FunctionAttribute::cache_mode_ca);
+    out.maxDynamicSharedSizeBytes = get(FunctionAttribute::max_dynamic_shared_size_bytes);
+    out.preferredShmemCarveout = get(FunctionAttribute::preferred_shared_memory_carveout);
+    out.clusterDimMustBeSet = get(FunctionAttribute::cluster_size_must_be_set);
+    out.requiredClusterWidth = get(FunctionAttribute::required_cluster_width);
+    out.requiredClusterHeight = get(FunctionAttribute::required_cluster_height);
+    out.requiredClusterDepth = get(FunctionAttribute::required_cluster_depth);
+    out.clusterSchedulingPolicyPreference = get(FunctionAttribute::cluster_scheduling_policy_preference);
+    out.nonPortableClusterSizeAllowed = get(FunctionAttribute::non_portable_cluster_size_allowed);
+    *attr = out;
+    return cudaSuccess;
+  });
+}
+
+DRVSHIM_CUDART cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value) {
+  KernelHandle* k = kernel_for(func);
+  if (k == nullptr) return unknown_function("cudaFuncSetAttribute", func);
+  // cudaFuncAttribute numbers the settable attributes as CUfunction_attribute does.
+  const int number = static_cast<int>(attr);
+  if (number < static_cast<int>(cudaFuncAttributeMaxDynamicSharedMemorySize) ||
+      number >= static_cast<int>(cudaFuncAttributeMax)) {
+    return fail(cudaErrorInvalidValue, fmt::format("cudaFuncSetAttribute: attribute {} is not settable", number));
+  }
+  return guarded("cudaFuncSetAttribute", [&] {
+    set_kernel_attribute(*k, context("cudaFuncSetAttribute"), thread().device, static_cast<FunctionAttribute>(number),
+                         value, "cudaFuncSetAttribute");
+    return cudaSuccess;
+  });
+}
+
+DRVSHIM_CUDART cudaError_t cudaFuncSetCacheConfig(const void* func, cudaFuncCache config) {
+  KernelHandle* k = kernel_for(func);
+  if (k == nullptr) return unknown_function("cudaFuncSetCacheConfig", func);
+  if (static_cast<int>(config) < 0 || static_cast<int>(config) > 3) {
+    return fail(cudaErrorInvalidValue, fmt::format("cudaFuncSetCacheConfig: {}", static_cast<int>(config)));
+  }
+  return guarded("cudaFuncSetCacheConfig", [&] {
+    set_kernel_cache_preference(*k, context("cudaFuncSetCacheConfig"), thread().device,
+                                static_cast<CachePreference>(config), "cudaFuncSetCacheConfig");
+    return cudaSuccess;
+  });
+}
+
+// Deprecated: the bank size is fixed on every supported architecture.
+DRVSHIM_CUDART cudaError_t cudaFuncSetSharedMemConfig(const void* func, cudaSharedMemConfig config) {
+  if (kernel_for(func) == nullptr) return unknown_function("cudaFuncSetSharedMemConfig", func);
+  if (static_cast<int>(config) < 0 || static_cast<int>(config) > 2) {
+    return fail(cudaErrorInvalidValue, fmt::format("cudaFuncSetSharedMemConfig: {}", static_cast<int>(config)));
+  }
+  return cudaSuccess;
+}
+
+DRVSHIM_CUDART cudaError_t cudaFuncGetName(const char** name, const void* func) {
+  if (name == nullptr) return null_argument("cudaFuncGetName", "name");
+  KernelHandle* k = kernel_for(func);
+  if (k == nullptr) return unknown_function("cudaFuncGetName", func);
+  *name = k->name.c_str();  // the handle lives as long as the process
+  return cudaSuccess;
+}
+
+DRVSHIM_CUDART cudaError_t cudaFuncGetParamInfo(const void* func, size_t index, size_t* offset, size_t* size) {
+  KernelHandle* k = kernel_for(func);
+  if (k == nullptr) return unknown_function("cudaFuncGetParamInfo", func);
+  return guarded("cudaFuncGetParamInfo", [&] {
+    const Bound b = bind_here(*k, "cudaFuncGetParamInfo");
+    const auto& params = b.kernel.params();
+    if (!params) return not_supported("cudaFuncGetParamInfo", "the driver cannot report parameter layouts");
+    if (index >= params->size()) {
+      return fail(cudaErrorInvalidValue, fmt::format("cudaFuncGetParamInfo: kernel {} has {} parameters, not {}",
+                                                     k->name, params->size(), index + 1));
+    }
+    if (offset != nullptr) *offset = (*params)[index].offset;
+    if (size != nullptr) *size = (*params)[index].size;
+    return cudaSuccess;
+  });
+}
+
+// ---- occupancy -------------------------------------------------------------------------------------
+
+namespace {
+
+cudaError_t occupancy(const char* api, int* blocks, const void* func, int block_size, std::size_t shared,
+                      unsigned flags, bool with_flags) {
+  if (blocks == nullptr) return null_argument(api, "numBlocks");
+  KernelHandle* k = kernel_for(func);
+  if (k == nullptr) return unknown_function(api, func);
+  if (block_size <= 0) return fail(cudaErrorInvalidValue, fmt::format("{}: block size {}", api, block_size));
+  return guarded(api, [&] {
+    const Bound b = bind_here(*k, api);
+    *blocks = with_flags ? b.kernel.max_active_blocks_per_sm(static_cast<unsigned>(block_size), shared, flags)
+                         : b.kernel.max_active_blocks_per_sm(static_cast<unsigned>(block_size), shared);
+    return cudaSuccess;
+  });
+}
+
+}  // namespace
+
+DRVSHIM_CUDART cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, const void* func, int block_size,
+                                                                         size_t shared) {
+  return occupancy("cudaOccupancyMaxActiveBlocksPerMultiprocessor", blocks, func, block_size, shared, 0, false);
+}
+
+DRVSHIM_CUDART cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* blocks, const void* func,
+                                                                                  int block_size, size_t shared,
+                                                                                  unsigned flags) {
+  return occupancy("cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", blocks, func, block_size, shared, flags,
+                   true);
+}
+
+DRVSHIM_CUDART cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(size_t* bytes, const void* func, int blocks,
+                                                                     int block_size) {
+  if (bytes == nullptr) return null_argument("cudaOccupancyAvailableDynamicSMemPerBlock", "dynamicSmemSize");
+  KernelHandle* k = kernel_for(func);
+  if (k == nullptr) return unknown_function("cudaOccupancyAvailableDynamicSMemPerBlock", func);
+  if (blocks <= 0 || block_size <= 0) {
+    return fail(cudaErrorInvalidValue, fmt::format("cudaOccupancyAvailableDynamicSMemPerBlock: {} blocks of {} threads",
+                                                   blocks, block_size));
+  }
+  return guarded("cudaOccupancyAvailableDynamicSMemPerBlock", [&] {
+    const Bound b = bind_here(*k, "cudaOccupancyAvailableDynamicSMemPerBlock");
+    *bytes = b.kernel.available_dynamic_shared_bytes(blocks, static_cast<unsigned>(block_size));
+    return cudaSuccess;
+  });
+}

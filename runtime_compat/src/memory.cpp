@@ -1,0 +1,492 @@
+// Memory management: device, pinned, registered, managed, pitched and
+// stream-ordered allocations; copies and memsets (1D and 2D, synchronous and
+// on streams, legacy and per-thread default stream); pointer attributes;
+// managed-memory hints.
+#include <cstring>
+
+#include "state.hpp"
+
+using namespace drvshim;
+using namespace drvshim::rt::impl;
+
+namespace {
+
+DeviceSpan<std::byte> device_span(const ContextRef& ctx, const void* p, std::size_t bytes) {
+  return DeviceSpan<std::byte>(ctx, reinterpret_cast<std::uintptr_t>(p), bytes, 0);
+}
+
+bool device_side(const Driver& drv, const void* p) {
+  const auto k = inspect_pointer(drv, p).kind;
+  return k == MemoryKind::device || k == MemoryKind::managed;
+}
+
+// cudaMemcpyDefault decided by where each pointer lives (unified addressing).
+cudaMemcpyKind resolve(const Driver& drv, void* dst, const void* src, cudaMemcpyKind kind) {
+  if (kind != cudaMemcpyDefault) return kind;
+  const bool d = device_side(drv, dst), s = device_side(drv, src);
+  return d ? (s ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+           : (s ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+}
+
+bool valid_kind(cudaMemcpyKind kind) { return static_cast<int>(kind) >= 0 && static_cast<int>(kind) <= 4; }
+
+cudaError_t bad_kind(const char* api, cudaMemcpyKind kind) {
+  return fail(cudaErrorInvalidMemcpyDirection,
+              fmt::format("{}: kind {} is not a cudaMemcpyKind (0-4)", api, static_cast<int>(kind)));
+}
+
+// A host-to-host copy ordered on a stream: run by the driver's host-function
+// thread once the stream's earlier work is done.
+void host_copy_on(const StreamRef& s, void* dst, const void* src, std::size_t bytes) {
+  s.launch_host_func([dst, src, bytes] { std::memmove(dst, src, bytes); });
+}
+
+// One copy, as cudaMemcpy / cudaMemcpyAsync and their per-thread-stream forms do it.
+// `stream` empty: synchronous on the legacy default stream (cuMemcpy*).
+cudaError_t do_copy(const char* api, void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind,
+                 std::optional<cudaStream_t> stream, DefaultStream zero) {
+  if (!valid_kind(kind)) return bad_kind(api, kind);
+  if ((dst == nullptr || src == nullptr) && bytes != 0) return null_argument(api, "dst or src");
+  return guarded(api, [&] {
+    const ContextRef ctx = context(api);
+    // Synchronous copies in per-thread-default-stream programs go on that stream.
+    const bool on_stream = stream.has_value() || zero == DefaultStream::per_thread;
+    const StreamRef s = on_stream ? stream_of(stream.value_or(nullptr), zero, api) : StreamRef::legacy_default(ctx);
+    if (bytes == 0) return cudaSuccess;
+    kind = resolve(driver(api), dst, src, kind);
+    const std::span<const std::byte> hsrc(static_cast<const std::byte*>(src), bytes);
+    const std::span<std::byte> hdst(static_cast<std::byte*>(dst), bytes);
+    const auto ddst = device_span(ctx, dst, bytes);
+    const DeviceSpan<const std::byte> dsrc(device_span(ctx, src, bytes));
+    if (on_stream) {
+      switch (kind) {
+        case cudaMemcpyHostToDevice: copy_async(s, ddst, hsrc); break;
+        case cudaMemcpyDeviceToHost: copy_async(s, hdst, dsrc); break;
+        case cudaMemcpyDeviceToDevice: copy_async(s, ddst, dsrc); break;
+        default: host_copy_on(s, dst, src, bytes); break;
+      }
+      if (!stream.has_value()) s.synchronize();  // the synchronous form on the per-thread stream
+    } else {
+      switch (kind) {
+        case cudaMemcpyHostToDevice: drvshim::copy(ddst, hsrc); break;
+        case cudaMemcpyDeviceToHost: drvshim::copy(hdst, dsrc); break;
+        case cudaMemcpyDeviceToDevice: drvshim::copy(ddst, dsrc); break;
+        default:
+          // Ordered after the device's work, like cudart's cuMemcpy.
+          s.synchronize();
+          std::memmove(dst, src, bytes);
+          break;
+      }
+    }
+    return cudaSuccess;
+  });
+}
+
+cudaError_t do_memset(const char* api, void* ptr, int value, std::size_t bytes, std::optional<cudaStream_t> stream,
+                   DefaultStream zero) {
+  if (ptr == nullptr && bytes != 0) return null_argument(api, "devPtr");
+  return guarded(api, [&] {
+    const ContextRef ctx = context(api);
+    if (bytes == 0) return cudaSuccess;
+    const auto span = device_span(ctx, ptr, bytes);
+    if (stream.has_value() || zero == DefaultStream::per_thread) {
+      const StreamRef s = stream_of(stream.value_or(nullptr), zero, api);
+      fill_async(s, span, static_cast<std::byte>(value));
+      if (!stream.has_value()) s.synchronize();
+    } else {
+      fill(span, static_cast<std::byte>(value));
+    }
+    return cudaSuccess;
+  });
+}
+
+cudaError_t do_copy_2d(const char* api, void* dst, std::size_t dpitch, const void* src, std::size_t spitch,
+                    std::size_t width, std::size_t height, cudaMemcpyKind kind, std::optional<cudaStream_t> stream,
+                    DefaultStream zero) {
+  if (!valid_kind(kind)) return bad_kind(api, kind);
+  if (width > dpitch || width > spitch) {
+    return fail(cudaErrorInvalidPitchValue,
+                fmt::format("{}: width {} exceeds the pitch (dst {}, src {})", api, width, dpitch, spitch));
+  }
+  if ((dst == nullptr || src == nullptr) && width != 0 && height != 0) return null_argument(api, "dst or src");
+  return guarded(api, [&] {
+    const ContextRef ctx = context(api);
+    Copy2D c;
+    c.src = src;
+    c.src_pitch = spitch;
+    c.dst = dst;
+    c.dst_pitch = dpitch;
+    c.width_bytes = width;
+    c.height = height;
+    const auto side = [](bool device) { return device ? MemorySide::device : MemorySide::host; };
+    switch (kind) {
+      case cudaMemcpyHostToHost: c.src_side = c.dst_side = MemorySide::host; break;
+      case cudaMemcpyHostToDevice: c.src_side = side(false), c.dst_side = side(true); break;
+      case cudaMemcpyDeviceToHost: c.src_side = side(true), c.dst_side = side(false); break;
+      case cudaMemcpyDeviceToDevice: c.src_side = c.dst_side = MemorySide::device; break;
+      default: c.src_side = c.dst_side = MemorySide::unified; break;
+    }
+    if (stream.has_value() || zero == DefaultStream::per_thread) {
+      const StreamRef s = stream_of(stream.value_or(nullptr), zero, api);
+      drvshim::copy_2d(ctx, c, &s);
+      if (!stream.has_value()) s.synchronize();
+    } else {
+      drvshim::copy_2d(ctx, c);
+    }
+    return cudaSuccess;
+  });
+}
+
+cudaError_t do_memset_2d(const char* api, void* ptr, std::size_t pitch, int value, std::size_t width, std::size_t height,
+                      std::optional<cudaStream_t> stream, DefaultStream zero) {
+  if (width > pitch) {
+    return fail(cudaErrorInvalidValue, fmt::format("{}: width {} exceeds the pitch {}", api, width, pitch));
+  }
+  if (ptr == nullptr && width != 0 && height != 0) return null_argument(api, "devPtr");
+  return guarded(api, [&] {
+    const ContextRef ctx = context(api);
+    const auto address = reinterpret_cast<std::uintptr_t>(ptr);
+    if (stream.has_value() || zero == DefaultStream::per_thread) {
+      const StreamRef s = stream_of(stream.value_or(nullptr), zero, api);
+      fill_2d(ctx, address, pitch, static_cast<std::uint8_t>(value), width, height, &s);
+      if (!stream.has_value()) s.synchronize();
+    } else {
+      fill_2d(ctx, address, pitch, static_cast<std::uint8_t>(value), width, height);
+    }
+    return cudaSuccess;
+  });
+}
+
+std::size_t allocation_size(const DeviceAllocation& a) { return a.bytes; }
+
+template <class Owner>
+void record_device(void** out, std::uintptr_t address, std::size_t bytes, Owner&& owner) {
+  registries().device_memory.add(
+      address, std::make_shared<DeviceAllocation>(DeviceAllocation{thread().device, bytes, std::forward<Owner>(owner)}));
+  *out = reinterpret_cast<void*>(address);
+}
+
+}  // namespace
+
+// ---- device memory ----------------------------------------------------------------------------------
+
+DRVSHIM_CUDART cudaError_t cudaMalloc(void** ptr, size_t bytes) {
+  if (ptr == nullptr) return null_argument("cudaMalloc", "devPtr");
+  *ptr = nullptr;
+  return guarded("cudaMalloc", [&] {
+    const ContextRef ctx = context("cudaMalloc");
+    if (bytes == 0) return cudaSuccess;  // as cudart: success, and a null pointer
+    auto buffer = DeviceBuffer::allocate(ctx, bytes);
+    const DevicePtr address = buffer.address();
+    record_device(ptr, address, bytes, std::move(buffer));
+    return cudaSuccess;
+  });
+}
+
+DRVSHIM_CUDART cudaError_t cudaMallocPitch(void** ptr, size_t* pitch, size_t width, size_t height) {
+  if (ptr == nullptr || pitch == nullptr) return null_argument("cudaMallocPitch", "devPtr or pitch");
+  *ptr = nullptr;
+  return guarded("cudaMallocPitch", [&] {
+    const ContextRef ctx = context("cudaMallocPitch");
+    if (width == 0 || height == 0) {
+      *pitch = 0;
+      return cudaSuccess;
+    }
+    auto a = allocate_pitched(ctx, width, height, 4);
+    const DevicePtr address = a.buffer.address();
+    *pitch = a.pitch;
+    record_device(ptr, address, a.pitch * height, std::move(a.buffer));
+    return cudaSuccess;
+  });
+}
+
+DRVSHIM_CUDART cudaError_t cudaMallocManaged(void** ptr, size_t bytes, unsigned flags) {
+  if (ptr == nullptr) return null_argument("cudaMallocManaged", "devPtr");
+  if (bytes == 0) return fail(cudaErrorInvalidValue, "cudaMallocManaged: size 0");
+  if (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost) {
+    return fail(cudaErrorInvalidValue,
+                fmt::format("cudaMallocManaged: flags 0x{:x}: cudaMemAttachGlobal (1) or cudaMemAttachHost (2)", flags));
+  }
+  return guarded("cudaMallocManaged", [&] {
+    auto buffer = ManagedBuffer::allocate(context("cudaMallocManaged"), bytes, static_cast<MemoryAttach>(flags));
+    const DevicePtr address = buffer.address();
+    record_device(ptr, address, bytes, std::move(buffer));
+    return cudaSuccess;
+  });
+}
+
+namespace {
+
+cudaError_t malloc_async(const char* api, void** ptr, std::size_t bytes, cudaStream_t stream, DefaultStream zero) {
+  if (ptr == nullptr) return null_argument(api, "devPtr");
+  *ptr = nullptr;
+  return guarded(api, [&] {
+    const StreamRef s = stream_of(stream, zero, api);
+    if (bytes == 0) return cudaSuccess;
+    auto buffer = AsyncDeviceBuffer::allocate(s, bytes);
+    const DevicePtr address = buffer.address();
+    record_device(ptr, address, bytes, std::move(buffer));
+    return cudaSuccess;
+  });
+}
+
+cudaError_t free_async(const char* api, void* ptr, cudaStream_t stream, DefaultStream zero) {
+  if (ptr == nullptr) return cudaSuccess;
+  return guarded(api, [&] {
+    const StreamRef s = stream_of(stream, zero, api);
+    auto a = registries().device_memory.remove(reinterpret_cast<std::uintptr_t>(ptr));
+    if (!a) return fail(cudaErrorInvalidValue, fmt::format("{}: {} is not an allocation of this runtime", api, ptr));
+    if (auto* async = std::get_if<AsyncDeviceBuffer>(&a->owner)) {
+      async->free(s);  // ordered on `s`
+    } else {
+      s.synchronize();  // other kinds are freed once the stream's work is done
+    }
+    return cudaSuccess;
+  });
+}
+
+}  // namespace
+
+DRVSHIM_CUDART cudaError_t cudaMallocAsync(void** ptr, size_t bytes, cudaStream_t stream) {
+  return malloc_async("cudaMallocAsync", ptr, bytes, stream, DefaultStream::legacy);
+}
+DRVSHIM_CUDART cudaError_t cudaMallocAsync_ptsz(void** ptr, size_t bytes, cudaStream_t stream) {
+  return malloc_async("cudaMallocAsync", ptr, bytes, stream, DefaultStream::per_thread);
+}
+DRVSHIM_CUDART cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
+  return free_async("cudaFreeAsync", ptr, stream, DefaultStream::legacy);
+}
+DRVSHIM_CUDART cudaError_t cudaFreeAsync_ptsz(void* ptr, cudaStream_t stream) {
+  return free_async("cudaFreeAsync", ptr, stream, DefaultStream::per_thread);
+}
+
+DRVSHIM_CUDART cudaError_t cudaFree(void* ptr) {
+  if (ptr == nullptr) return cudaSuccess;  // as cudart
+  return guarded("cudaFree", [&] {
+    auto& memory = registries().device_memory;
+    const auto address = reinterpret_cast<std::uintptr_t>(ptr);
+    auto a = memory.remove(address);
+    if (!a) {
+      const auto [base, inside] = memory.find_containing(address, allocation_size);
+      return fail(cudaErrorInvalidValue,
+                  inside ? fmt::format("cudaFree: {} points inside the allocation at 0x{:x}, not at its start", ptr, base)
+                         : fmt::format("cudaFree: {} is not an allocation of this runtime", ptr));
+    }
+    // After a sticky error the context is gone: the memory went with it, and
+    // cudart reports the error here as at every other call.
+    if (const cudaError_t sticky = sticky_error(a->device); sticky != cudaSuccess) {
+      return fail(sticky, fmt::format("cudaFree: device {} has a sticky error", a->device));
+    }
+    std::visit([](auto& owner) { owner.free(); }, a->owner);  // may throw the driver's error
+    return cudaSuccess;
+  });
+}
+
+// ---- page-locked and registered host memory --------------------------------------------------------
+
+DRVSHIM_CUDART cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned flags) {
+  if (ptr == nullptr) return null_argument("cudaHostAlloc", "pHost");
+  *ptr = nullptr;
+  if ((flags & ~0x7u) != 0) {
+    return fail(cudaErrorInvalidValue, fmt::format("cudaHostAlloc: flags 0x{:x}: cudaHostAllocPortable (1), "
+                                                   "cudaHostAllocMapped (2), cudaHostAllocWriteCombined (4)",
+                                                   flags));
+  }
+  return guarded("cudaHostAlloc", [&] {
+    const ContextRef ctx = context("cudaHostAlloc");
+    if (bytes == 0) return cudaSuccess;  // as cudart: success, and a null pointer
+    PinnedBuffer buffer = PinnedBuffer::allocate(ctx, bytes, static_cast<HostAllocFlags>(flags));
+    void* data = buffer.data();
+    registries().host_memory.add(reinterpret_cast<std::uintptr_t>(data),
+                                 std::make_shared<HostAllocation>(HostAllocation{thread().device, flags, std::move(buffer)}));
+    *ptr = data;
+    return cudaSuccess;
+  });
+}
+
+DRVSHIM_CUDART cudaError_t cudaMallocHost(void** ptr, size_t bytes) { return cudaHostAlloc(ptr, bytes, 0); }
+
+DRVSHIM_CUDART cudaError_t cudaFreeHost(void* ptr) {
+  if (ptr == nullptr) return cudaSuccess;
+  return guarded("cudaFreeHost", [&] {
+    auto h = registries().host_memory.remove(reinterpret_cast<std::uintptr_t>(ptr));
+    if (!h) return fail(cudaErrorInvalidValue, fmt::format("cudaFreeHost: {} is not from cudaHostAlloc", ptr));
+    h->owner.free();
+    return cudaSuccess;
+  });
+}
+
+DRVSHIM_CUDART cudaError_t cudaHostGetDevicePointer(void** device, void* host, unsigned flags) {
+  if (device == nullptr || host == nullptr) return null_argument("cudaHostGetDevicePointer", "pDevice or pHost");
+  if (flags != 0) return fail(cudaErrorInvalidValue, "cudaHostGetDevicePointer: flags must be 0");
+  return guarded("cudaHostGetDevicePointer", [&] {
+    (void)context("cudaHostGetDevicePointer");
+    const PointerInfo info = inspect_pointer(driver("cudaHostGetDevicePointer"), host);
+    if (info.kind != MemoryKind::page_locked_host || info.device_address == 0) {
+      return fail(cudaErrorInvalidValue, fmt::format("cudaHostGetDevicePointer: {} is not mapped page-locked memory ({})",
+                                                     host, info.to_string()));
+    }
+    *device = reinterpret_cast<void*>(info.device_address);
+    return cudaSuccess;
+  });
+}
+
+DRVSHIM_CUDART cudaError_t cudaHostGetFlags(unsigned* flags, void* host) {
+  if (flags == nullptr || host == nullptr) return null_argument("cudaHostGetFlags", "pFlags or pHost");
+  return guarded("cudaHostGetFlags", [&] {
+    const auto [base, h] = registries().host_memory.find_containing(
+        reinterpret_cast<std::uintptr_t>(host), [](const HostAllocation& a) { return a.owner.size(); });
+    if (!h) return fail(cudaErrorInvalidValue, fmt::format("cudaHostGetFlags: {} is not from cudaHostAlloc", host));
+    *flags = host_allocation_flags(h->owner.context(), h->owner.data());
+    return cudaSuccess;
+  });
+}
+
+DRVSHIM_CUDART cudaError_t cudaHostRegister(void* ptr, size_t bytes, unsigned flags) {
+  if (ptr == nullptr) return null_argument("cudaHostRegister", "ptr");
+  return guarded("cudaHostRegister", [&] {
+    auto range = RegisteredRange::register_range(context("cudaHostRegister"), ptr, bytes,
+                                                 static_cast<HostRegisterFlags>(flags));
+    registries().registrations.add(
+        reinterpret_cast<std::uintptr_t>(ptr),
+        std::make_shared<HostRegistration>(HostRegistration{thread().device, flags, std::move(range)}));
+    return cudaSuccess;
+  });
+}
+
+DRVSHIM_CUDART cudaError_t cudaHostUnregister(void* ptr) {
+  if (ptr == nullptr) return null_argument("cudaHostUnregister", "ptr");
+  return guarded("cudaHostUnregister", [&] {
+    auto r = registries().registrations.remove(reinterpret_cast<std::uintptr_t>(ptr));
+    if (!r) {
+      return fail(cudaErrorHostMemoryNotRegistered, fmt::format("cudaHostUnregister: {} is not registered", ptr));
+    }
+    r->owner.unregister();
+    return cudaSuccess;
+  });
+}
+
+// ---- copies and memsets ----------------------------------------------------------------------------
+
+DRVSHIM_CUDART cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  return do_copy("cudaMemcpy", dst, src, bytes, kind, std::nullopt, DefaultStream::legacy);
+}
+DRVSHIM_CUDART cudaError_t cudaMemcpy_ptds(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  return do_copy("cudaMemcpy", dst, src, bytes, kind, std::nullopt, DefaultStream::per_thread);
+}
+DRVSHIM_CUDART cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+                                           cudaStream_t stream) {
+  return do_copy("cudaMemcpyAsync", dst, src, bytes, kind, stream, DefaultStream::legacy);
+}
+DRVSHIM_CUDART cudaError_t cudaMemcpyAsync_ptsz(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+                                                cudaStream_t stream) {
+  return do_copy("cudaMemcpyAsync", dst, src, bytes, kind, stream, DefaultStream::per_thread);
+}
+
+DRVSHIM_CUDART cudaError_t cudaMemset(void* ptr, int value, size_t bytes) {
+  return do_memset("cudaMemset", ptr, value, bytes, std::nullopt, DefaultStream::legacy);
+}
+DRVSHIM_CUDART cudaError_t cudaMemset_ptds(void* ptr, int value, size_t bytes) {
+  return do_memset("cudaMemset", ptr, value, bytes, std::nullopt, DefaultStream::per_thread);
+}
+DRVSHIM_CUDART cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t stream) {
+  return do_memset("cudaMemsetAsync", ptr, value, bytes, stream, DefaultStream::legacy);
+}
+DRVSHIM_CUDART cudaError_t cudaMemsetAsync_ptsz(void* ptr, int value, size_t bytes, cudaStream_t stream) {
+  return do_memset("cudaMemsetAsync", ptr, value, bytes, stream, DefaultStream::per_thread);
+}
+
+DRVSHIM_CUDART cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                                        size_t height, cudaMemcpyKind kind) {
+  return do_copy_2d("cudaMemcpy2D", dst, dpitch, src, spitch, width, height, kind, std::nullopt, DefaultStream::legacy);
+}
+DRVSHIM_CUDART cudaError_t cudaMemcpy2D_ptds(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                                             size_t height, cudaMemcpyKind kind) {
+  return do_copy_2d("cudaMemcpy2D", dst, dpitch, src, spitch, width, height, kind, std::nullopt, DefaultStream::per_thread);
+}
+DRVSHIM_CUDART cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                                             size_t height, cudaMemcpyKind kind, cudaStream_t stream) {
+  return do_copy_2d("cudaMemcpy2DAsync", dst, dpitch, src, spitch, width, height, kind, stream, DefaultStream::legacy);
+}
+DRVSHIM_CUDART cudaError_t cudaMemcpy2DAsync_ptsz(void* dst, size_t dpitch, const void* src, size_t spitch,
+                                                  size_t width, size_t height, cudaMemcpyKind kind,
+                                                  cudaStream_t stream) {
+  return do_copy_2d("cudaMemcpy2DAsync", dst, dpitch, src, spitch, width, height, kind, stream, DefaultStream::per_thread);
+}
+
+DRVSHIM_CUDART cudaError_t cudaMemset2D(void* ptr, size_t pitch, int value, size_t width, size_t height) {
+  return do_memset_2d("cudaMemset2D", ptr, pitch, value, width, height, std::nullopt, DefaultStream::legacy);
+}
+DRVSHIM_CUDART cudaError_t cudaMemset2D_ptds(void* ptr, size_t pitch, int value, size_t width, size_t height) {
+  return do_memset_2d("cudaMemset2D", ptr, pitch, value, width, height, std::nullopt, DefaultStream::per_thread);
+}
+DRVSHIM_CUDART cudaError_t cudaMemset2DAsync(void* ptr, size_t pitch, int value, size_t width, size_t height,
+                                             cudaStream_t stream) {
+  return do_memset_2d("cudaMemset2DAsync", ptr, pitch, value, width, height, stream, DefaultStream::legacy);
+}
+DRVSHIM_CUDART cudaError_t cudaMemset2DAsync_ptsz(void* ptr, size_t pitch, int value, size_t width, size_t height,
+                                                  cudaStream_t stream) {
+  return do_memset_2d("cudaMemset2DAsync", ptr, pitch, value, width, height, stream, DefaultStream::per_thread);
+}
+
+// ---- pointer attributes and managed-memory hints ------------------------------------------------------
+
+DRVSHIM_CUDART cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const void* ptr) {
+  if (attributes == nullptr) return null_argument("cudaPointerGetAttributes", "attributes");
+  return guarded("cudaPointerGetAttributes", [&] {
+    const PointerInfo info = inspect_pointer(driver("cudaPointerGetAttributes"), ptr);
+    cudaPointerAttributes a{};
+    switch (info.kind) {
+      case MemoryKind::pageable_host: a.type = cudaMemoryTypeUnregistered; break;
+      case MemoryKind::page_locked_host: a.type = cudaMemoryTypeHost; break;
+      case MemoryKind::managed: a.type = cudaMemoryTypeManaged; break;
+      default: a.type = cudaMemoryTypeDevice; break;
+    }
+    a.device = info.kind == MemoryKind::pageable_host ? -2 : info.device_ordinal;
+    a.devicePointer = reinterpret_cast<void*>(info.device_address);
+    a.hostPointer = info.host_address;
+    *attributes = a;
+    return cudaSuccess;
+  });
+}
+
+namespace {
+
+MemoryLocation location_of(cudaMemLocation l) {
+  return MemoryLocation{static_cast<MemoryLocation::Type>(l.type), l.id};
+}
+
+cudaError_t prefetch(const char* api, const void* ptr, std::size_t bytes, cudaMemLocation location, unsigned flags,
+                     cudaStream_t stream, DefaultStream zero) {
+  if (flags != 0) return fail(cudaErrorInvalidValue, fmt::format("{}: flags must be 0", api));
+  return guarded(api, [&] {
+    prefetch_async(stream_of(stream, zero, api), reinterpret_cast<std::uintptr_t>(ptr), bytes, location_of(location));
+    return cudaSuccess;
+  });
+}
+
+}  // namespace
+
+DRVSHIM_CUDART cudaError_t cudaMemPrefetchAsync(const void* ptr, size_t bytes, cudaMemLocation location,
+                                                unsigned flags, cudaStream_t stream) {
+  return prefetch("cudaMemPrefetchAsync", ptr, bytes, location, flags, stream, DefaultStream::legacy);
+}
+DRVSHIM_CUDART cudaError_t cudaMemPrefetchAsync_ptsz(const void* ptr, size_t bytes, cudaMemLocation location,
+                                                     unsigned flags, cudaStream_t stream) {
+  return prefetch("cudaMemPrefetchAsync", ptr, bytes, location, flags, stream, DefaultStream::per_thread);
+}
+
+DRVSHIM_CUDART cudaError_t cudaMemAdvise(const void* ptr, size_t bytes, cudaMemoryAdvise advice,
+                                         cudaMemLocation location) {
+  return guarded("cudaMemAdvise", [&] {
+    advise(context("cudaMemAdvise"), reinterpret_cast<std::uintptr_t>(ptr), bytes,
+           static_cast<MemoryAdvice>(advice), location_of(location));
+    return cudaSuccess;
+  });
+}
+
+// ---- channel descriptors (a plain constructor; arrays and textures are outside the subset) -------
+
+DRVSHIM_CUDART cudaChannelFormatDesc cudaCreateChannelDesc(int x, int y, int z, int w, cudaChannelFormatKind f) {
+  return cudaChannelFormatDesc{x, y, z, w, f};
+}

@@ -1,0 +1,435 @@
+// The runtime's state: the driver and the policy, each device's primary
+// context, the calling thread's device and last error, error numbers, the
+// registries. The only runtime_compat file that includes a drvshim internal
+// header (log_internal.hpp: the runtime logs through drvshim's logger).
+#include "state.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "log_internal.hpp"
+
+namespace drvshim::rt::impl {
+
+// ---- logging ----------------------------------------------------------------------------------------
+
+bool log_on(log::Level level) noexcept { return drvshim::detail::log_enabled(level); }
+void log_line(log::Level level, const std::string& message) noexcept { drvshim::detail::log_write(level, message); }
+
+void implicit(const char* trigger, const std::string& step) {
+  logf(log::Level::info, "runtime_compat: {} -> {} (implicit)", trigger, step);
+  trace::mark("rt-implicit", std::string(trigger) + " -> " + step);
+}
+
+// ---- errors -------------------------------------------------------------------------------------------
+
+namespace {
+
+constexpr std::pair<int, int> kDriverToRuntime[] = {
+#define DRVSHIM_CU_TO_CUDART(cu, rt) {cu, rt},
+#include "cudart_errors.inc"
+#undef DRVSHIM_CU_TO_CUDART
+};
+
+}  // namespace
+
+cudaError_t from_driver(int cu_result) noexcept {
+  for (const auto& [cu, runtime] : kDriverToRuntime) {
+    if (cu == cu_result) return static_cast<cudaError_t>(runtime);
+  }
+  return cudaErrorUnknown;
+}
+
+cudaError_t from_exception(const drvshim::Error& e) noexcept {
+  switch (e.kind()) {
+    case ErrorKind::driver_not_found: return cudaErrorInsufficientDriver;
+    case ErrorKind::driver_too_old:
+      // Too old to load at all, or lacking the one function this call needs.
+      return e.api() == "Driver::load" ? cudaErrorInsufficientDriver : cudaErrorCallRequiresNewerDriver;
+    case ErrorKind::stub_library: return cudaErrorStubLibrary;
+    case ErrorKind::missing_step:
+    case ErrorKind::used_after_fork: return cudaErrorInitializationError;
+    case ErrorKind::context_state: return cudaErrorSetOnActiveProcess;
+    case ErrorKind::invalid_argument: return cudaErrorInvalidValue;
+    case ErrorKind::unsupported: return cudaErrorNotSupported;
+    case ErrorKind::host_callback:
+    case ErrorKind::system: return cudaErrorUnknown;
+    // A Runtime-API call made inside a stream callback or host function: cudart says the same.
+    case ErrorKind::not_permitted: return cudaErrorNotPermitted;
+    case ErrorKind::context_poisoned:
+    case ErrorKind::cuda: break;
+  }
+  return e.code() != 0 ? from_driver(e.code()) : cudaErrorUnknown;
+}
+
+namespace {
+thread_local ThreadState t_state;
+}  // namespace
+
+ThreadState& thread() noexcept { return t_state; }
+
+cudaError_t fail(cudaError_t e, std::string detail) {
+  auto& t = thread();
+  t.last = e;
+  t.detail = std::move(detail);
+  logf(log::Level::debug, "runtime_compat: {} ({})", static_cast<int>(e), t.detail);
+  return e;
+}
+
+cudaError_t null_argument(const char* api, const char* what) {
+  return fail(cudaErrorInvalidValue, fmt::format("{}: {} is null", api, what));
+}
+
+cudaError_t not_supported(const char* api, const char* why) {
+  logf(log::Level::error, "runtime_compat: {} is outside libdrvshim_cudart's subset{}{} (docs/runtime-compat.md)", api,
+       why != nullptr ? ": " : "", why != nullptr ? why : "");
+  return fail(cudaErrorNotSupported, fmt::format("{} is not part of libdrvshim_cudart's subset{}{}", api,
+                                                 why != nullptr ? ": " : "", why != nullptr ? why : ""));
+}
+
+cudaError_t fail_exception(const char* api, const drvshim::Error& e) noexcept {
+  const cudaError_t code = from_exception(e);
+  try {
+    if (e.kind() == ErrorKind::context_poisoned || (e.kind() == ErrorKind::cuda && is_sticky_error(e.code()))) {
+      note_sticky(thread().device, code);
+    }
+    return fail(code, std::string(api) + ": " + e.what());
+  } catch (...) {
+    thread().last = code;
+    return code;
+  }
+}
+
+cudaError_t fail_other(const char* api, const char* what, bool out_of_memory) noexcept {
+  const cudaError_t code = out_of_memory ? cudaErrorMemoryAllocation : cudaErrorUnknown;
+  try {
+    return fail(code, std::string(api) + ": " + what);
+  } catch (...) {
+    thread().last = code;
+    return code;
+  }
+}
+
+// ---- the runtime --------------------------------------------------------------------------------------
+
+namespace {
+
+// Generations are unique in the process, so a thread's cached context can
+// never match a slot that was reset or re-created since.
+std::atomic<std::uint64_t> g_generations{1};
+std::uint64_t next_generation() noexcept { return g_generations.fetch_add(1, std::memory_order_relaxed); }
+
+// One device's primary context as the runtime holds it.
+struct DeviceSlot {
+  std::mutex mutex;                           // guards `primary` (retain, reset)
+  std::optional<PrimaryContext> primary;
+  std::atomic<std::uint64_t> generation{next_generation()};  // renewed by each reset
+  std::atomic<int> sticky{0};                 // a sticky error seen in its context
+};
+
+struct Runtime {
+  std::atomic<int> policy{-1};
+  std::mutex driver_mutex;                    // guards `driver` (load, cuInit) and `slots`
+  std::optional<Driver> driver;
+  std::atomic<const Driver*> ready{nullptr};  // set once loaded and initialised
+  std::atomic<bool> eager_done{false};
+  std::vector<std::unique_ptr<DeviceSlot>> slots;  // one per device, made once cuInit succeeded
+  Registries registries;
+};
+
+Runtime& runtime() noexcept {
+  // Never destroyed: nvcc's generated code unregisters fatbins from atexit
+  // handlers, after static destructors may have run.
+  static Runtime* r = new Runtime;
+  return *r;
+}
+
+DeviceSlot* slot(int device) noexcept {
+  auto& r = runtime();
+  if (r.ready.load(std::memory_order_acquire) == nullptr) return nullptr;
+  if (device < 0 || static_cast<std::size_t>(device) >= r.slots.size()) return nullptr;
+  return r.slots[static_cast<std::size_t>(device)].get();
+}
+
+void do_eager(const char* trigger);
+
+// Loads libcuda and runs cuInit, once; a failure is reported to every caller until one succeeds.
+const Driver& load_and_init(const char* trigger) {
+  auto& r = runtime();
+  std::lock_guard<std::mutex> lock(r.driver_mutex);
+  if (const Driver* d = r.ready.load(std::memory_order_acquire)) return *d;
+  if (!r.driver) {
+    implicit(trigger, "load libcuda");
+    r.driver.emplace(Driver::load());
+  }
+  if (!r.driver->initialized()) {
+    implicit(trigger, "cuInit");
+    r.driver->init();
+  }
+  if (r.slots.empty()) {
+    const int n = r.driver->device_count();
+    for (int i = 0; i < n; ++i) r.slots.push_back(std::make_unique<DeviceSlot>());
+  }
+  r.ready.store(&*r.driver, std::memory_order_release);
+  return *r.driver;
+}
+
+}  // namespace
+
+Policy current_policy() noexcept {
+  auto& r = runtime();
+  int p = r.policy.load();
+  if (p < 0) {
+    const char* env = std::getenv("DRVSHIM_RT_POLICY");
+    p = env != nullptr && std::strcmp(env, "eager") == 0 ? 1 : 0;
+    r.policy.store(p);
+  }
+  return p == 1 ? Policy::eager : Policy::lazy;
+}
+
+const Driver& driver(const char* trigger) {
+  auto& r = runtime();
+  if (const Driver* d = r.ready.load(std::memory_order_acquire); d != nullptr) return *d;
+  if (current_policy() == Policy::eager && !r.eager_done.exchange(true)) do_eager(trigger);
+  return load_and_init(trigger);
+}
+
+const Driver& initialised_driver(const char* trigger) {
+  if (const Driver* d = runtime().ready.load(std::memory_order_acquire); d != nullptr) return *d;
+  return load_and_init(trigger);
+}
+
+const Driver& loaded_driver(const char* trigger) {
+  auto& r = runtime();
+  if (const Driver* d = r.ready.load(std::memory_order_acquire); d != nullptr) return *d;
+  std::lock_guard<std::mutex> lock(r.driver_mutex);
+  if (!r.driver) {
+    implicit(trigger, "load libcuda");
+    r.driver.emplace(Driver::load());
+  }
+  return *r.driver;
+}
+
+int device_count(const char* trigger) {
+  driver(trigger);
+  return static_cast<int>(runtime().slots.size());
+}
+
+cudaError_t check_device(const char* api, int device) {
+  const int n = device_count(api);
+  if (device >= 0 && device < n) return cudaSuccess;
+  return fail(cudaErrorInvalidDevice, fmt::format("{}: device {} does not exist; pass an ordinal below "
+                                                  "cudaGetDeviceCount ({})",
+                                                  api, device, n));
+}
+
+ContextRef primary(int device, const char* trigger) {
+  const Driver& drv = driver(trigger);
+  DeviceSlot* s = slot(device);
+  if (s == nullptr) {
+    if (device_count(trigger) == 0) throw CudaError(ErrorDetails{trigger, cudaErrorNoDevice, "no CUDA device", {}, false});
+    throw CudaError(ErrorDetails{trigger, cudaErrorInvalidDevice, fmt::format("device {}", device), {}, false});
+  }
+  std::lock_guard<std::mutex> lock(s->mutex);
+  if (!s->primary) {
+    implicit(trigger, fmt::format("retain the primary context of device {}", device));
+    s->primary.emplace(drv.device(device).retain_primary_context());
+  }
+  return s->primary->ref();
+}
+
+namespace {
+
+// Each thread's view of the primary contexts it made current: the context and
+// the generation it belongs to, so the hot path takes no lock.
+struct CurrentCache {
+  int device = -1;
+  std::uint64_t generation = 0;
+  std::optional<ContextRef> context;
+};
+thread_local CurrentCache t_current;
+
+ContextRef current_for(int device, const char* trigger) {
+  DeviceSlot* s = slot(device);
+  auto& c = t_current;
+  std::optional<ContextRef> ctx;
+  if (s != nullptr && c.device == device && c.generation == s->generation.load(std::memory_order_acquire) && c.context) {
+    ctx = c.context;
+  } else {
+    ctx = primary(device, trigger);
+    s = slot(device);
+    c.device = device;
+    c.generation = s->generation.load(std::memory_order_acquire);
+    c.context = ctx;
+  }
+  const Driver& drv = driver(trigger);
+  if (drv.current_context() != ctx->address()) {
+    implicit(trigger, fmt::format("make the primary context of device {} current on this thread", device));
+    ctx->make_current();
+  }
+  return *ctx;
+}
+
+}  // namespace
+
+ContextRef context(const char* trigger) { return current_for(thread().device, trigger); }
+
+ContextRef make_current(int device, const char* trigger) { return current_for(device, trigger); }
+
+std::uint64_t generation(int device) noexcept {
+  DeviceSlot* s = slot(device);
+  return s != nullptr ? s->generation.load(std::memory_order_acquire) : 0;
+}
+
+bool has_primary(int device) noexcept {
+  DeviceSlot* s = slot(device);
+  if (s == nullptr) return false;
+  std::lock_guard<std::mutex> lock(s->mutex);
+  return s->primary.has_value();
+}
+
+void note_sticky(int device, cudaError_t e) noexcept {
+  if (DeviceSlot* s = slot(device)) s->sticky.store(static_cast<int>(e));
+}
+
+cudaError_t sticky_error(int device) noexcept {
+  DeviceSlot* s = slot(device);
+  return s != nullptr ? static_cast<cudaError_t>(s->sticky.load()) : cudaSuccess;
+}
+
+void reset_device(int device) {
+  DeviceSlot* s = slot(device);
+  if (s == nullptr) return;
+  drop_objects(device);
+  std::optional<PrimaryContext> released;
+  {
+    std::lock_guard<std::mutex> lock(s->mutex);
+    s->generation.store(next_generation(), std::memory_order_release);
+    s->sticky.store(0);
+    released = std::move(s->primary);
+    s->primary.reset();
+  }
+  if (released) {
+    logf(log::Level::info, "runtime_compat: cudaDeviceReset releases the primary context of device {}", device);
+    trace::mark("rt-reset", fmt::format("device {}", device));
+    released->release();  // outside the lock: the release waits for the context's work
+  }
+}
+
+// ---- streams ------------------------------------------------------------------------------------------
+
+StreamRef stream_of(cudaStream_t stream, DefaultStream zero, const char* trigger) {
+  const auto handle = reinterpret_cast<std::uintptr_t>(stream);
+  if (handle == 0) {
+    const ContextRef ctx = context(trigger);
+    return zero == DefaultStream::per_thread ? StreamRef::per_thread_default(ctx) : StreamRef::legacy_default(ctx);
+  }
+  if (handle == reinterpret_cast<std::uintptr_t>(cudaStreamLegacy)) return StreamRef::legacy_default(context(trigger));
+  if (handle == reinterpret_cast<std::uintptr_t>(cudaStreamPerThread)) {
+    return StreamRef::per_thread_default(context(trigger));
+  }
+  const auto entry = registries().streams.find(handle);
+  if (!entry) {
+    throw CudaError(ErrorDetails{trigger, cudaErrorInvalidResourceHandle, fmt::format("stream {}", static_cast<void*>(stream)),
+                                 "pass a stream from cudaStreamCreate, 0, cudaStreamLegacy or cudaStreamPerThread",
+                                 false});
+  }
+  (void)context(trigger);  // the calling thread's context is current, as under cudart
+  return entry->owner.ref();
+}
+
+// ---- registries ---------------------------------------------------------------------------------------
+
+Registries& registries() noexcept { return runtime().registries; }
+
+void drop_objects(std::optional<int> device) {
+  auto& r = registries();
+  const auto mine = [&](const auto& entry) { return !device || entry.device == *device; };
+  // Removed under the registries' locks, destroyed after (destruction calls the driver).
+  auto events = r.events.remove_if(mine);
+  auto streams = r.streams.remove_if(mine);
+  auto registrations = r.registrations.remove_if(mine);
+  auto host = r.host_memory.remove_if(mine);
+  auto memory = r.device_memory.remove_if(mine);
+}
+
+namespace {
+
+void do_eager(const char* trigger) {
+  logf(log::Level::info, "runtime_compat: eager set-up, triggered by {}", trigger);
+  trace::mark("rt-eager", trigger);
+  (void)load_and_init(trigger);
+  if (device_count(trigger) == 0) return;
+  (void)context(trigger);
+  load_all_fatbins(trigger);
+}
+
+}  // namespace
+
+}  // namespace drvshim::rt::impl
+
+// ---- DRVSHIM_RT_TRACE ------------------------------------------------------------------------------------
+
+namespace {
+
+// DRVSHIM_RT_TRACE=1: record the trace from the first call and print the
+// driver-call timeline to stderr at exit (no driver call is made then).
+struct TraceAtExit {
+  TraceAtExit() {
+    const char* env = std::getenv("DRVSHIM_RT_TRACE");
+    if (env == nullptr || *env == '\0' || std::strcmp(env, "0") == 0) return;
+    drvshim::trace::enable(true);
+    std::atexit([] {
+      std::fprintf(stderr, "\nlibdrvshim_cudart: driver-call timeline (drvshim trace)\n%s",
+                   drvshim::trace::format_timeline(drvshim::trace::records()).c_str());
+    });
+  }
+};
+const TraceAtExit g_trace_at_exit;
+
+}  // namespace
+
+// ---- the C++ controls (runtime_compat.hpp) ------------------------------------------------------------
+
+namespace drvshim::rt {
+
+using namespace impl;
+
+void set_policy(Policy p) noexcept { runtime().policy.store(p == Policy::eager ? 1 : 0); }
+Policy policy() noexcept { return current_policy(); }
+
+int setup() {
+  return static_cast<int>(guarded("setup", [] {
+    runtime().eager_done.store(true);
+    do_eager("setup");
+    return cudaSuccess;
+  }));
+}
+
+void shutdown() noexcept {
+  auto& r = runtime();
+  try {
+    drop_objects(std::nullopt);
+    unload_fatbins();
+    std::lock_guard<std::mutex> lock(r.driver_mutex);
+    for (auto& s : r.slots) {
+      std::lock_guard<std::mutex> slot_lock(s->mutex);
+      s->generation.store(next_generation());
+      s->primary.reset();
+      s->sticky.store(0);
+    }
+    r.ready.store(nullptr, std::memory_order_release);
+    r.slots.clear();
+    r.driver.reset();
+  } catch (...) {
+    // Shutdown is best effort: what could not be released stays with the driver.
+  }
+  t_current = CurrentCache{};
+  r.eager_done.store(false);
+  r.policy.store(-1);
+}
+
+std::string last_error_detail() { return thread().detail; }
+
+}  // namespace drvshim::rt

@@ -1,0 +1,328 @@
+// Streams and events: creation with flags and priorities, synchronisation
+// and queries, callbacks and host functions, attributes, attaching managed
+// memory, event recording and timing; every call that takes a stream in its
+// legacy and per-thread-default-stream (_ptsz) form.
+#include <cstring>
+
+#include "state.hpp"
+
+using namespace drvshim;
+using namespace drvshim::rt::impl;
+
+namespace {
+
+constexpr DefaultStream kLegacy = DefaultStream::legacy;
+constexpr DefaultStream kPerThread = DefaultStream::per_thread;
+
+std::shared_ptr<EventEntry> event_entry(const char* api, cudaEvent_t event) {
+  auto e = registries().events.find(reinterpret_cast<std::uintptr_t>(event));
+  if (!e) {
+    throw CudaError(ErrorDetails{api, cudaErrorInvalidResourceHandle, fmt::format("event {}", static_cast<void*>(event)),
+                                 "pass an event from cudaEventCreate", false});
+  }
+  return e;
+}
+
+cudaError_t create_stream(const char* api, cudaStream_t* stream, unsigned flags, int priority) {
+  if (stream == nullptr) return null_argument(api, "pStream");
+  if (flags > cudaStreamNonBlocking) {
+    return fail(cudaErrorInvalidValue, fmt::format("{}: flags 0x{:x}: cudaStreamDefault (0) or "
+                                                   "cudaStreamNonBlocking (1)",
+                                                   api, flags));
+  }
+  return guarded(api, [&] {
+    const ContextRef ctx = context(api);
+    // As cudart: a priority outside the device's range is clamped into it.
+    const StreamPriorityRange range = stream_priority_range(ctx);
+    priority = std::clamp(priority, range.greatest, range.least);
+    auto s = Stream::create(ctx, static_cast<StreamFlags>(flags), priority);
+    const std::uintptr_t native = s.ref().native();
+    registries().streams.add(native, std::make_shared<StreamEntry>(StreamEntry{thread().device, flags, priority,
+                                                                               std::move(s)}));
+    *stream = reinterpret_cast<cudaStream_t>(native);
+    return cudaSuccess;
+  });
+}
+
+cudaError_t synchronize(const char* api, cudaStream_t stream, DefaultStream zero) {
+  return guarded(api, [&] {
+    stream_of(stream, zero, api).synchronize();  // blocks with no runtime lock held
+    return cudaSuccess;
+  });
+}
+
+cudaError_t query(const char* api, cudaStream_t stream, DefaultStream zero) {
+  return guarded(api, [&] { return stream_of(stream, zero, api).ready() ? cudaSuccess : cudaErrorNotReady; });
+}
+
+cudaError_t wait_event(const char* api, cudaStream_t stream, cudaEvent_t event, unsigned flags, DefaultStream zero) {
+  if (flags > cudaEventWaitExternal) return fail(cudaErrorInvalidValue, fmt::format("{}: flags 0x{:x}", api, flags));
+  return guarded(api, [&] {
+    const auto e = event_entry(api, event);
+    stream_of(stream, zero, api).wait(e->owner.ref());
+    return cudaSuccess;
+  });
+}
+
+cudaError_t add_callback(const char* api, cudaStream_t stream, cudaStreamCallback_t callback, void* user_data,
+                         unsigned flags, DefaultStream zero) {
+  if (callback == nullptr) return null_argument(api, "callback");
+  if (flags != 0) return fail(cudaErrorInvalidValue, fmt::format("{}: flags must be 0", api));
+  return guarded(api, [&] {
+    // Runs on the driver's thread once the stream's earlier work is done,
+    // with the handle the program passed and the stream's status.
+    stream_of(stream, zero, api).launch_host_func([callback, stream, user_data] { callback(stream, cudaSuccess, user_data); });
+    return cudaSuccess;
+  });
+}
+
+cudaError_t host_func(const char* api, cudaStream_t stream, cudaHostFn_t fn, void* user_data, DefaultStream zero) {
+  if (fn == nullptr) return null_argument(api, "fn");
+  return guarded(api, [&] {
+    stream_of(stream, zero, api).launch_host_func([fn, user_data] { fn(user_data); });
+    return cudaSuccess;
+  });
+}
+
+cudaError_t get_flags(const char* api, cudaStream_t stream, unsigned* flags, DefaultStream zero) {
+  if (flags == nullptr) return null_argument(api, "flags");
+  return guarded(api, [&] {
+    const StreamRef s = stream_of(stream, zero, api);
+    const auto entry = registries().streams.find(s.native());
+    *flags = entry ? entry->flags : 0;  // the default streams are blocking
+    return cudaSuccess;
+  });
+}
+
+cudaError_t get_priority(const char* api, cudaStream_t stream, int* priority, DefaultStream zero) {
+  if (priority == nullptr) return null_argument(api, "priority");
+  return guarded(api, [&] {
+    const StreamRef s = stream_of(stream, zero, api);
+    const auto entry = registries().streams.find(s.native());
+    *priority = entry ? entry->priority : 0;
+    return cudaSuccess;
+  });
+}
+
+cudaError_t get_device(const char* api, cudaStream_t stream, int* device, DefaultStream zero) {
+  if (device == nullptr) return null_argument(api, "device");
+  return guarded(api, [&] {
+    *device = stream_of(stream, zero, api).context().device().ordinal();
+    return cudaSuccess;
+  });
+}
+
+cudaError_t set_attribute(const char* api, cudaStream_t stream, cudaStreamAttrID id, const cudaStreamAttrValue* value,
+                          DefaultStream zero) {
+  if (value == nullptr) return null_argument(api, "value");
+  return guarded(api, [&] {
+    static_assert(sizeof(cudaStreamAttrValue) == sizeof(StreamAttributeValue));
+    StreamAttributeValue v;
+    std::memcpy(v.bytes, value, sizeof v.bytes);
+    stream_of(stream, zero, api).set_attribute(static_cast<StreamAttribute>(id), v);
+    return cudaSuccess;
+  });
+}
+
+cudaError_t get_attribute(const char* api, cudaStream_t stream, cudaStreamAttrID id, cudaStreamAttrValue* value,
+                          DefaultStream zero) {
+  if (value == nullptr) return null_argument(api, "value_out");
+  return guarded(api, [&] {
+    const StreamAttributeValue v = stream_of(stream, zero, api).attribute(static_cast<StreamAttribute>(id));
+    std::memcpy(value, v.bytes, sizeof v.bytes);
+    return cudaSuccess;
+  });
+}
+
+cudaError_t attach(const char* api, cudaStream_t stream, void* ptr, std::size_t length, unsigned flags,
+                   DefaultStream zero) {
+  return guarded(api, [&] {
+    stream_of(stream, zero, api).attach_memory(reinterpret_cast<std::uintptr_t>(ptr), length,
+                                               static_cast<MemoryAttach>(flags));
+    return cudaSuccess;
+  });
+}
+
+cudaError_t record(const char* api, cudaEvent_t event, cudaStream_t stream, unsigned flags, DefaultStream zero) {
+  if (flags != cudaEventRecordDefault) {
+    return not_supported(api, "cudaEventRecordExternal (events recorded for graphs) is not supported");
+  }
+  return guarded(api, [&] {
+    const auto e = event_entry(api, event);
+    e->owner.ref().record(stream_of(stream, zero, api));
+    return cudaSuccess;
+  });
+}
+
+}  // namespace
+
+// ---- streams ----------------------------------------------------------------------------------------
+
+DRVSHIM_CUDART cudaError_t cudaStreamCreate(cudaStream_t* stream) {
+  return create_stream("cudaStreamCreate", stream, cudaStreamDefault, 0);
+}
+DRVSHIM_CUDART cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags) {
+  return create_stream("cudaStreamCreateWithFlags", stream, flags, 0);
+}
+DRVSHIM_CUDART cudaError_t cudaStreamCreateWithPriority(cudaStream_t* stream, unsigned flags, int priority) {
+  return create_stream("cudaStreamCreateWithPriority", stream, flags, priority);
+}
+
+DRVSHIM_CUDART cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  return guarded("cudaStreamDestroy", [&] {
+    auto s = registries().streams.remove(reinterpret_cast<std::uintptr_t>(stream));
+    if (!s) {
+      return fail(cudaErrorInvalidResourceHandle,
+                  fmt::format("cudaStreamDestroy: {} is not a stream from cudaStreamCreate (the default streams cannot "
+                              "be destroyed)",
+                              static_cast<void*>(stream)));
+    }
+    if (const cudaError_t sticky = sticky_error(s->device); sticky != cudaSuccess) {
+      return fail(sticky, fmt::format("cudaStreamDestroy: device {} has a sticky error", s->device));
+    }
+    s->owner.destroy();  // does not wait for the stream's work, as cudart
+    return cudaSuccess;
+  });
+}
+
+DRVSHIM_CUDART cudaError_t cudaStreamSynchronize(cudaStream_t s) { return synchronize("cudaStreamSynchronize", s, kLegacy); }
+DRVSHIM_CUDART cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t s) {
+  return synchronize("cudaStreamSynchronize", s, kPerThread);
+}
+DRVSHIM_CUDART cudaError_t cudaStreamQuery(cudaStream_t s) { return query("cudaStreamQuery", s, kLegacy); }
+DRVSHIM_CUDART cudaError_t cudaStreamQuery_ptsz(cudaStream_t s) { return query("cudaStreamQuery", s, kPerThread); }
+DRVSHIM_CUDART cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
+  return wait_event("cudaStreamWaitEvent", s, e, flags, kLegacy);
+}
+DRVSHIM_CUDART cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t s, cudaEvent_t e, unsigned flags) {
+  return wait_event("cudaStreamWaitEvent", s, e, flags, kPerThread);
+}
+DRVSHIM_CUDART cudaError_t cudaStreamAddCallback(cudaStream_t s, cudaStreamCallback_t cb, void* data, unsigned flags) {
+  return add_callback("cudaStreamAddCallback", s, cb, data, flags, kLegacy);
+}
+DRVSHIM_CUDART cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t s, cudaStreamCallback_t cb, void* data,
+                                                      unsigned flags) {
+  return add_callback("cudaStreamAddCallback", s, cb, data, flags, kPerThread);
+}
+DRVSHIM_CUDART cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void* data) {
+  return host_func("cudaLaunchHostFunc", s, fn, data, kLegacy);
+}
+DRVSHIM_CUDART cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t s, cudaHostFn_t fn, void* data) {
+  return host_func("cudaLaunchHostFunc", s, fn, data, kPerThread);
+}
+DRVSHIM_CUDART cudaError_t cudaStreamGetFlags(cudaStream_t s, unsigned* flags) {
+  return get_flags("cudaStreamGetFlags", s, flags, kLegacy);
+}
+DRVSHIM_CUDART cudaError_t cudaStreamGetFlags_ptsz(cudaStream_t s, unsigned* flags) {
+  return get_flags("cudaStreamGetFlags", s, flags, kPerThread);
+}
+DRVSHIM_CUDART cudaError_t cudaStreamGetPriority(cudaStream_t s, int* priority) {
+  return get_priority("cudaStreamGetPriority", s, priority, kLegacy);
+}
+DRVSHIM_CUDART cudaError_t cudaStreamGetPriority_ptsz(cudaStream_t s, int* priority) {
+  return get_priority("cudaStreamGetPriority", s, priority, kPerThread);
+}
+DRVSHIM_CUDART cudaError_t cudaStreamGetDevice(cudaStream_t s, int* device) {
+  return get_device("cudaStreamGetDevice", s, device, kLegacy);
+}
+DRVSHIM_CUDART cudaError_t cudaStreamGetDevice_ptsz(cudaStream_t s, int* device) {
+  return get_device("cudaStreamGetDevice", s, device, kPerThread);
+}
+DRVSHIM_CUDART cudaError_t cudaStreamSetAttribute(cudaStream_t s, cudaStreamAttrID id, const cudaStreamAttrValue* v) {
+  return set_attribute("cudaStreamSetAttribute", s, id, v, kLegacy);
+}
+DRVSHIM_CUDART cudaError_t cudaStreamSetAttribute_ptsz(cudaStream_t s, cudaStreamAttrID id,
+                                                       const cudaStreamAttrValue* v) {
+  return set_attribute("cudaStreamSetAttribute", s, id, v, kPerThread);
+}
+DRVSHIM_CUDART cudaError_t cudaStreamGetAttribute(cudaStream_t s, cudaStreamAttrID id, cudaStreamAttrValue* v) {
+  return get_attribute("cudaStreamGetAttribute", s, id, v, kLegacy);
+}
+DRVSHIM_CUDART cudaError_t cudaStreamGetAttribute_ptsz(cudaStream_t s, cudaStreamAttrID id, cudaStreamAttrValue* v) {
+  return get_attribute("cudaStreamGetAttribute", s, id, v, kPerThread);
+}
+DRVSHIM_CUDART cudaError_t cudaStreamAttachMemAsync(cudaStream_t s, void* ptr, size_t length, unsigned flags) {
+  return attach("cudaStreamAttachMemAsync", s, ptr, length, flags, kLegacy);
+}
+DRVSHIM_CUDART cudaError_t cudaStreamAttachMemAsync_ptsz(cudaStream_t s, void* ptr, size_t length, unsigned flags) {
+  return attach("cudaStreamAttachMemAsync", s, ptr, length, flags, kPerThread);
+}
+
+// ---- events -------------------------------------------------------------------------------------------
+
+DRVSHIM_CUDART cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags) {
+  if (event == nullptr) return null_argument("cudaEventCreateWithFlags", "event");
+  constexpr unsigned kAll = cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess;
+  if ((flags & ~kAll) != 0 || ((flags & cudaEventInterprocess) != 0 && (flags & cudaEventDisableTiming) == 0)) {
+    return fail(cudaErrorInvalidValue,
+                fmt::format("cudaEventCreateWithFlags: flags 0x{:x}: cudaEventBlockingSync (1), cudaEventDisableTiming "
+                            "(2), cudaEventInterprocess (4, with cudaEventDisableTiming)",
+                            flags));
+  }
+  return guarded("cudaEventCreate", [&] {
+    auto e = Event::create(context("cudaEventCreate"), static_cast<EventFlags>(flags));
+    const std::uintptr_t native = e.ref().native();
+    registries().events.add(native, std::make_shared<EventEntry>(EventEntry{thread().device, flags, std::move(e)}));
+    *event = reinterpret_cast<cudaEvent_t>(native);
+    return cudaSuccess;
+  });
+}
+
+DRVSHIM_CUDART cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, 0); }
+
+DRVSHIM_CUDART cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  return guarded("cudaEventDestroy", [&] {
+    auto e = registries().events.remove(reinterpret_cast<std::uintptr_t>(event));
+    if (!e) {
+      return fail(cudaErrorInvalidResourceHandle,
+                  fmt::format("cudaEventDestroy: {} is not an event from cudaEventCreate", static_cast<void*>(event)));
+    }
+    e->owner.destroy();
+    return cudaSuccess;
+  });
+}
+
+DRVSHIM_CUDART cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { return record("cudaEventRecord", e, s, 0, kLegacy); }
+DRVSHIM_CUDART cudaError_t cudaEventRecord_ptsz(cudaEvent_t e, cudaStream_t s) {
+  return record("cudaEventRecord", e, s, 0, kPerThread);
+}
+DRVSHIM_CUDART cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t s, unsigned flags) {
+  return record("cudaEventRecordWithFlags", e, s, flags, kLegacy);
+}
+DRVSHIM_CUDART cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t e, cudaStream_t s, unsigned flags) {
+  return record("cudaEventRecordWithFlags", e, s, flags, kPerThread);
+}
+
+DRVSHIM_CUDART cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  return guarded("cudaEventSynchronize", [&] {
+    const auto e = event_entry("cudaEventSynchronize", event);
+    e->owner.ref().synchronize();  // blocks with no runtime lock held
+    return cudaSuccess;
+  });
+}
+
+DRVSHIM_CUDART cudaError_t cudaEventQuery(cudaEvent_t event) {
+  return guarded("cudaEventQuery", [&] {
+    const auto e = event_entry("cudaEventQuery", event);
+    return e->owner.ref().query() ? cudaSuccess : cudaErrorNotReady;
+  });
+}
+
+DRVSHIM_CUDART cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  if (ms == nullptr) return null_argument("cudaEventElapsedTime", "ms");
+  return guarded("cudaEventElapsedTime", [&] {
+    const auto a = event_entry("cudaEventElapsedTime", start);
+    const auto b = event_entry("cudaEventElapsedTime", end);
+    // cudart answers an event without timing, or never recorded, with an invalid handle.
+    for (const auto* e : {a.get(), b.get()}) {
+      const EventRef r = e->owner.ref();
+      if (has(r.flags(), EventFlags::disable_timing) || !r.recorded()) {
+        return fail(cudaErrorInvalidResourceHandle,
+                    fmt::format("cudaEventElapsedTime: {} {}", r.name(),
+                                !r.recorded() ? "was never recorded" : "was created with cudaEventDisableTiming"));
+      }
+    }
+    *ms = static_cast<float>(elapsed(a->owner.ref(), b->owner.ref()).count());
+    return cudaSuccess;
+  });
+}

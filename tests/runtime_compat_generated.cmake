@@ -1,0 +1,36 @@
+# Regenerates runtime_compat's generated files into a scratch directory and
+# fails when a committed one differs: the cudart error table and mapping
+# (cudart_errors.inc), the stubs of the calls outside the subset
+# (unsupported.cpp), the coverage table of docs/runtime-compat.md.
+#   cmake -DPYTHON=... -DSRC=<source dir> -DINCLUDE=<toolkit include> -DLIB=<libdrvshim_cudart.so> -DOUT=<dir> -P this
+set(tools "${SRC}/tools/dev")
+set(rt "${SRC}/runtime_compat/src")
+file(MAKE_DIRECTORY "${OUT}")
+get_filename_component(toolkit "${INCLUDE}" DIRECTORY)
+set(failed FALSE)
+foreach(pair IN ITEMS "gen_cudart_errors.py|cudart_errors.inc|${toolkit}" "gen_cudart_stubs.py|unsupported.cpp|${INCLUDE};${rt}")
+  string(REPLACE "|" ";" parts "${pair}")
+  list(GET parts 0 script)
+  list(GET parts 1 file)
+  list(SUBLIST parts 2 -1 args)
+  execute_process(COMMAND "${PYTHON}" "${tools}/${script}" ${args} OUTPUT_FILE "${OUT}/${file}" RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(SEND_ERROR "${script} failed (${rc})")
+    set(failed TRUE)
+    continue()
+  endif()
+  execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files "${OUT}/${file}" "${rt}/${file}" RESULT_VARIABLE diff)
+  if(NOT diff EQUAL 0)
+    message(SEND_ERROR "runtime_compat/src/${file} is stale: regenerate it with tools/dev/${script} (see its header)")
+    set(failed TRUE)
+  endif()
+endforeach()
+execute_process(COMMAND "${PYTHON}" "${tools}/gen_runtime_coverage.py" "${INCLUDE}" "${LIB}" "${rt}" --check
+                        "${SRC}/docs/runtime-compat.md" RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  set(failed TRUE)
+endif()
+if(failed)
+  message(FATAL_ERROR "runtime_compat's generated files are out of date")
+endif()
+message(STATUS "runtime_compat: generated files and the coverage table are current")

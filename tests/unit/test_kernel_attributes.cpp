@@ -1,0 +1,201 @@
+// The driver layer's additions for runtime_compat, against the fake:
+// settable kernel attributes (more than 48 KiB of dynamic shared memory,
+// non-portable cluster sizes) usable by the typed launch, cooperative
+// launches, occupancy with flags, library globals and managed variables,
+// context limits, stream attributes, pitched and 2D memory, managed-memory
+// hints, page-locked flags.
+#include <cstring>
+#include <vector>
+
+#include "fixture.hpp"
+
+using namespace drvshim;
+using namespace drvshim_test;
+
+namespace {
+
+constexpr const char* kPtx = R"(
+.version 8.0
+.target sm_90
+.address_size 64
+.global .align 4 .u32 counter = 7;
+.const .align 4 .b8 coeffs[16];
+.global .attribute(.managed) .align 8 .u64 shared_total = 42;
+.visible .entry big_shared(
+    .param .u64 big_shared_param_0
+)
+{
+    ret;
+}
+)";
+
+std::span<const std::byte> bytes_of(const char* text) { return std::as_bytes(std::span<const char>(text, std::strlen(text))); }
+
+unsigned g_shared_seen = 0;
+void big_shared_cpu(const drvshim_fake_launch* l, void**) { g_shared_seen = l->shared_bytes; }
+
+class KernelAttributes : public PrimaryContextTest {
+ protected:
+  void SetUp() override {
+    drvshim_fake_register_kernel("big_shared", &big_shared_cpu);
+    PrimaryContextTest::SetUp();
+    module_.emplace(Module::load(ctx(), bytes_of(kPtx)));
+  }
+  void TearDown() override {
+    module_.reset();
+    PrimaryContextTest::TearDown();
+  }
+  std::optional<Module> module_;
+};
+
+TEST_F(KernelAttributes, MoreThan48KiBOfDynamicSharedMemoryNeedsTheOptIn) {
+  const Kernel k = module_->kernel("big_shared");
+  auto buf = DeviceBuffer::allocate(ctx(), 64);
+  const unsigned bytes = 100 * 1024;
+  LaunchConfig config{{1}, {128}, bytes, {}, {}};
+  auto e = expect_throw<CudaError>([&] { launch(k, config, buf.address()); });
+  EXPECT_EQ(e.code(), CUDA_ERROR_INVALID_VALUE) << "without the opt-in the driver refuses it";
+  EXPECT_EQ(k.attribute(FunctionAttribute::max_dynamic_shared_size_bytes), 49152);
+  k.set_attribute(FunctionAttribute::max_dynamic_shared_size_bytes, static_cast<int>(bytes));
+  EXPECT_EQ(k.attribute(FunctionAttribute::max_dynamic_shared_size_bytes), static_cast<int>(bytes));
+  launch(k, config, buf.address());  // the typed launch, now allowed
+  EXPECT_EQ(g_shared_seen, bytes);
+  auto too_much = expect_throw<CudaError>(
+      [&] { k.set_attribute(FunctionAttribute::max_dynamic_shared_size_bytes, 300 * 1024); });
+  EXPECT_EQ(too_much.code(), CUDA_ERROR_INVALID_VALUE) << "above the device's opt-in limit (227 KiB)";
+  auto read_only = expect_throw<CudaError>([&] { k.set_attribute(FunctionAttribute::num_regs, 8); });
+  EXPECT_EQ(read_only.code(), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_NE(std::string(read_only.what()).find("cuFuncSetAttribute"), std::string::npos) << read_only.what();
+}
+
+TEST_F(KernelAttributes, NonPortableClusterSizesNeedTheirOptIn) {
+  const Kernel k = module_->kernel("big_shared");
+  auto buf = DeviceBuffer::allocate(ctx(), 64);
+  LaunchConfig config{{16}, {128}, 0, {}, Dim3{16, 1, 1}};
+  auto e = expect_throw<CudaError>([&] { launch(k, config, buf.address()); });
+  EXPECT_EQ(e.code(), CUDA_ERROR_INVALID_CLUSTER_SIZE);
+  k.set_attribute(FunctionAttribute::non_portable_cluster_size_allowed, 1);
+  launch(k, config, buf.address());
+}
+
+TEST_F(KernelAttributes, LibrariesSetKernelAttributesPerDevice) {
+  auto lib = Library::load(*drv_, bytes_of(kPtx));
+  lib.set_kernel_attribute("big_shared", FunctionAttribute::max_dynamic_shared_size_bytes, 65536, ctx().device());
+  EXPECT_EQ(lib.kernel(ctx(), "big_shared").attribute(FunctionAttribute::max_dynamic_shared_size_bytes), 65536);
+  expect_throw<InvalidArgumentError>(
+      [&] { lib.set_kernel_attribute("nope", FunctionAttribute::max_dynamic_shared_size_bytes, 1, ctx().device()); });
+}
+
+TEST_F(KernelAttributes, CooperativeLaunchesMustFitOnTheDevice) {
+  const Kernel k = module_->kernel("big_shared");
+  auto buf = DeviceBuffer::allocate(ctx(), 64);
+  const int per_sm = k.max_active_blocks_per_sm(256, 0, 0);
+  EXPECT_EQ(per_sm, 8);
+  const unsigned fits = static_cast<unsigned>(per_sm * ctx().device().sm_count());
+  LaunchConfig config{{fits}, {256}, 0, {}, {}, true};
+  const auto before = drvshim_fake_call_count("cuLaunchCooperativeKernel");
+  launch(k, config, buf.address());
+  EXPECT_EQ(drvshim_fake_call_count("cuLaunchCooperativeKernel"), before + 1);
+  config.grid.x = fits + 1;
+  auto e = expect_throw<CudaError>([&] { launch(k, config, buf.address()); });
+  EXPECT_EQ(e.code(), CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE);
+  EXPECT_GT(k.available_dynamic_shared_bytes(2, 256), 0u);
+}
+
+TEST_F(KernelAttributes, LibraryGlobalsAndManagedVariables) {
+  auto lib = Library::load(*drv_, bytes_of(kPtx));
+  const auto counter = lib.global<unsigned>(ctx(), "counter");
+  ASSERT_EQ(counter.size(), 1u);
+  unsigned value = 0;
+  copy(std::span<unsigned>(&value, 1), DeviceSpan<const unsigned>(counter));
+  EXPECT_EQ(value, 7u) << "the PTX initializer";
+  EXPECT_EQ(lib.global<float>(ctx(), "coeffs").size(), 4u);
+  const auto m = lib.managed(ctx(), "shared_total");
+  EXPECT_EQ(m.bytes, 8u);
+  EXPECT_EQ(*reinterpret_cast<const std::uint64_t*>(m.address), 42u) << "valid on the host";
+  expect_throw<InvalidArgumentError>([&] { (void)lib.global<int>(ctx(), "nope"); });
+  expect_throw<InvalidArgumentError>([&] { (void)lib.managed(ctx(), "nope"); });
+}
+
+// ---- contexts and streams -------------------------------------------------------------------
+
+using ContextLimits = PrimaryContextTest;
+
+TEST_F(ContextLimits, SetAndReadBack) {
+  EXPECT_EQ(ctx().limit(Limit::printf_fifo_size), 1048576u);
+  ctx().set_limit(Limit::malloc_heap_size, 64u << 20);
+  EXPECT_EQ(ctx().limit(Limit::malloc_heap_size), 64u << 20);
+  auto e = expect_throw<CudaError>([&] { ctx().set_limit(Limit::max_l2_fetch_granularity, 4096); });
+  EXPECT_EQ(e.code(), CUDA_ERROR_INVALID_VALUE);
+  ctx().reset_persisting_l2_cache();
+  ctx().profiler_start();
+  ctx().profiler_stop();
+}
+
+TEST_F(ContextLimits, StreamAttributesRoundTrip) {
+  auto s = Stream::create(ctx());
+  CUstreamAttrValue v{};
+  v.accessPolicyWindow.num_bytes = 4096;
+  v.accessPolicyWindow.hitRatio = 0.5f;
+  v.accessPolicyWindow.hitProp = CU_ACCESS_PROPERTY_PERSISTING;
+  StreamAttributeValue value;
+  std::memcpy(value.bytes, &v, sizeof v);
+  s.ref().set_attribute(StreamAttribute::access_policy_window, value);
+  const StreamAttributeValue back = s.ref().attribute(StreamAttribute::access_policy_window);
+  CUstreamAttrValue out{};
+  std::memcpy(&out, back.bytes, sizeof out);
+  EXPECT_EQ(out.accessPolicyWindow.num_bytes, 4096u);
+  EXPECT_EQ(out.accessPolicyWindow.hitRatio, 0.5f);
+  v.accessPolicyWindow.hitRatio = 2.0f;
+  std::memcpy(value.bytes, &v, sizeof v);
+  expect_throw<CudaError>([&] { s.ref().set_attribute(StreamAttribute::access_policy_window, value); });
+}
+
+// ---- memory ----------------------------------------------------------------------------------
+
+using MemoryOps = PrimaryContextTest;
+
+TEST_F(MemoryOps, PitchedAllocation2DCopiesAndFills) {
+  auto a = allocate_pitched(ctx(), 100, 8);
+  EXPECT_EQ(a.pitch, 512u);
+  EXPECT_EQ(a.buffer.size(), 512u * 8);
+  fill_2d(ctx(), a.buffer.address(), a.pitch, 0x5a, 100, 8);
+  std::vector<unsigned char> host(100 * 8, 0);
+  Copy2D c;
+  c.src = reinterpret_cast<const void*>(a.buffer.address());
+  c.src_pitch = a.pitch;
+  c.src_side = MemorySide::device;
+  c.dst = host.data();
+  c.dst_pitch = 100;
+  c.dst_side = MemorySide::host;
+  c.width_bytes = 100;
+  c.height = 8;
+  copy_2d(ctx(), c);
+  EXPECT_EQ(host[799], 0x5a);
+  c.dst_pitch = 50;
+  expect_throw<InvalidArgumentError>([&] { copy_2d(ctx(), c); });
+  expect_throw<InvalidArgumentError>([&] { (void)allocate_pitched(ctx(), 0, 8); });
+}
+
+TEST_F(MemoryOps, ManagedMemoryHintsAndAttachment) {
+  auto m = ManagedBuffer::allocate(ctx(), 4096, MemoryAttach::host);
+  const auto s = StreamRef::legacy_default(ctx());
+  advise(ctx(), m.address(), 4096, MemoryAdvice::set_preferred_location, MemoryLocation{MemoryLocation::Type::device, 0});
+  prefetch_async(s, m.address(), 4096, MemoryLocation{MemoryLocation::Type::device, 0});
+  s.attach_memory(m.address(), 0, MemoryAttach::global);
+  auto plain = DeviceBuffer::allocate(ctx(), 4096);
+  auto e = expect_throw<CudaError>([&] {
+    advise(ctx(), plain.address(), 4096, MemoryAdvice::set_read_mostly, MemoryLocation{});
+  });
+  EXPECT_EQ(e.code(), CUDA_ERROR_INVALID_VALUE) << "only managed memory takes advice";
+  expect_throw<InvalidArgumentError>([&] { (void)ManagedBuffer::allocate(ctx(), 64, MemoryAttach::single); });
+}
+
+TEST_F(MemoryOps, PageLockedFlagsAsTheDriverReportsThem) {
+  auto p = PinnedBuffer::allocate(ctx(), 256, HostAllocFlags::portable | HostAllocFlags::device_map);
+  EXPECT_EQ(host_allocation_flags(ctx(), p.data()), 0x3u);
+  std::vector<char> pageable(16);
+  expect_throw<CudaError>([&] { (void)host_allocation_flags(ctx(), pageable.data()); });
+}
+
+}  // namespace
