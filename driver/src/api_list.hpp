@@ -97,4 +97,10 @@
   X(cuLinkCreate, cuLinkCreate, 6050, Required)                          \
   X(cuLinkAddData, cuLinkAddData, 6050, Required)                        \
   X(cuLinkComplete, cuLinkComplete, 5050, Required)                      \
-  X(cuLinkDestroy, cuLinkDestroy, 5050, Required)
+  X(cuLinkDestroy, cuLinkDestroy, 5050, Required)                        \
+  /* several GPUs: peer access, the link's attributes, peer copies */    \
+  X(cuCtxEnablePeerAccess, cuCtxEnablePeerAccess, 4000, Required)        \
+  X(cuCtxDisablePeerAccess, cuCtxDisablePeerAccess, 4000, Required)      \
+  X(cuDeviceGetP2PAttribute, cuDeviceGetP2PAttribute, 8000, Required)    \
+  X(cuMemcpyPeer, cuMemcpyPeer, 4000, Required)                          \
+  X(cuMemcpyPeerAsync, cuMemcpyPeerAsync, 4000, Required)
