@@ -2282,6 +2282,15 @@ CUresult fake_cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr 
   return CUDA_SUCCESS;
 }
 
+// cuMemcpyAsync, the unified-address copy (drvshim does not call it; tools/bench/bench_peer's
+// raw baseline does, the way nvbandwidth copies): the kind of each side is read from the address.
+CUresult fake_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream stream) {
+  FAKE_ENTER("cuMemcpyAsync");
+  const auto d = static_cast<uintptr_t>(dst);
+  const auto s = static_cast<uintptr_t>(src);
+  return fake_copy(e, lock, d, device_accessible(e, d, n), s, device_accessible(e, s, n), n, true, stream);
+}
+
 // ---- cuGetProcAddress ----------------------------------------------------------------
 
 struct ProcEntry {
@@ -2395,6 +2404,7 @@ const std::vector<ProcEntry>& proc_table() {
       {"cuDeviceGetP2PAttribute", 8000, erase_fn(&fake_cuDeviceGetP2PAttribute)},
       {"cuMemcpyPeer", 4000, erase_fn(&fake_cuMemcpyPeer)},
       {"cuMemcpyPeerAsync", 4000, erase_fn(&fake_cuMemcpyPeerAsync)},
+      {"cuMemcpyAsync", 4000, erase_fn(&fake_cuMemcpyAsync)},
   };
   return table;
 }

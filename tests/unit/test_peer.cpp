@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "fixture.hpp"
+#include "peer_contract_cases.hpp"
 #include "two_devices.hpp"
 
 using namespace drvshim;
@@ -422,6 +423,23 @@ TEST_F(TwoDevices, ThreadsEachOnAnotherDeviceKeepTheirStacksAndTheirData) {
   std::thread t1([&] { work(c1(), c0(), 2000000); });
   t0.join();
   t1.join();
+}
+
+// ---- the contract cases (the same table runs on the two-GPU machine) ----------------------------------
+
+class PeerContract : public FakeDriverTest {
+ protected:
+  const char* profile() const override { return "dual"; }
+};
+
+TEST_F(PeerContract, FakeAgreesWithTheDocumentedDriverBehaviour) {
+  {
+    auto drv = load_and_init();
+    const auto results = run_peer_contract_cases(drv);
+    EXPECT_GE(results.size(), 25u);
+    for (const auto& c : results) EXPECT_EQ(c.observed, c.expected) << c.name;
+  }
+  EXPECT_EQ(drvshim_fake_peer_access_count(), 0) << "every case leaves the devices as it found them";
 }
 
 }  // namespace

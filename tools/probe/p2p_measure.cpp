@@ -112,8 +112,8 @@ Bidirectional bidirectional_gbps(const Direction& forward, const Direction& reve
     reverse.stream.wait(fstart.ref());  // both directions start together
     rstart.ref().record(reverse.stream);
     queue_copies(forward, settings.copies);
-    queue_copies(reverse, settings.copies);
     fend.ref().record(forward.stream);
+    queue_copies(reverse, settings.copies);
     rend.ref().record(reverse.stream);
     for (const Direction* d : {&forward, &reverse}) {
       if (d->latch != nullptr) d->latch->release();
