@@ -138,8 +138,17 @@ Status PrimaryContext::release(std::nothrow_t) noexcept {
   const CUresult r = DRVSHIM_CU(core, cuDevicePrimaryCtxRelease, device_.native());
   core.note_result(r);
   if (r == CUDA_SUCCESS) {
-    std::lock_guard<std::mutex> lock(core.ledger_mutex);
-    ++device_.core()->ledgers[device_.ordinal()].releases;
+    std::uint64_t left = 0;
+    {
+      std::lock_guard<std::mutex> lock(core.ledger_mutex);
+      auto& ledger = device_.core()->ledgers[device_.ordinal()];
+      ++ledger.releases;
+      left = ledger.retains - ledger.releases;
+    }
+    // With several devices the trace shows each primary context's whole life:
+    // activate (or adopt) at the first retain, this at every release.
+    trace::mark("release-primary-context",
+                fmt::format("device {}, context 0x{:x}, drvshim's retains left {}", device_.ordinal(), address, left));
   } else {
     detail::logf(log::Level::warn, "device {}: cuDevicePrimaryCtxRelease failed with {} ({})", device_.ordinal(),
                 result_name(static_cast<int>(r)), static_cast<int>(r));
