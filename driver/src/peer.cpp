@@ -10,6 +10,7 @@
 #include "context_scope.hpp"
 #include "core.hpp"
 #include "log_internal.hpp"
+#include "test_hooks.hpp"
 #include "trace_internal.hpp"
 
 namespace drvshim {
@@ -208,6 +209,7 @@ PeerAccess PeerAccess::enable(const ContextRef& from, const ContextRef& to) {
       detail::ContextScope scope(core, from.address(), api);
       r = DRVSHIM_CU(core, cuCtxEnablePeerAccess, native(to), 0u);
     }
+    detail::test_hooks::at(detail::test_hooks::Point::peer_access_answered);
     if (r != CUDA_SUCCESS && r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) {
       std::string hint;
       if (r == CUDA_ERROR_TOO_MANY_PEERS) {

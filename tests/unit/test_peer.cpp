@@ -6,12 +6,14 @@
 #include <drvshim/drvshim.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <thread>
 #include <vector>
 
 #include "fixture.hpp"
 #include "peer_contract_cases.hpp"
+#include "test_hooks.hpp"
 #include "two_devices.hpp"
 
 using namespace drvshim;
@@ -274,6 +276,41 @@ TEST_F(TwoDevices, ConcurrentOwnersOfOneDirectionNeverMistakeEachOtherForAnother
   EXPECT_EQ(drvshim_fake_peer_access_count(), 0);
   EXPECT_EQ(drvshim_fake_call_count("cuCtxEnablePeerAccess"), static_cast<unsigned long long>(kThreads * kRounds))
       << "every enable asked the driver once";
+}
+
+// Forces the interleaving the stress test above can only hope for: the first
+// enable stops right after the driver's answer, before it records its owner,
+// while a second thread enables the same direction. Before the registry's lock
+// was held across the driver call, the second thread got "already enabled",
+// found no owner yet and took drvshim's own access for another component's.
+std::atomic<int> g_answers{0};
+bool hold_first_answer(drvshim::detail::test_hooks::Point point) {
+  if (point != drvshim::detail::test_hooks::Point::peer_access_answered) return true;
+  if (g_answers.fetch_add(1) == 0) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+    while (g_answers.load() < 2 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  }
+  return true;
+}
+
+TEST_F(TwoDevices, ASecondEnableDuringTheFirstsBookkeepingSharesItsAccess) {
+  g_answers = 0;
+  drvshim::detail::test_hooks::set(&hold_first_answer);
+  std::optional<PeerAccess> first, second;
+  std::thread a([&] { first.emplace(PeerAccess::enable(c0(), c1())); });
+  while (g_answers.load() == 0) std::this_thread::yield();  // the first has its answer
+  std::thread b([&] { second.emplace(PeerAccess::enable(c0(), c1())); });
+  a.join();
+  b.join();
+  drvshim::detail::test_hooks::set(nullptr);
+  ASSERT_TRUE(first && second);
+  EXPECT_FALSE(first->adopted());
+  EXPECT_FALSE(second->adopted()) << "drvshim's own access taken for another component's";
+  EXPECT_NE(first->shared(), second->shared()) << "one enablement, two owners";
+  first.reset();
+  EXPECT_EQ(drvshim_fake_peer_access_enabled(native(c0()), native(c1())), 1) << "the other owner still holds it";
+  second.reset();
+  EXPECT_EQ(drvshim_fake_peer_access_enabled(native(c0()), native(c1())), 0);
 }
 
 // ---- copies between two devices ---------------------------------------------------------------------
