@@ -436,6 +436,65 @@ TEST_F(TwoDevices, AnEventIsRecordedOnlyOnAStreamOfItsOwnContext) {
   EXPECT_EQ(e.code(), CUDA_ERROR_INVALID_HANDLE) << "cuda.h: event and stream must be from the same context";
 }
 
+// ---- every driver call of a two-device scenario, failed once ---------------------------------------
+
+TEST_F(TwoDevices, EveryCallOfATwoDeviceScenarioFailsCleanly) {
+  const Device d0 = drv_->device(0);
+  const Device d1 = drv_->device(1);
+  std::size_t body_calls = 0;  // the scenario's calls before its objects are destroyed
+  auto scenario = [&] {
+    auto a = DeviceBuffer::allocate(c0(), 4096);
+    auto b = DeviceBuffer::allocate(c1(), 4096);
+    auto s0 = Stream::create(c0());
+    auto s1 = Stream::create(c1());
+    const PeerLink link = peer_link(d0, d1);
+    PeerAccess there = PeerAccess::enable(c0(), c1());
+    PeerAccess back = PeerAccess::enable(c1(), c0());
+    copy_peer(b.as<std::uint32_t>(), a.as<std::uint32_t>());
+    copy_peer_async(s1.ref(), b.as<std::uint32_t>(), a.as<std::uint32_t>());
+    copy(b.as<std::uint32_t>(), DeviceSpan<const std::uint32_t>(a.as<std::uint32_t>()));
+    copy_async(s0.ref(), a.as<std::uint32_t>(), DeviceSpan<const std::uint32_t>(b.as<std::uint32_t>()));
+    auto e = Event::create(c0(), EventFlags::disable_timing);
+    e.ref().record(s0.ref());
+    s1.ref().wait(e.ref());
+    s0.ref().synchronize();
+    s1.ref().synchronize();
+    (void)link;
+    body_calls = drvshim_fake_call_log_size();
+  };
+  drvshim_fake_clear_call_log();
+  scenario();
+  const auto calls = fake_calls();
+  ASSERT_GT(calls.size(), 40u);
+  // Every call of the scenario's body is failed once. The destructors' calls after it are left
+  // alone: a failed free, destroy or disable leaks by design (the no-throw twins log it), and a
+  // failed pop cannot restore the stack; so is a pop inside the body.
+  const std::size_t body = body_calls;
+  ASSERT_GT(body, 40u);
+  ASSERT_LT(body, calls.size());
+  int injected = 0;
+  for (std::size_t k = 1; k <= body; ++k) {
+    if (calls[k - 1] == "cuCtxPopCurrent") continue;
+    ++injected;
+    drvshim_fake_fail_call("*", static_cast<int>(k), CUDA_ERROR_UNKNOWN);
+    try {
+      scenario();
+      ADD_FAILURE() << "call " << k << " (" << calls[k - 1] << ") failed and the scenario went on";
+    } catch (const Error& e) {
+      if (e.code() != CUDA_ERROR_UNKNOWN) ADD_FAILURE() << "call " << k << ": " << e.what();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "call " << k << " (" << calls[k - 1] << "): not a drvshim error: " << e.what();
+    }
+    EXPECT_EQ(drvshim_fake_ctx_stack_depth(), 0) << "call " << k << " (" << calls[k - 1] << ")";
+    EXPECT_EQ(drvshim_fake_peer_access_count(), 0) << "call " << k << " (" << calls[k - 1] << ") left access on";
+    EXPECT_EQ(drvshim_fake_live_device_allocations(), 0) << "call " << k << " (" << calls[k - 1] << ")";
+    EXPECT_EQ(drvshim_fake_live_streams(), 0) << "call " << k << " (" << calls[k - 1] << ")";
+    EXPECT_EQ(drvshim_fake_live_events(), 0) << "call " << k << " (" << calls[k - 1] << ")";
+  }
+  EXPECT_GT(injected, 40);
+  scenario();  // and it still works
+}
+
 // ---- several threads, each on another device --------------------------------------------------------
 
 TEST_F(TwoDevices, ThreadsEachOnAnotherDeviceKeepTheirStacksAndTheirData) {
