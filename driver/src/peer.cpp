@@ -234,6 +234,8 @@ PeerAccess PeerAccess::enable(const ContextRef& from, const ContextRef& to) {
       adopted = true;
     }
   }
+  // The owner first: should the words below fail (out of memory), it still gives the access up.
+  PeerAccess owner(from, to, adopted, shared, generation);
   if (adopted) {
     detail::logf(log::Level::info,
                  "peer access {} was already enabled by another component: drvshim adopts it and never disables it",
@@ -242,7 +244,7 @@ PeerAccess PeerAccess::enable(const ContextRef& from, const ContextRef& to) {
   } else if (!shared) {
     trace::mark("enable-peer-access", peer_text(from, to));
   }
-  return PeerAccess(from, to, adopted, shared, generation);
+  return owner;
 }
 
 PeerAccess::PeerAccess(PeerAccess&& o) noexcept
