@@ -2,6 +2,8 @@
 // and copies between the memory of two contexts (docs/DESIGN.md, "Several GPUs").
 #include <drvshim/peer.hpp>
 
+#include <pthread.h>
+
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -103,7 +105,15 @@ struct PeerRegistry {
 };
 
 PeerRegistry& registry() {
-  static auto* r = new PeerRegistry;  // never destroyed: owners may be destroyed during exit
+  // Never destroyed: owners may be destroyed during exit. The lock is held
+  // across fork(), so a child (which may load a Driver of its own) never
+  // inherits it locked by a thread that does not exist there.
+  static PeerRegistry* r = [] {
+    auto* reg = new PeerRegistry;
+    pthread_atfork([] { registry().mutex.lock(); }, [] { registry().mutex.unlock(); },
+                   [] { registry().mutex.unlock(); });
+    return reg;
+  }();
   return *r;
 }
 
@@ -276,6 +286,8 @@ Status PeerAccess::disable(std::nothrow_t) noexcept {
   held_ = false;
   if (adopted_) return {};  // another component's: it stays enabled
   const auto& core = *from_.device().core();
+  // Exit, a forked child, a deinitialised driver, a poisoned context: the access dies with them.
+  if (!core.cleanup_allowed_in(from_.address())) return {};
   auto& reg = registry();
   std::lock_guard<std::mutex> lock(reg.mutex);  // held across the driver call, as in enable()
   const auto it = reg.entries.find(PeerKey{&core, from_.address(), to_.address()});
@@ -286,9 +298,7 @@ Status PeerAccess::disable(std::nothrow_t) noexcept {
   }
   if (--it->second.owners > 0) return {};
   reg.entries.erase(it);
-  if (!core.cleanup_allowed_in(from_.address()) || (core.any_poisoned.load() && core.is_poisoned(to_.address()))) {
-    return {};
-  }
+  if (core.any_poisoned.load() && core.is_poisoned(to_.address())) return {};
   try {
     detail::ContextScope scope(core, from_.address(), "PeerAccess::disable");
     const CUresult r = DRVSHIM_CU(core, cuCtxDisablePeerAccess, native(to_));
