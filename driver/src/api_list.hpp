@@ -128,9 +128,9 @@
   X(cuMemAdvise, cuMemAdvise, 12020, Optional)                           \
   X(cuMemPrefetchAsync, cuMemPrefetchAsync, 12020, Optional)             \
   X(cuMemHostGetFlags, cuMemHostGetFlags, 2030, Optional)                \
-  /* peer access (called directly by runtime_compat/src/peer.cpp for now) */ \
-  X(cuDeviceGetP2PAttribute, cuDeviceGetP2PAttribute, 8000, Optional)    \
-  X(cuCtxEnablePeerAccess, cuCtxEnablePeerAccess, 4000, Optional)        \
-  X(cuCtxDisablePeerAccess, cuCtxDisablePeerAccess, 4000, Optional)      \
-  X(cuMemcpyPeer, cuMemcpyPeer, 4000, Optional)                          \
-  X(cuMemcpyPeerAsync, cuMemcpyPeerAsync, 4000, Optional)
+  /* several GPUs: peer access, the link's attributes, peer copies */    \
+  X(cuCtxEnablePeerAccess, cuCtxEnablePeerAccess, 4000, Required)        \
+  X(cuCtxDisablePeerAccess, cuCtxDisablePeerAccess, 4000, Required)      \
+  X(cuDeviceGetP2PAttribute, cuDeviceGetP2PAttribute, 8000, Required)    \
+  X(cuMemcpyPeer, cuMemcpyPeer, 4000, Required)                          \
+  X(cuMemcpyPeerAsync, cuMemcpyPeerAsync, 4000, Required)

@@ -185,10 +185,17 @@ Status PrimaryContext::release(std::nothrow_t) noexcept {
   const CUresult r = DRVSHIM_CU(core, cuDevicePrimaryCtxRelease, device_.native());
   core.note_result(r);
   if (r == CUDA_SUCCESS) {
+    std::uint64_t left = 0;
     {
       std::lock_guard<std::mutex> lock(core.ledger_mutex);
-      ++device_.core()->ledgers[device_.ordinal()].releases;
+      auto& ledger = device_.core()->ledgers[device_.ordinal()];
+      ++ledger.releases;
+      left = ledger.retains - ledger.releases;
     }
+    // With several devices the trace shows each primary context's whole life:
+    // activate (or adopt) at the first retain, this at every release.
+    trace::mark("release-primary-context",
+                fmt::format("device {}, context 0x{:x}, drvshim's retains left {}", device_.ordinal(), address, left));
     // A poisoned primary context is gone once its last retain (anyone's) is
     // released; its next activation gets a fresh context at the same address.
     if (core.any_poisoned.load() && core.is_poisoned(address)) {

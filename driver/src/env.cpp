@@ -53,7 +53,8 @@ const std::vector<Variable>& variables() noexcept {
       {"DRVSHIM_RT_POLICY", "lazy, eager", "lazy", false},
       {"DRVSHIM_RT_TRACE", "1/true/yes/on or 0/false/no/off", "off", false},
       // The fake driver's own (tests/fake), listed so they are not reported as unknown.
-      {"DRVSHIM_FAKE_PROFILE", "discrete, tx1, dual, none, stub, old", "discrete", false},
+      {"DRVSHIM_FAKE_PROFILE", "discrete, tx1, dual, trio, none, stub, old", "discrete", false},
+      {"DRVSHIM_FAKE_FAIL", "api:nth:code[,api:nth:code...]", "no injected failure", false},
       {"DRVSHIM_FAKE_CC", "a compute capability such as 90 or 101", "the profile's", false},
   };
   return table;

@@ -818,6 +818,17 @@ void launch_raw(const Kernel& kernel, const LaunchConfig& config, void** args) {
   if (config.stream) detail::check_stream_view(*config.stream, "launch");
   const ContextRef& ctx = kernel.context();
   const auto& core = core_of(ctx);
+  if (config.stream && config.stream->context().address() != ctx.address()) [[unlikely]] {
+    // A kernel belongs to its module's context (one device); the driver would
+    // answer only CUDA_ERROR_INVALID_HANDLE.
+    throw InvalidArgumentError(
+        "launch",
+        fmt::format("kernel {} belongs to context 0x{:x} on device {}; {} belongs to context 0x{:x} on device {}",
+                    kernel.name(), ctx.address(), ctx.device().ordinal(), config.stream->name(),
+                    config.stream->context().address(), config.stream->context().device().ordinal()),
+        "launch on a stream of the kernel's context: load the module in each device's context (or take the kernel "
+        "for that context from a Library: Library::kernel(context, name))");
+  }
   // No StreamRef copy on the hot path: the handle is all the launch needs.
   const auto cu_stream = config.stream ? reinterpret_cast<CUstream>(config.stream->native()) : CU_STREAM_LEGACY;
   detail::ContextScope scope(core, ctx.address(), "launch");

@@ -550,14 +550,22 @@ void PinnedBlock::release_after(const StreamRef& stream) {
   if (data_ == nullptr) return;
   pool_->refuse_if_forked("PinnedBlock::release_after");
   std::optional<Event> event;
+  // The event lives in the stream's context (the driver records an event only
+  // on a stream of its own context), which for a stream of another device is
+  // not the pool's: portable blocks may serve several devices.
+  const ContextRef& stream_ctx = stream.context();
   {
     std::lock_guard<detail::SpinLock> lock(pool_->mutex);
-    if (!pool_->spare_events.empty()) {
-      event.emplace(std::move(pool_->spare_events.back()));
-      pool_->spare_events.pop_back();
+    auto& spares = pool_->spare_events;
+    for (std::size_t i = spares.size(); i-- > 0;) {
+      if (spares[i].ref().context().address() == stream_ctx.address()) {
+        event.emplace(std::move(spares[i]));
+        spares.erase(spares.begin() + static_cast<std::ptrdiff_t>(i));
+        break;
+      }
     }
   }
-  if (!event) event.emplace(Event::create(pool_->context, EventFlags::disable_timing));
+  if (!event) event.emplace(Event::create(stream_ctx, EventFlags::disable_timing));
   try {
     event->ref().record(stream);
   } catch (...) {
@@ -1310,6 +1318,25 @@ class StagedCopy {
   bool queued_ = false;  // a DMA may be queued that nobody has waited for
 };
 
+// An engine serves the context of its pool: its stream, its ordering after
+// that context's legacy default stream and its events all live there. Memory
+// or a stream of another context (another device) would be copied on the
+// wrong device's stream and ordered after the wrong device's work.
+void check_engine_context(const char* api, const StagingCore& c, const ContextRef& memory, const StreamRef* stream) {
+  const ContextRef& own = c.pool.context();
+  const ContextRef* other = memory.address() != own.address() ? &memory
+                            : (stream != nullptr && stream->context().address() != own.address()) ? &stream->context()
+                                                                                                  : nullptr;
+  if (other == nullptr) return;
+  throw InvalidArgumentError(
+      api,
+      fmt::format("the {} is in context 0x{:x} on device {}; this engine's pool serves context 0x{:x} on device {}",
+                  other == &memory ? "device memory" : "stream", other->address(), other->device().ordinal(),
+                  own.address(), own.device().ordinal()),
+      "use one PinnedPool and StagingEngine per context (per device); plain copies (drvshim::copy) work with any "
+      "context");
+}
+
 void check_sizes(const char* api, std::size_t dst, std::size_t src) {
   if (dst != src) {
     throw InvalidArgumentError(api, fmt::format("destination has {} bytes, source {}", dst, src),
@@ -1357,6 +1384,7 @@ StagingStats StagingEngine::stats() const {
 
 void StagingEngine::copy_to_device(DeviceSpan<std::byte> dst, std::span<const std::byte> src) const {
   detail::check_sizes("StagingEngine::copy_to_device", dst.size_bytes(), src.size());
+  detail::check_engine_context("StagingEngine::copy_to_device", *core_, dst.context(), nullptr);
   auto& c = *core_;
   c.ensure_usable("StagingEngine::copy_to_device");
   if (src.empty()) return;
@@ -1367,6 +1395,7 @@ void StagingEngine::copy_to_device(DeviceSpan<std::byte> dst, std::span<const st
 
 void StagingEngine::copy_to_host(std::span<std::byte> dst, DeviceSpan<const std::byte> src) const {
   detail::check_sizes("StagingEngine::copy_to_host", dst.size(), src.size_bytes());
+  detail::check_engine_context("StagingEngine::copy_to_host", *core_, src.context(), nullptr);
   auto& c = *core_;
   c.ensure_usable("StagingEngine::copy_to_host");
   if (dst.empty()) return;
@@ -1378,6 +1407,7 @@ void StagingEngine::copy_to_host(std::span<std::byte> dst, DeviceSpan<const std:
 void StagingEngine::copy_to_device_async(DeviceSpan<std::byte> dst, std::span<const std::byte> src,
                                          const StreamRef& stream) const {
   detail::check_sizes("StagingEngine::copy_to_device_async", dst.size_bytes(), src.size());
+  detail::check_engine_context("StagingEngine::copy_to_device_async", *core_, dst.context(), &stream);
   auto& c = *core_;
   c.ensure_usable("StagingEngine::copy_to_device_async");
   if (src.empty()) return;
@@ -1392,6 +1422,7 @@ void StagingEngine::copy_to_device_async(DeviceSpan<std::byte> dst, std::span<co
 void StagingEngine::copy_to_host_async(std::span<std::byte> dst, DeviceSpan<const std::byte> src,
                                        const StreamRef& stream) const {
   detail::check_sizes("StagingEngine::copy_to_host_async", dst.size(), src.size_bytes());
+  detail::check_engine_context("StagingEngine::copy_to_host_async", *core_, src.context(), &stream);
   auto& c = *core_;
   c.ensure_usable("StagingEngine::copy_to_host_async");
   if (dst.empty()) return;

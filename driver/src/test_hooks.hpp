@@ -14,6 +14,7 @@ enum class Point {
   pool_park,         // a thread is parking a block in its hot slot (the pool's last handle must wait for it)
   pool_unpark,       // another thread found a parked block of the size it wants and is about to take it
   thread_start,      // a helper thread is about to be started: returning false makes the start fail (EAGAIN)
+  peer_access_answered,  // PeerAccess::enable has the driver's answer and is about to record its owner
 };
 
 // Called at each point; for thread_start its result decides, elsewhere it is ignored.

@@ -1,23 +1,31 @@
 // init_order: the steps the CUDA Runtime hides, one explicit call each, with
 // the primary context's state printed after every step and the driver-call
-// timeline from drvshim's trace at the end.
+// timeline from drvshim's trace at the end. With several devices, every
+// device's primary context is shown after each step, and each further device
+// then goes through its own retain and release (one primary context per
+// device, each created by its first retain and destroyed by its last release).
 //
 //   ./init_order            (the real driver; DRVSHIM_LIBCUDA may point at another)
 #include <drvshim/drvshim.hpp>
 
 #include <cstdio>
+#include <string>
 
 namespace {
 
+// One line per device; device 0's on the step's own line.
 void show_state(const char* step, const drvshim::Driver& drv) {
   if (!drv.initialized() || drv.device_count() == 0) {
     std::printf("%-32s driver %s\n", step, drv.initialized() ? "initialised, no device" : "not initialised");
     return;
   }
-  const auto state = drv.device(0).primary_context_state();
-  std::printf("%-32s primary context of device 0: %-8s flags %-20s current context: %s\n", step,
-              state.active ? "active" : "inactive", drvshim::to_string(state.flags).c_str(),
-              drv.current_context() == 0 ? "none" : "set");
+  for (int d = 0; d < drv.device_count(); ++d) {
+    const auto state = drv.device(d).primary_context_state();
+    std::printf("%-32s primary context of device %d: %-8s flags %-20s", d == 0 ? step : "", d,
+                state.active ? "active" : "inactive", drvshim::to_string(state.flags).c_str());
+    if (d == 0) std::printf(" current context: %s", drv.current_context() == 0 ? "none" : "set");
+    std::printf("\n");
+  }
 }
 
 }  // namespace
@@ -41,6 +49,16 @@ int main() {
     show_state("6. guard left", drv);
     primary.release();
     show_state("7. release", drv);
+    // Every further device: its own primary context, its own lifecycle.
+    int step = 8;
+    for (int d = 1; d < drv.device_count(); ++d) {
+      auto other = drv.device(d).retain_primary_context();
+      std::string name = std::to_string(step++) + ". retain device " + std::to_string(d);
+      show_state(name.c_str(), drv);
+      other.release();
+      name = std::to_string(step++) + ". release device " + std::to_string(d);
+      show_state(name.c_str(), drv);
+    }
   } catch (const drvshim::Error& e) {
     std::fprintf(stderr, "init_order: %s\n", e.what());
     return 1;

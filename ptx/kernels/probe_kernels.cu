@@ -13,3 +13,14 @@ extern "C" __global__ void read_sum(const float4* p, unsigned long long n, float
   }
   if (acc == 12345.678f) *out = acc;  // practically never true: no store traffic, but the reads stay
 }
+
+// Holds its stream until *flag (mapped host memory) is non-zero, or until
+// about timeout_ns have passed: a latch that lets a measurement queue all of
+// its copies before the first one starts, so the host's submission rate never
+// shows in the timing (the way nvbandwidth blocks its streams). One thread.
+extern "C" __global__ void wait_flag(const volatile int* flag, unsigned long long timeout_ns) {
+  unsigned long long start;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  unsigned long long now = start;
+  while (*flag == 0 && now - start < timeout_ns) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+}

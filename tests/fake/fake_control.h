@@ -8,10 +8,14 @@
  * (DRVSHIM_FAKE_PROFILE, or drvshim_fake_set_profile):
  *   discrete  one H200-like device (default)
  *   tx1       Jetson TX1-like: cc 5.3, integrated, host registration unsupported
- *   dual      two discrete devices
+ *   dual      two discrete devices, peers of each other (peer access, P2P
+ *             attributes and peer copies are modelled)
+ *   trio      three discrete devices; device 2 has no peer-to-peer path to 0 or 1
  *   none      no device: cuInit returns CUDA_ERROR_NO_DEVICE
  *   stub      every call returns CUDA_ERROR_STUB_LIBRARY, like the toolkit's stub
  *   old       a CUDA 11.8 driver: newer functions absent
+ * DRVSHIM_FAKE_FAIL=api:nth:code[,...] injects failures from the start, as
+ * drvshim_fake_fail_call does (for whole programs, such as drvshim-probe).
  */
 #ifndef DRVSHIM_FAKE_CONTROL_H
 #define DRVSHIM_FAKE_CONTROL_H
@@ -133,6 +137,24 @@ DRVSHIM_FAKE_API void* drvshim_fake_ctx_stack_top(void);
  * counted, as during libcuda's own teardown at exit. */
 DRVSHIM_FAKE_API void drvshim_fake_set_deinitialized(int on);
 DRVSHIM_FAKE_API unsigned long long drvshim_fake_calls_while_deinitialized(void);
+
+/* Several GPUs. Whether `device` has a peer-to-peer path to `peer`
+ * (cuDeviceCanAccessPeer, the access, atomics and array attributes, and
+ * cuCtxEnablePeerAccess follow it; reset: every pair has one, except the trio
+ * profile's device 2). */
+DRVSHIM_FAKE_API void drvshim_fake_set_peer_supported(int device, int peer, int supported);
+/* Overrides one link attribute (CUdevice_P2PAttribute) from `src` to `dst`, or
+ * makes reading it fail with `code`. */
+DRVSHIM_FAKE_API void drvshim_fake_set_p2p_attribute(int src, int dst, int attribute, int value);
+DRVSHIM_FAKE_API void drvshim_fake_set_p2p_attribute_error(int src, int dst, int attribute, int code);
+/* Whether access from one context (a CUcontext) to another's memory is
+ * enabled, and how many directions are enabled in all (leak check). */
+DRVSHIM_FAKE_API int drvshim_fake_peer_access_enabled(void* from_context, void* to_context);
+DRVSHIM_FAKE_API int drvshim_fake_peer_access_count(void);
+/* Simulates another component enabling (disabling) access from one context
+ * to another; returns the CUresult cuCtxEnablePeerAccess (Disable) would. */
+DRVSHIM_FAKE_API int drvshim_fake_enable_peer_access_externally(void* from_context, void* to_context);
+DRVSHIM_FAKE_API int drvshim_fake_disable_peer_access_externally(void* from_context, void* to_context);
 
 #ifdef __cplusplus
 }

@@ -21,6 +21,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -199,6 +200,13 @@ struct Engine {
   std::map<std::string, drvshim_fake_kernel_fn> kernels;  // CPU implementations, by entry name
   unsigned long long launches = 0;
   std::vector<size_t> device_used;
+  // Several GPUs (the peer-access section): pairs (device, peer) without a
+  // peer-to-peer path, link attribute overrides and errors by (src, dst,
+  // attribute), and the enabled directions (from context, to context).
+  std::set<std::pair<int, int>> peer_unsupported;
+  std::map<std::tuple<int, int, int>, int> p2p_attributes;
+  std::map<std::tuple<int, int, int>, int> p2p_attribute_errors;
+  std::set<std::pair<FakeCtx*, FakeCtx*>> peer_enabled;
   std::map<std::string, int> proc_status;
   std::map<std::string, unsigned long long> counts;
   std::vector<std::string> log;
@@ -413,6 +421,8 @@ bool apply_profile(Engine& e, const std::string& name) {
     devices = {tx1()};
   } else if (name == "dual") {
     devices = {h200(0), h200(1)};
+  } else if (name == "trio") {
+    devices = {h200(0), h200(1), h200(2)};  // device 2 has no peer-to-peer path to the others (see reset_state)
   } else if (name == "none") {
     no_device = true;
   } else if (name == "stub") {
@@ -466,6 +476,11 @@ void reset_state(Engine& e) {
   e.links.clear();
   e.launches = 0;
   e.device_used.assign(e.devices.size(), 0);
+  e.peer_enabled.clear();
+  e.p2p_attributes.clear();
+  e.p2p_attribute_errors.clear();
+  e.peer_unsupported.clear();
+  if (e.profile == "trio") e.peer_unsupported = {{0, 2}, {2, 0}, {1, 2}, {2, 1}};
   e.initialized = false;
   e.primaries.assign(e.devices.size(), Primary{});
   e.live.clear();
@@ -489,6 +504,24 @@ void ensure_profile_from_env() {
     const char* env = std::getenv("DRVSHIM_FAKE_PROFILE");
     if (env == nullptr || !apply_profile(e, env)) apply_profile(e, "discrete");
     reset_state(e);
+    // DRVSHIM_FAKE_FAIL=api:nth:code[,api:nth:code...]: failures injected from the
+    // start (as drvshim_fake_fail_call), for testing whole programs such as the probe.
+    if (const char* fail = std::getenv("DRVSHIM_FAKE_FAIL"); fail != nullptr) {
+      std::string spec(fail);
+      for (size_t start = 0; start < spec.size();) {
+        const size_t end = std::min(spec.find(',', start), spec.size());
+        const std::string item = spec.substr(start, end - start);
+        const size_t c1 = item.find(':');
+        const size_t c2 = c1 == std::string::npos ? std::string::npos : item.find(':', c1 + 1);
+        if (c2 != std::string::npos) {
+          const int nth = std::atoi(item.c_str() + c1 + 1);
+          e.injections.push_back(Injection{item.substr(0, c1), nth > 0 ? nth - 1 : 0, std::atoi(item.c_str() + c2 + 1)});
+        } else {
+          std::fprintf(stderr, "fake driver: DRVSHIM_FAKE_FAIL item '%s' is not api:nth:code; ignored\n", item.c_str());
+        }
+        start = end + 1;
+      }
+    }
   });
 }
 
@@ -547,6 +580,9 @@ FakeCtx* as_ctx(CUcontext c) { return reinterpret_cast<FakeCtx*>(c); }
 CUcontext as_cu(FakeCtx* c) { return reinterpret_cast<CUcontext>(c); }
 
 bool is_live(const Engine& e, FakeCtx* c) { return c != nullptr && e.live.count(c) != 0; }
+
+// Ends every peer access from and to a context that is going away (the peer-access section).
+void forget_peer_access(Engine& e, FakeCtx* ctx);
 
 constexpr unsigned kValidCtxFlags = 0xFF;
 
@@ -656,7 +692,8 @@ CUresult fake_cuDeviceCanAccessPeer(int* can, CUdevice dev, CUdevice peer) {
   FAKE_ENTER("cuDeviceCanAccessPeer");
   if (can == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (!valid_device(e, dev) || !valid_device(e, peer)) return CUDA_ERROR_INVALID_DEVICE;
-  *can = dev != peer ? 1 : 0;  // the dual profile's two H200s are peers; a device is not its own peer
+  // The dual profile's two H200s are peers; a device is not its own peer; see the peer-access section.
+  *can = dev != peer && e.peer_unsupported.count({dev, peer}) == 0 ? 1 : 0;
   return CUDA_SUCCESS;
 }
 
@@ -744,6 +781,7 @@ CUresult fake_cuDevicePrimaryCtxRelease(CUdevice dev) {
   }
   if (--p.refcount == 0 && p.active) {
     purge_context(e, p.ctx);
+    forget_peer_access(e, p.ctx);
     e.live.erase(p.ctx);
     p.active = false;
     p.ctx = nullptr;
@@ -783,6 +821,7 @@ CUresult fake_cuDevicePrimaryCtxReset(CUdevice dev) {
   Primary& p = e.primaries[static_cast<size_t>(dev)];
   if (p.active) {
     purge_context(e, p.ctx);
+    forget_peer_access(e, p.ctx);
     e.live.erase(p.ctx);
     p.active = false;
     p.ctx = nullptr;
@@ -823,6 +862,7 @@ CUresult fake_cuCtxDestroy(CUcontext c) {
     return CUDA_ERROR_INVALID_CONTEXT;
   }
   purge_context(e, ctx);
+  forget_peer_access(e, ctx);
   e.live.erase(ctx);
   auto& stack = ctx_stack(e);
   if (!stack.empty() && stack.back() == ctx) stack.pop_back();
@@ -1340,6 +1380,8 @@ CUresult fake_cuEventRecord(CUevent ev, CUstream s) {
   }
   FakeCtx* ctx = nullptr;
   if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
+  // cuda.h: "hEvent and hStream must be from the same context otherwise CUDA_ERROR_INVALID_HANDLE".
+  if (p->ctx != ctx) return CUDA_ERROR_INVALID_HANDLE;
   p->recorded = true;
   p->latest = std::make_shared<RecordState>();
   FakeOp op;
@@ -2383,6 +2425,8 @@ CUresult do_launch(Engine& e, std::unique_lock<std::mutex>& lock, CUfunction hf,
   }
   FakeCtx* ctx = nullptr;
   if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
+  // A module's function belongs to the module's context (library kernels have none of their own here).
+  if (f->module->ctx != nullptr && f->module->ctx != ctx) return CUDA_ERROR_INVALID_HANDLE;
   if (block[0] * block[1] * block[2] > 1024 || grid[0] * grid[1] * grid[2] == 0) return CUDA_ERROR_INVALID_VALUE;
   if (!f->params.empty() && args == nullptr) return CUDA_ERROR_INVALID_VALUE;
   // Dynamic shared memory beyond 48 KiB needs the kernel's opt-in
@@ -2520,6 +2564,145 @@ CUresult fake_cuLaunchKernelEx(const CUlaunchConfig* c, CUfunction f, void** arg
 }
 
 #include "fake_cuda_rt.inc"
+// ---- several GPUs: peer access, link attributes, peer copies ----------------------------
+//
+// Peer access is per direction (from context, to context), as in the driver:
+// enabling it twice answers PEER_ACCESS_ALREADY_ENABLED, disabling what is not
+// enabled PEER_ACCESS_NOT_ENABLED, a pair without a peer-to-peer path
+// (drvshim_fake_set_peer_supported, the trio profile's device 2)
+// PEER_ACCESS_UNSUPPORTED; a context going away ends every access from and to
+// it. Peer copies run like the other copies; the fake is stricter than the
+// driver in one way: each address must lie in an allocation of the device of
+// the context it is paired with, so a swapped argument shows up in CI.
+
+void forget_peer_access(Engine& e, FakeCtx* ctx) {
+  for (auto it = e.peer_enabled.begin(); it != e.peer_enabled.end();) {
+    it = (it->first == ctx || it->second == ctx) ? e.peer_enabled.erase(it) : std::next(it);
+  }
+}
+
+bool peer_path(const Engine& e, int dev, int peer) { return dev != peer && e.peer_unsupported.count({dev, peer}) == 0; }
+
+CUresult fake_cuDeviceGetP2PAttribute(int* value, CUdevice_P2PAttribute attrib, CUdevice src, CUdevice dst) {
+  FAKE_ENTER("cuDeviceGetP2PAttribute");
+  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(e, src) || !valid_device(e, dst) || src == dst) return CUDA_ERROR_INVALID_DEVICE;
+  const auto key = std::make_tuple(static_cast<int>(src), static_cast<int>(dst), static_cast<int>(attrib));
+  if (auto it = e.p2p_attribute_errors.find(key); it != e.p2p_attribute_errors.end()) {
+    return static_cast<CUresult>(it->second);
+  }
+  if (auto it = e.p2p_attributes.find(key); it != e.p2p_attributes.end()) {
+    *value = it->second;
+    return CUDA_SUCCESS;
+  }
+  const bool path = peer_path(e, src, dst);
+  switch (attrib) {
+    case CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK: *value = 0; break;  // one NVLink hop (what the H200 pair is assumed to report)
+    case CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED: *value = path ? 1 : 0; break;
+    case CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED: *value = path ? 1 : 0; break;
+    case CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED: *value = path ? 1 : 0; break;
+    case CU_DEVICE_P2P_ATTRIBUTE_ONLY_PARTIAL_NATIVE_ATOMIC_SUPPORTED:
+      if (e.driver_version < 13000) return CUDA_ERROR_INVALID_VALUE;  // unknown to older drivers
+      *value = 0;  // full native atomics where there is a path
+      break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuCtxEnablePeerAccess(CUcontext peer_ctx, unsigned flags) {
+  FAKE_ENTER("cuCtxEnablePeerAccess");
+  FakeCtx* ctx = nullptr;
+  if (const CUresult r = current(e, &ctx); r != CUDA_SUCCESS) return r;
+  FakeCtx* peer = as_ctx(peer_ctx);
+  if (!is_live(e, peer)) {
+    misuse(e, "cuCtxEnablePeerAccess to a destroyed or unknown context");
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  if (peer == ctx) return CUDA_ERROR_INVALID_CONTEXT;
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (!peer_path(e, ctx->device, peer->device)) return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+  if (!e.peer_enabled.insert({ctx, peer}).second) return CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuCtxDisablePeerAccess(CUcontext peer_ctx) {
+  FAKE_ENTER("cuCtxDisablePeerAccess");
+  FakeCtx* ctx = nullptr;
+  if (const CUresult r = current(e, &ctx); r != CUDA_SUCCESS) return r;
+  FakeCtx* peer = as_ctx(peer_ctx);
+  if (!is_live(e, peer)) {
+    misuse(e, "cuCtxDisablePeerAccess to a destroyed or unknown context");
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  if (e.peer_enabled.erase({ctx, peer}) == 0) return CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
+  return CUDA_SUCCESS;
+}
+
+// Whether [p, p+n) is memory that device `device` holds (device, managed or
+// stream-ordered allocations, module globals); host memory is refused.
+bool on_device(const Engine& e, uintptr_t p, size_t n, int device) {
+  const auto* a = find_alloc(e, p, n);
+  return a != nullptr && a->second.kind != AllocKind::pinned && a->second.ctx->device == device;
+}
+
+// The two contexts of a peer copy, checked: live, usable, and each address on its context's device.
+CUresult peer_copy_contexts(Engine& e, CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx, size_t n,
+                            FakeCtx** out_dst, FakeCtx** out_src) {
+  FakeCtx* d = as_ctx(dst_ctx);
+  FakeCtx* s = as_ctx(src_ctx);
+  if (!is_live(e, d) || !is_live(e, s)) {
+    misuse(e, "peer copy with a destroyed or unknown context");
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  if (d->sticky != 0) return static_cast<CUresult>(d->sticky);
+  if (s->sticky != 0) return static_cast<CUresult>(s->sticky);
+  if (n != 0 && (!on_device(e, static_cast<uintptr_t>(dst), n, d->device) ||
+                 !on_device(e, static_cast<uintptr_t>(src), n, s->device))) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *out_dst = d;
+  *out_src = s;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuMemcpyPeer(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx, size_t n) {
+  FAKE_ENTER("cuMemcpyPeer");
+  FakeCtx* d = nullptr;
+  FakeCtx* s = nullptr;
+  if (const CUresult r = peer_copy_contexts(e, dst, dst_ctx, src, src_ctx, n, &d, &s); r != CUDA_SUCCESS) return r;
+  if (n == 0) return CUDA_SUCCESS;
+  // Serialised with all work queued in both contexts (and the current one), complete on return here.
+  FakeCtx* cur = nullptr;
+  if (current(e, &cur) == CUDA_SUCCESS && cur != d && cur != s) drain_everything(e, lock, cur);
+  drain_everything(e, lock, s);
+  drain_everything(e, lock, d);
+  std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx, size_t n,
+                                CUstream stream) {
+  FAKE_ENTER("cuMemcpyPeerAsync");
+  FakeCtx* ctx = nullptr;
+  if (const CUresult r = stream_ctx(e, stream, &ctx); r != CUDA_SUCCESS) return r;
+  FakeCtx* d = nullptr;
+  FakeCtx* s = nullptr;
+  if (const CUresult r = peer_copy_contexts(e, dst, dst_ctx, src, src_ctx, n, &d, &s); r != CUDA_SUCCESS) return r;
+  if (n == 0) return CUDA_SUCCESS;
+  submit_work(e, lock, queue_of(e, stream, ctx),
+              [=] { std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n); });
+  return CUDA_SUCCESS;
+}
+
+// cuMemcpyAsync, the unified-address copy (drvshim does not call it; tools/bench/bench_peer's
+// raw baseline does, the way nvbandwidth copies): the kind of each side is read from the address.
+CUresult fake_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream stream) {
+  FAKE_ENTER("cuMemcpyAsync");
+  const auto d = static_cast<uintptr_t>(dst);
+  const auto s = static_cast<uintptr_t>(src);
+  return fake_copy(e, lock, d, device_accessible(e, d, n), s, device_accessible(e, s, n), n, true, stream);
+}
 
 // ---- cuGetProcAddress ----------------------------------------------------------------
 
@@ -2629,6 +2812,13 @@ const std::vector<ProcEntry>& proc_table() {
       {"cuLinkComplete", 5050, erase_fn(&fake_cuLinkComplete)},
       {"cuLinkDestroy", 5050, erase_fn(&fake_cuLinkDestroy)},
       FAKE_RT_PROCS
+      // several GPUs
+      {"cuCtxEnablePeerAccess", 4000, erase_fn(&fake_cuCtxEnablePeerAccess)},
+      {"cuCtxDisablePeerAccess", 4000, erase_fn(&fake_cuCtxDisablePeerAccess)},
+      {"cuDeviceGetP2PAttribute", 8000, erase_fn(&fake_cuDeviceGetP2PAttribute)},
+      {"cuMemcpyPeer", 4000, erase_fn(&fake_cuMemcpyPeer)},
+      {"cuMemcpyPeerAsync", 4000, erase_fn(&fake_cuMemcpyPeerAsync)},
+      {"cuMemcpyAsync", 4000, erase_fn(&fake_cuMemcpyAsync)},
   };
   return table;
 }
@@ -2991,6 +3181,70 @@ unsigned long long drvshim_fake_calls_while_deinitialized(void) {
   Engine& e = engine();
   std::lock_guard<std::mutex> lock(e.mutex);
   return e.calls_while_deinit;
+}
+
+// ---- several GPUs (the peer-access section) ----
+
+void drvshim_fake_set_peer_supported(int device, int peer, int supported) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  if (supported != 0) {
+    e.peer_unsupported.erase({device, peer});
+  } else {
+    e.peer_unsupported.insert({device, peer});
+  }
+}
+
+void drvshim_fake_set_p2p_attribute(int src, int dst, int attribute, int value) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  e.p2p_attribute_errors.erase({src, dst, attribute});
+  e.p2p_attributes[{src, dst, attribute}] = value;
+}
+
+void drvshim_fake_set_p2p_attribute_error(int src, int dst, int attribute, int code) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  e.p2p_attribute_errors[{src, dst, attribute}] = code;
+}
+
+int drvshim_fake_peer_access_enabled(void* from_context, void* to_context) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  return e.peer_enabled.count({reinterpret_cast<FakeCtx*>(from_context), reinterpret_cast<FakeCtx*>(to_context)}) != 0
+             ? 1
+             : 0;
+}
+
+int drvshim_fake_peer_access_count(void) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  return static_cast<int>(e.peer_enabled.size());
+}
+
+int drvshim_fake_disable_peer_access_externally(void* from_context, void* to_context) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  return e.peer_enabled.erase({reinterpret_cast<FakeCtx*>(from_context), reinterpret_cast<FakeCtx*>(to_context)}) != 0
+             ? CUDA_SUCCESS
+             : CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
+}
+
+int drvshim_fake_enable_peer_access_externally(void* from_context, void* to_context) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  auto* from = reinterpret_cast<FakeCtx*>(from_context);
+  auto* to = reinterpret_cast<FakeCtx*>(to_context);
+  if (!is_live(e, from) || !is_live(e, to) || from == to) return CUDA_ERROR_INVALID_CONTEXT;
+  if (!peer_path(e, from->device, to->device)) return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+  return e.peer_enabled.insert({from, to}).second ? CUDA_SUCCESS : CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
 }
 
 }  // extern "C"

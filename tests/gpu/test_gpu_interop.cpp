@@ -146,4 +146,44 @@ TEST(GpuInterop, TheRuntimeActivatesFirstAndDrvshimAdoptsIt) {
   EXPECT_EQ(code, 0) << "see the child's output above";
 }
 
+// Two devices: the Runtime enables peer access first (cudaDeviceEnablePeerAccess);
+// drvshim adopts it and never disables it; the direction drvshim enabled itself
+// it disables, and the Runtime can then enable it afresh. Skips below two devices.
+TEST(MultiGpuInterop, PeerAccessTheRuntimeEnabledIsAdoptedAndLeftOn) {
+  const int code = in_child([]() -> int {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count < 2) return kSkip;
+    CHILD_CHECK(cudaSetDevice(0) == cudaSuccess, 10);
+    CHILD_CHECK(cudaDeviceEnablePeerAccess(1, 0) == cudaSuccess, 11);  // device 0 may access device 1
+    auto drv_opt = try_driver();
+    CHILD_CHECK(drv_opt.has_value(), 12);
+    auto& drv = *drv_opt;
+    auto p0 = drv.device(0).retain_primary_context();
+    auto p1 = drv.device(1).retain_primary_context();
+    {
+      auto adopted = drvshim::PeerAccess::enable(p0.ref(), p1.ref());
+      std::printf("[ child    ] 0 -> 1 after cudaDeviceEnablePeerAccess: %s\n", adopted.adopted() ? "adopted" : "not adopted");
+      CHILD_CHECK(adopted.adopted(), 13);
+      auto own = drvshim::PeerAccess::enable(p1.ref(), p0.ref());
+      CHILD_CHECK(!own.adopted() && !own.shared(), 14);
+    }
+    // The adopted direction is still on; the one drvshim enabled is off again.
+    CHILD_CHECK(cudaSetDevice(0) == cudaSuccess, 15);
+    const cudaError_t again = cudaDeviceEnablePeerAccess(1, 0);
+    std::printf("[ child    ] runtime enables 0 -> 1 again: %s\n", cudaGetErrorName(again));
+    CHILD_CHECK(again == cudaErrorPeerAccessAlreadyEnabled, 16);
+    (void)cudaGetLastError();
+    CHILD_CHECK(cudaSetDevice(1) == cudaSuccess, 17);
+    const cudaError_t reverse = cudaDeviceEnablePeerAccess(0, 0);
+    std::printf("[ child    ] runtime enables 1 -> 0 after drvshim's owner ended: %s\n", cudaGetErrorName(reverse));
+    CHILD_CHECK(reverse == cudaSuccess, 18);
+    CHILD_CHECK(cudaDeviceDisablePeerAccess(0) == cudaSuccess, 19);
+    CHILD_CHECK(cudaSetDevice(0) == cudaSuccess, 20);
+    CHILD_CHECK(cudaDeviceDisablePeerAccess(1) == cudaSuccess, 21);
+    return 0;
+  });
+  if (code == kSkip) GTEST_SKIP() << "needs two devices (kind nvidia-h200-x2)";
+  EXPECT_EQ(code, 0) << "see the child's output above";
+}
+
 }  // namespace

@@ -14,8 +14,8 @@ struct ProbeRun {
   std::string out;
 };
 
-ProbeRun run_probe(const std::string& env, const std::string& args) {
-  const std::string cmd = env + " " DRVSHIM_TEST_PROBE " " + args + " 2>/dev/null";
+ProbeRun run_probe(const std::string& env, const std::string& args, bool with_stderr = false) {
+  const std::string cmd = env + " " DRVSHIM_TEST_PROBE " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
   ProbeRun run;
   std::FILE* p = popen(cmd.c_str(), "r");
   char buf[4096];
@@ -142,6 +142,136 @@ TEST(Probe, BandwidthTraceAndBadArguments) {
   EXPECT_EQ(std::string(line).rfind("{\"seq\":", 0), 0u);
   EXPECT_EQ(run_probe(fake_env("discrete"), "--no-such-flag").code, 1);
   EXPECT_EQ(run_probe(fake_env("discrete"), "--help").code, 0);
+}
+
+
+// ---- issue 19, item 8: what the probe did wrong, each checked against its old behaviour ----
+
+TEST(Probe, PathsThatAreNotUtf8GiveValidJsonWithTheBytesSpelledOut) {
+  // Before: nlohmann's dump threw on the invalid UTF-8 and the probe aborted (exit 134).
+  const std::string env = "DRVSHIM_LIBCUDA=\"$(printf '/tmp/drvshim-\\377\\376/libcuda.so.1')\"";
+  const ProbeRun run = run_probe(env, "--json");
+  ASSERT_EQ(run.code, 2) << run.out;
+  const auto j = nlohmann::json::parse(run.out);
+  EXPECT_EQ(j["loader"]["status"], "not_found");
+  EXPECT_EQ(j["loader"]["paths_tried"][0]["path"], "/tmp/drvshim-\\xff\\xfe/libcuda.so.1");
+  EXPECT_EQ(run_probe(env, "").code, 2) << "the text form prints the bytes as they are";
+}
+
+TEST(Probe, AFailingDeviceStepKeepsTheDeviceAndSaysWhichStep) {
+  // Before: the whole device list was abandoned for an undocumented top-level "error" string.
+  const ProbeRun run = run_probe(fake_env("dual") + " DRVSHIM_FAKE_FAIL=cuDeviceGetPCIBusId:2:999", "--json");
+  EXPECT_EQ(run.code, 1);
+  const auto j = nlohmann::json::parse(run.out);
+  EXPECT_FALSE(j.contains("error")) << "the failure belongs to device 1, not to the probe";
+  ASSERT_EQ(j["devices"].size(), 2u);
+  EXPECT_FALSE(j["devices"][0].contains("error"));
+  EXPECT_TRUE(j["devices"][0].contains("verdict"));
+  const auto& d = j["devices"][1];
+  EXPECT_EQ(d["ordinal"], 1);
+  EXPECT_EQ(d["name"], "NVIDIA H200") << "what was read before the failure is kept";
+  EXPECT_EQ(d["error"]["step"], "identity");
+  EXPECT_EQ(d["error"]["api"], "cuDeviceGetPCIBusId");
+  EXPECT_EQ(d["error"]["result"], "CUDA_ERROR_UNKNOWN");
+  EXPECT_EQ(d["error"]["result_code"], 999);
+  EXPECT_EQ(j["p2p"]["links"].size(), 2u) << "the sections after the failing device still run";
+  EXPECT_EQ(j["exit_code"], 1);
+  // Another step, another name; the text form says it too.
+  const ProbeRun retain = run_probe(fake_env("discrete") + " DRVSHIM_FAKE_FAIL=cuDevicePrimaryCtxRetain:1:2", "--json");
+  EXPECT_EQ(nlohmann::json::parse(retain.out)["devices"][0]["error"]["step"], "retain primary context");
+  const ProbeRun text = run_probe(fake_env("dual") + " DRVSHIM_FAKE_FAIL=cuDeviceGetPCIBusId:2:999", "");
+  EXPECT_EQ(text.code, 1);
+  EXPECT_NE(text.out.find("failed at step \"identity\": cuDeviceGetPCIBusId failed"), std::string::npos) << text.out;
+}
+
+TEST(Probe, BandwidthOnTwoDevicesKeepsEveryDevicesRowsWithItsOrdinal) {
+  // Before: the top-level "bandwidth" held the last device's rows only, without an ordinal.
+  const auto j = probe_json("dual", 0, "--bandwidth --p2p-size 1");
+  ASSERT_EQ(j["bandwidth"].size(), 14u) << j["bandwidth"].dump();
+  for (std::size_t i = 0; i < 14; ++i) {
+    EXPECT_EQ(j["bandwidth"][i]["device"], i < 7 ? 0 : 1) << i;
+    EXPECT_TRUE(j["bandwidth"][i].contains("gb_per_s")) << j["bandwidth"][i].dump();
+  }
+  EXPECT_EQ(j["bandwidth"][13]["direction"], "kernel reads mapped");
+  for (std::size_t d = 0; d < 2; ++d) {
+    ASSERT_EQ(j["devices"][d]["bandwidth"].size(), 7u);
+    EXPECT_EQ(j["devices"][d]["bandwidth"][0]["device"], d);
+  }
+}
+
+TEST(Probe, TwoDevicesHaveALinkSectionAndP2PMatrices) {
+  const auto j = probe_json("dual", 0, "--bandwidth --p2p-size 1");
+  ASSERT_EQ(j["p2p"]["links"].size(), 2u);
+  const auto& l = j["p2p"]["links"][0];
+  EXPECT_EQ(l["from"], 0);
+  EXPECT_EQ(l["to"], 1);
+  EXPECT_EQ(l["access"], true);
+  EXPECT_EQ(l["access_supported"], 1);
+  EXPECT_EQ(l["native_atomic_supported"], 1);
+  EXPECT_EQ(l["cuda_array_access_supported"], 1);
+  EXPECT_EQ(l["performance_rank"], 0);
+  const auto& b = j["p2p"]["bandwidth"];
+  EXPECT_EQ(b["bytes"], 1 << 20);
+  EXPECT_EQ(b["copies"], 16);
+  EXPECT_EQ(b["latched"], true);
+  for (const char* m : {"unidirectional_gb_per_s", "bidirectional_gb_per_s", "latency_us"}) {
+    ASSERT_EQ(b[m].size(), 2u) << m;
+    EXPECT_TRUE(b[m][0][0].is_null()) << m;
+    EXPECT_TRUE(b[m][1][1].is_null()) << m;
+    EXPECT_GT(b[m][0][1].get<double>(), 0.0) << m;
+    EXPECT_GT(b[m][1][0].get<double>(), 0.0) << m;
+  }
+  EXPECT_TRUE(b["skipped"].empty());
+  EXPECT_TRUE(b["errors"].empty()) << b["errors"].dump();
+  const ProbeRun text = run_probe(fake_env("dual"), "--bandwidth --p2p-size 1");
+  EXPECT_EQ(text.code, 0);
+  EXPECT_NE(text.out.find("P2P bandwidth, copy engine: 1 MiB x 16 copies, median of 3"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("latency (us per 4-byte copy)"), std::string::npos);
+  EXPECT_NE(text.out.find("  [1]  D2H"), std::string::npos) << "host rows carry the device";
+}
+
+TEST(Probe, ALinkWithoutPeerToPeerIsShownAndNotMeasured) {
+  const auto j = probe_json("trio", 0, "--bandwidth --p2p-size 1");
+  ASSERT_EQ(j["p2p"]["links"].size(), 6u);
+  for (const auto& l : j["p2p"]["links"]) {
+    const bool expected = l["from"] != 2 && l["to"] != 2;
+    EXPECT_EQ(l["access"], expected) << l.dump();
+    EXPECT_EQ(l["access_supported"], expected ? 1 : 0) << l.dump();
+  }
+  EXPECT_EQ(j["peer_access"][0][2], false);
+  EXPECT_EQ(j["peer_access"][2][0], false);
+  EXPECT_EQ(j["peer_access"][0][1], true);
+  const auto& b = j["p2p"]["bandwidth"];
+  EXPECT_EQ(b["skipped"].size(), 4u);
+  EXPECT_TRUE(b["unidirectional_gb_per_s"][0][2].is_null());
+  EXPECT_TRUE(b["unidirectional_gb_per_s"][2][1].is_null());
+  EXPECT_GT(b["unidirectional_gb_per_s"][1][0].get<double>(), 0.0);
+  // --device limits the links to the pairs that involve it.
+  const auto one = probe_json("trio", 0, "--device 2");
+  EXPECT_EQ(one["devices"].size(), 1u);
+  EXPECT_EQ(one["p2p"]["links"].size(), 4u);
+}
+
+TEST(Probe, BadDeviceArgumentsSayWhatIsAcceptedAndJsonStaysJson) {
+  // Before: "--device: Value -1 not in range 0.000000 to 1.797e308" and, with --json, no JSON at all.
+  const ProbeRun negative = run_probe(fake_env("dual"), "--device -1", true);
+  EXPECT_EQ(negative.code, 1);
+  EXPECT_NE(negative.out.find("--device -1: not a device ordinal; give 0 for the first device"), std::string::npos)
+      << negative.out;
+  EXPECT_EQ(negative.out.find("1.797e308"), std::string::npos) << negative.out;
+  for (const char* args : {"--json --device -1", "--json --device abc", "--json --no-such-flag"}) {
+    const ProbeRun run = run_probe(fake_env("dual"), args);
+    EXPECT_EQ(run.code, 1) << args;
+    const auto j = nlohmann::json::parse(run.out);
+    EXPECT_EQ(j["schema"], "drvshim-probe/1") << args;
+    EXPECT_EQ(j["error"]["step"], "arguments") << args;
+    EXPECT_EQ(j["exit_code"], 1) << args;
+  }
+  const auto j = probe_json("dual", 1, "--device 5");
+  EXPECT_EQ(j["error"]["step"], "arguments");
+  EXPECT_EQ(j["error"]["detail"], "--device 5: the driver reports 2 device(s), ordinals 0 to 1");
+  EXPECT_EQ(j["loader"]["status"], "ok") << "what was learnt before the bad ordinal is still reported";
+  EXPECT_FALSE(j.contains("devices"));
 }
 
 }  // namespace

@@ -8,7 +8,7 @@ build=${DRVSHIM_GPU_BUILD_DIR:-$root/build-gpu}
 bundle=$root/.gpu-bundle
 "$root/tools/setup-deps.sh"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" -j"$(nproc)" --target drvshim drvshim-probe drvshim_gpu_tests drvshim_gpu_interop init_order zero_copy_vadd pinned_stream_copy nvrtc_kernel bench_transfers bench_launch drvshim_bench_launch_cudart bench_compile bench_staging drvshim_gpu_kernels drvshim_cudart drvshim_runtime_api_programs
+cmake --build "$build" -j"$(nproc)" --target drvshim drvshim-probe drvshim_gpu_tests drvshim_gpu_interop init_order zero_copy_vadd pinned_stream_copy nvrtc_kernel bench_transfers bench_launch drvshim_bench_launch_cudart bench_compile bench_staging bench_peer drvshim_gpu_kernels drvshim_cudart drvshim_runtime_api_programs
 rm -rf "$bundle"
 mkdir -p "$bundle/driver" "$bundle/tools" "$bundle/tests" "$bundle/examples" "$bundle/runtime_compat"
 # Real files, not links: the device tool carries links only as links.
@@ -20,12 +20,12 @@ cp -a "$build/tests/drvshim_gpu_tests" "$build/tests/drvshim_gpu_interop" "$bund
 cp -a "$build/examples/init_order" "$build/examples/zero_copy_vadd" "$build/examples/pinned_stream_copy" \
   "$build/examples/nvrtc_kernel" "$bundle/examples/"
 cp -a "$build/tools/bench_transfers" "$build/tools/bench_launch" "$build/tools/bench_launch_cudart" "$bundle/tools/"
-cp -a "$build/tools/bench_compile" "$build/tools/bench_staging" "$bundle/tools/"
+cp -a "$build/tools/bench_compile" "$build/tools/bench_staging" "$build/tools/bench_peer" "$bundle/tools/"
 cp -a "$root/tools/bench/bench_launch_cudacore.py" "$root/tools/bench/bench_compile_cupy.py" "$bundle/tools/"
 cp -a "$build/tests/kernels" "$bundle/tests/"
 strip --strip-debug "$bundle/driver/libdrvshim.so.0" "$bundle/tools/drvshim-probe" "$bundle/tests/drvshim_gpu_tests" \
   "$bundle/tests/drvshim_gpu_interop" "$bundle/examples/init_order" "$bundle/tools/bench_transfers" \
-  "$bundle/tools/bench_launch" "$bundle/tools/bench_compile" "$bundle/tools/bench_staging"
+  "$bundle/tools/bench_launch" "$bundle/tools/bench_compile" "$bundle/tools/bench_staging" "$bundle/tools/bench_peer"
 git -C "$root" rev-parse HEAD > "$bundle/COMMIT"
 git -C "$root" diff --quiet HEAD || echo "(with uncommitted changes)" >> "$bundle/COMMIT"
 echo "bundle: $(du -sh "$bundle" | cut -f1) at $bundle (commit $(git -C "$root" rev-parse --short HEAD))"

@@ -12,6 +12,7 @@
 #include <drvshim/memory.hpp>
 #include <drvshim/module.hpp>
 #include <drvshim/nvrtc.hpp>
+#include <drvshim/peer.hpp>
 #include <drvshim/staging.hpp>
 #include <drvshim/stream.hpp>
 #include <drvshim/trace.hpp>

@@ -42,6 +42,11 @@ DRVSHIM_API void copy_to_host(const ContextRef& ctx, void* dst, std::size_t dst_
 DRVSHIM_API void copy_device_to_device(const ContextRef& ctx, DevicePtr dst, std::size_t dst_bytes,
                                        std::uint64_t dst_id, DevicePtr src, std::size_t bytes, std::uint64_t src_id,
                                        const StreamRef* stream);
+// Device to device between two contexts (usually two devices) through
+// unified addressing; defined with the peer copies (peer.cpp).
+DRVSHIM_API void copy_across_contexts(const ContextRef& dst_ctx, DevicePtr dst, std::size_t dst_bytes,
+                                      std::uint64_t dst_id, const ContextRef& src_ctx, DevicePtr src,
+                                      std::size_t bytes, std::uint64_t src_id, const StreamRef* stream);
 DRVSHIM_API void fill_device(const ContextRef& ctx, DevicePtr dst, std::size_t count, std::size_t element_size,
                              std::uint32_t pattern, std::uint64_t id, const StreamRef* stream);
 DRVSHIM_API void check_view(std::uint64_t id, const char* api);
@@ -109,8 +114,15 @@ void copy(std::span<T> dst, DeviceSpan<const T> src) {
                        nullptr);
 }
 /// Device to device, synchronous (with respect to the host for the copy's completion).
+/// Between two contexts (two devices: a unified-address copy) both devices
+/// must have unified addressing (InvalidArgumentError otherwise, naming
+/// copy_peer, which needs none); dst's context is made current.
 template <class T>
 void copy(DeviceSpan<T> dst, DeviceSpan<const T> src) {
+  if (dst.context().address() != src.context().address()) {
+    return detail::copy_across_contexts(dst.context(), dst.address(), dst.size_bytes(), dst.owner_id(), src.context(),
+                                        src.address(), src.size_bytes(), src.owner_id(), nullptr);
+  }
   detail::copy_device_to_device(dst.context(), dst.address(), dst.size_bytes(), dst.owner_id(), src.address(),
                                 src.size_bytes(), src.owner_id(), nullptr);
 }
@@ -126,9 +138,14 @@ void copy_async(const StreamRef& stream, std::span<T> dst, DeviceSpan<const T> s
   detail::copy_to_host(src.context(), dst.data(), dst.size_bytes(), src.address(), src.size_bytes(), src.owner_id(),
                        &stream);
 }
-/// Device to device on a stream.
+/// Device to device on a stream. Between two contexts (see copy() above) the
+/// stream must belong to one of them (InvalidArgumentError otherwise).
 template <class T>
 void copy_async(const StreamRef& stream, DeviceSpan<T> dst, DeviceSpan<const T> src) {
+  if (dst.context().address() != src.context().address()) {
+    return detail::copy_across_contexts(dst.context(), dst.address(), dst.size_bytes(), dst.owner_id(), src.context(),
+                                        src.address(), src.size_bytes(), src.owner_id(), &stream);
+  }
   detail::copy_device_to_device(dst.context(), dst.address(), dst.size_bytes(), dst.owner_id(), src.address(),
                                 src.size_bytes(), src.owner_id(), &stream);
 }
