@@ -12,6 +12,8 @@
  *   none      no device: cuInit returns CUDA_ERROR_NO_DEVICE
  *   stub      every call returns CUDA_ERROR_STUB_LIBRARY, like the toolkit's stub
  *   old       a CUDA 11.8 driver: newer functions absent
+ * DRVSHIM_FAKE_INIT_DELAY_MS=n makes the first cuInit take n ms (callers on
+ * several threads then overlap, as with a real driver's slow initialisation).
  */
 #ifndef DRVSHIM_FAKE_CONTROL_H
 #define DRVSHIM_FAKE_CONTROL_H

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -473,6 +474,13 @@ CUresult fake_cuGetErrorString(CUresult error, const char** str) {
 CUresult fake_cuInit(unsigned flags) {
   FAKE_ENTER_AS("cuInit", false);
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  // DRVSHIM_FAKE_INIT_DELAY_MS: a slow first initialisation, as a real driver's, so
+  // callers on several threads overlap (drvshim-trace's init-race test).
+  if (const char* delay = std::getenv("DRVSHIM_FAKE_INIT_DELAY_MS"); delay != nullptr && !e.initialized) {
+    lock.unlock();
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(delay)));
+    lock.lock();
+  }
   if (e.no_device) return CUDA_ERROR_NO_DEVICE;
   e.initialized = true;
   return CUDA_SUCCESS;
@@ -1850,6 +1858,12 @@ void* erase_fn(F f) {
   return p;
 }
 
+#ifndef DRVSHIM_FAKE_NO_PROC_V2
+CUresult fake_cuGetProcAddress_v2_entry(const char* symbol, void** pfn, int version, cuuint64_t flags,
+                                        CUdriverProcAddressQueryResult* status);
+#endif
+CUresult fake_cuGetProcAddress_v1_entry(const char* symbol, void** pfn, int version, cuuint64_t flags);
+
 // Several entries with one name are ABI variants; the newest one at or below
 // the requested version wins, as in the real driver.
 const std::vector<ProcEntry>& proc_table() {
@@ -1941,6 +1955,11 @@ const std::vector<ProcEntry>& proc_table() {
       {"cuLinkAddData", 6050, erase_fn(&fake_cuLinkAddData)},
       {"cuLinkComplete", 5050, erase_fn(&fake_cuLinkComplete)},
       {"cuLinkDestroy", 5050, erase_fn(&fake_cuLinkDestroy)},
+      // The driver hands out its own lookup too (the CUDA Runtime asks for it).
+      {"cuGetProcAddress", 11030, erase_fn(&fake_cuGetProcAddress_v1_entry)},
+#ifndef DRVSHIM_FAKE_NO_PROC_V2
+      {"cuGetProcAddress", 12000, erase_fn(&fake_cuGetProcAddress_v2_entry)},
+#endif
   };
   return table;
 }
@@ -1974,6 +1993,17 @@ CUresult get_proc(const char* symbol, void** pfn, int version, cuuint64_t flags,
   *pfn = best->fn;
   set_status(CU_GET_PROC_ADDRESS_SUCCESS);
   return CUDA_SUCCESS;
+}
+
+#ifndef DRVSHIM_FAKE_NO_PROC_V2
+CUresult fake_cuGetProcAddress_v2_entry(const char* symbol, void** pfn, int version, cuuint64_t flags,
+                                        CUdriverProcAddressQueryResult* status) {
+  return get_proc(symbol, pfn, version, flags, status, "cuGetProcAddress");
+}
+#endif
+
+CUresult fake_cuGetProcAddress_v1_entry(const char* symbol, void** pfn, int version, cuuint64_t flags) {
+  return get_proc(symbol, pfn, version, flags, nullptr, "cuGetProcAddress");
 }
 
 struct ExitReport {

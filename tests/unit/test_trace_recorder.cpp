@@ -152,8 +152,9 @@ TEST_F(TraceRecorder, AnInvalidCapIsNamedAndTheDefaultUsed) {
 
 TEST_F(TraceRecorder, ProcessesSharingTheFileNeverSplitARecord) {
   const std::string file = path("shared.jsonl");
-  constexpr int kChildren = 3;
-  constexpr int kRecords = 150;
+  constexpr int kChildren = 4;
+  constexpr int kRecords = 200;
+  constexpr std::size_t kBytes = 12000;  // under the recorder's 16 KiB cap on a detail
   std::vector<pid_t> children;
   for (int c = 0; c < kChildren; ++c) {
     const pid_t pid = fork();
@@ -161,7 +162,7 @@ TEST_F(TraceRecorder, ProcessesSharingTheFileNeverSplitARecord) {
       try {
         trace::set_file(file);
         // Longer than stdio's buffer, so a buffered writer would need several write()s per record.
-        const std::string detail(5000, static_cast<char>('a' + c));
+        const std::string detail(kBytes, static_cast<char>('a' + c));
         for (int i = 0; i < kRecords; ++i) trace::mark("child", detail);
         trace::set_file("");
       } catch (...) {
@@ -181,7 +182,7 @@ TEST_F(TraceRecorder, ProcessesSharingTheFileNeverSplitARecord) {
     const auto at = l.find("\"args\":\"");
     ASSERT_NE(at, std::string::npos);
     const char c = l[at + 8];
-    EXPECT_EQ(l.find(std::string(5000, c)), at + 8) << "a record mixes the bytes of two processes";
+    ASSERT_EQ(l.find(std::string(kBytes, c)), at + 8) << "a record mixes the bytes of two processes";
     ++per_child[c];
   }
   for (int c = 0; c < kChildren; ++c) EXPECT_EQ(per_child[static_cast<char>('a' + c)], kRecords);
@@ -199,11 +200,13 @@ TEST_F(TraceRecorder, AForkedChildNumbersItsRecordsAfreshUnderItsOwnPid) {
     const auto r = trace::records();
     if (r.size() != 1) _exit(1);
     if (r[0].seq != 1) _exit(2);
-    if (r[0].pid != static_cast<std::uint32_t>(::getpid())) _exit(3);
+    const std::string own_pid = "\"pid\":" + std::to_string(::getpid()) + ",";
+    if (trace::to_json(r[0]).find(own_pid) == std::string::npos) _exit(3);
     _exit(0);
   }
   EXPECT_EQ(wait_or_kill(pid, 20), 0) << "1: records, 2: sequence not fresh, 3: pid not the child's";
-  EXPECT_EQ(parent_records.back().pid, static_cast<std::uint32_t>(::getpid()));
+  EXPECT_NE(trace::to_json(parent_records.back()).find("\"pid\":" + std::to_string(::getpid()) + ","),
+            std::string::npos);
   trace::mark("parent", "after");
   EXPECT_EQ(trace::records().back().seq, parent_records.back().seq + 1) << "the parent's numbering goes on";
 }
@@ -233,9 +236,10 @@ TEST_F(TraceRecorder, ForkedChildrenNeverDeadlockWhileOtherThreadsRecordAndRead)
       trace::set_file("");
       _exit(drv.version() > 0 ? 0 : 1);
     }
-    const int code = wait_or_kill(pid, 10);
+    const int code = wait_or_kill(pid, 5);
     if (code == -1) ++hung;
     if (code > 0) ++failed;
+    if (hung >= 3) break;  // enough to know
   }
   stop.store(true);
   for (auto& t : busy) t.join();

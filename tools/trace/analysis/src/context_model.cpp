@@ -397,7 +397,7 @@ void Model::call(std::size_t i, ThreadInfo& t) {
         diagnose("primary-flags-after-activation", i,
                  fmt::format("{} set device {}'s primary-context flags to {} after the context was activated ({})",
                              who(), dev, flags.empty() ? "?" : flags,
-                             ok ? "the running context keeps the flags it was created with"
+                             ok ? std::string("it succeeded: the running context shared by every component changed")
                                 : std::string("it failed with ") + recorder::result_name(r.result)));
       }
       if (ok && !flags.empty()) ps.flags = flags;
@@ -546,11 +546,15 @@ void Model::finish() {
   for (auto& [tid, t] : p_.threads) {
     for (const auto& [lib, balance] : t.push_balance) {
       if (balance == 0) continue;
-      // The last record of that library on that thread is the evidence.
-      std::size_t last = 0;
+      // The evidence: that library's last push (or, when it popped too much, its last pop) on that thread.
+      std::size_t last = first_;
+      const char* op = balance > 0 ? "cuCtxPushCurrent" : "cuCtxPopCurrent";
       for (std::size_t k = first_; k < last_; ++k) {
         const Record& r = a_.records[k];
-        if (r.tid == tid && r.lib == lib && r.kind == Kind::call) last = k;
+        if (r.tid == tid && r.lib == lib && r.kind == Kind::call &&
+            (r.api == op || (balance > 0 && r.api == "cuCtxCreate"))) {
+          last = k;
+        }
       }
       diagnose("unbalanced-context-stack", last,
                balance > 0 ? fmt::format("{} left {} context(s) pushed on tid {}'s stack", lib.empty() ? "a caller" : lib,

@@ -28,8 +28,9 @@ const std::vector<DiagnosticKind>& diagnostic_kinds() {
        "make the context current on that thread first (cuCtxSetCurrent, or cudaSetDevice on threads that use the "
        "Runtime)"},
       {"primary-flags-after-activation",
-       "primary-context flags apply when the context is created; once it is active, setting them fails "
-       "(CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE) or leaves the running context as it was",
+       "primary-context flags are meant for the context's creation; on an active context older drivers refuse them "
+       "(CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE) and newer ones change a running context shared by every component (the "
+       "Runtime refuses: cudaErrorSetOnActiveProcess)",
        "set the flags before anything activates the context (before the first Runtime call), or check "
        "cuDevicePrimaryCtxGetState first"},
       {"context-beside-primary",
