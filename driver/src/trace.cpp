@@ -111,10 +111,8 @@ void enable(bool on) {
 bool enabled() noexcept { return detail::trace_active(); }
 
 std::vector<Record> records() {
-  const auto internal = recorder::records();
   std::vector<Record> out;
-  out.reserve(internal.size());
-  for (const auto& r : internal) out.push_back(to_public(r));
+  recorder::for_each_record([&](const recorder::Record& r) { out.push_back(to_public(r)); });
   return out;
 }
 

@@ -1,6 +1,7 @@
 // Rendering a call's raw words as the args text, on the consumer's side.
 #include <fmt/format.h>
 
+#include <charconv>
 #include <cstring>
 #include <string>
 
@@ -9,11 +10,19 @@
 namespace drvshim::recorder::detail {
 namespace {
 
+template <class T>
+void append_int(std::string& out, T v, int base = 10) {
+  char buf[24];
+  const auto res = std::to_chars(buf, buf + sizeof buf, v, base);
+  out.append(buf, static_cast<std::size_t>(res.ptr - buf));
+}
+
 void append_uint(std::string& out, std::uint64_t v, bool hex) {
   if (hex) {
-    fmt::format_to(std::back_inserter(out), "0x{:x}", v);
+    out += "0x";
+    append_int(out, v, 16);
   } else {
-    fmt::format_to(std::back_inserter(out), "{}", v);
+    append_int(out, v);
   }
 }
 
@@ -21,7 +30,8 @@ void append_pointer(std::string& out, std::uint64_t v) {
   if (v == 0) {
     out += "null";
   } else {
-    fmt::format_to(std::back_inserter(out), "0x{:x}", v);
+    out += "0x";
+    append_int(out, v, 16);
   }
 }
 
@@ -53,7 +63,7 @@ void render_words(const CallDesc& desc, const ArgKind* kinds, const std::uint64_
     const std::uint64_t w = words[i];
     const bool hex = desc.hex != nullptr && desc.hex[i] == '1';
     switch (kinds[i]) {
-      case ArgKind::sint: fmt::format_to(std::back_inserter(out), "{}", static_cast<std::int64_t>(w)); break;
+      case ArgKind::sint: append_int(out, static_cast<std::int64_t>(w)); break;
       case ArgKind::uint: append_uint(out, w, hex); break;
       case ArgKind::real: append_real(out, w); break;
       case ArgKind::ptr: append_pointer(out, w); break;
@@ -81,7 +91,7 @@ void render_words(const CallDesc& desc, const ArgKind* kinds, const std::uint64_
         } else {
           out += "->";
           if (kinds[i] == ArgKind::out_sint) {
-            fmt::format_to(std::back_inserter(out), "{}", static_cast<std::int64_t>(value));
+            append_int(out, static_cast<std::int64_t>(value));
           } else if (kinds[i] == ArgKind::out_uint) {
             append_uint(out, value, hex);
           } else if (kinds[i] == ArgKind::out_ptr) {

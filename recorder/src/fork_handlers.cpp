@@ -38,7 +38,9 @@ void child() noexcept {
   forget_current_log();
   s.pid.store(static_cast<std::uint32_t>(::getpid()));
   s.next_seq = 0;
-  s.batch.clear();
+  s.refs.clear();
+  s.extras.clear();
+  s.retired.clear();
   s.writer_running = false;
   s.writer_wake = false;
   s.callers.clear();

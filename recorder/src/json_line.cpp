@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <iterator>
 
 namespace drvshim::recorder {
@@ -32,6 +33,18 @@ std::size_t utf8_length(std::string_view s, std::size_t i) noexcept {
 
 void append_escaped(std::string& out, std::string_view s) {
   for (std::size_t i = 0; i < s.size(); ++i) {
+    // Runs of plain ASCII are copied at once.
+    std::size_t run = i;
+    while (run < s.size()) {
+      const auto c = static_cast<unsigned char>(s[run]);
+      if (c < 0x20 || c >= 0x80 || c == '"' || c == '\\') break;
+      ++run;
+    }
+    if (run > i) {
+      out.append(s.data() + i, run - i);
+      i = run;
+      if (i == s.size()) break;
+    }
     const char c = s[i];
     const auto u = static_cast<unsigned char>(c);
     switch (c) {
@@ -65,19 +78,34 @@ void append_string_field(std::string& out, const char* key, std::string_view val
 
 }  // namespace
 
+template <class T>
+void append_number(std::string& out, const char* key, T value, int base = 10) {
+  out += key;
+  char buf[24];
+  const auto res = std::to_chars(buf, buf + sizeof buf, value, base);
+  out.append(buf, static_cast<std::size_t>(res.ptr - buf));
+}
+
 void append_json(std::string& out, const Record& r) {
-  auto it = std::back_inserter(out);
-  fmt::format_to(it, "{{\"seq\":{},\"ts_ns\":{},\"dur_ns\":{},\"tid\":{}", r.seq, r.ts_ns, r.dur_ns, r.tid);
-  if (r.pid != 0) fmt::format_to(it, ",\"pid\":{}", r.pid);
-  fmt::format_to(it, ",\"kind\":\"{}\"", kind_name(r.kind));
+  append_number(out, "{\"seq\":", r.seq);
+  append_number(out, ",\"ts_ns\":", r.ts_ns);
+  append_number(out, ",\"dur_ns\":", r.dur_ns);
+  append_number(out, ",\"tid\":", r.tid);
+  if (r.pid != 0) append_number(out, ",\"pid\":", r.pid);
+  out += ",\"kind\":\"";
+  out += kind_name(r.kind);
+  out += '"';
   append_string_field(out, "api", r.api);
   append_string_field(out, "args", r.args);
-  fmt::format_to(it, ",\"result\":{},\"result_name\":\"{}\",\"ctx\":\"0x{:x}\"", r.result,
-                 r.kind == Kind::call ? result_name(r.result) : "", r.ctx);
+  append_number(out, ",\"result\":", r.result);
+  out += ",\"result_name\":\"";
+  out += r.kind == Kind::call ? result_name(r.result) : "";
+  append_number(out, "\",\"ctx\":\"0x", static_cast<std::uint64_t>(r.ctx), 16);
+  out += '"';
   if (!r.symbol.empty()) append_string_field(out, "sym", r.symbol);
   if (!r.lib.empty()) append_string_field(out, "lib", r.lib);
-  if (r.rt != 0) fmt::format_to(it, ",\"rt\":{}", r.rt);
-  if (r.kind == Kind::counts) fmt::format_to(it, ",\"count\":{}", r.count);
+  if (r.rt != 0) append_number(out, ",\"rt\":", r.rt);
+  if (r.kind == Kind::counts) append_number(out, ",\"count\":", r.count);
   out += '}';
 }
 

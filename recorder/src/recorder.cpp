@@ -89,168 +89,7 @@ EntryHead make_head(std::uint32_t size, Kind kind, ApiForm form, std::size_t nwo
 // Arguments and details are capped so one record always fits a chunk comfortably.
 constexpr std::size_t kMaxText = 16 * 1024;
 
-Record decode(State& s, const unsigned char* entry, std::uint64_t tid) {
-  EntryHead h;
-  std::memcpy(&h, entry, sizeof(h));
-  Record r;
-  r.ts_ns = h.ts - s.epoch;
-  r.dur_ns = h.dur;
-  r.tid = tid;
-  r.kind = h.kind;
-  r.result = h.result;
-  r.ctx = static_cast<std::uintptr_t>(h.ctx);
-  r.rt = h.rt;
-  const char* text = entry_text(entry, h);
-  switch (h.form) {
-    case ApiForm::cstr:
-      r.api = static_cast<const char*>(h.api);
-      r.args.assign(text, h.text_len);
-      break;
-    case ApiForm::inline_:
-      r.api.assign(text, std::min(h.api_len, h.text_len));
-      r.args.assign(text + r.api.size(), h.text_len - r.api.size());
-      break;
-    case ApiForm::desc: {
-      const auto* desc = static_cast<const CallDesc*>(h.api);
-      r.api = desc->api;
-      r.symbol = desc->symbol;
-      render_words(*desc, static_cast<const ArgKind*>(h.aux), entry_words(entry), h.nwords,
-                   std::string_view(text, h.text_len), r.args);
-      break;
-    }
-  }
-  if (h.caller != 0) r.lib = s.callers.name(static_cast<std::uintptr_t>(h.caller));
-  return r;
-}
-
-void emit(State& s, std::vector<Record>& batch) noexcept {
-  if (batch.empty()) return;
-  std::stable_sort(batch.begin(), batch.end(), [](const Record& a, const Record& b) { return a.ts_ns < b.ts_ns; });
-  const std::uint32_t pid = s.pid.load(std::memory_order_relaxed);
-  for (auto& r : batch) {
-    r.seq = ++s.next_seq;
-    r.pid = pid;
-  }
-  std::size_t kept = 0;
-  std::size_t synthetic = 0;  // thread and counts records took no budget
-  for (const auto& r : batch) synthetic += (r.kind == Kind::thread || r.kind == Kind::counts) ? 1 : 0;
-  if (s.file.is_open()) {
-    s.lines.clear();
-    for (const auto& r : batch) {
-      append_json(s.lines, r);
-      s.lines += '\n';
-    }
-    if (!s.file.write_lines(s.lines) && !s.file.capped()) {
-      Record last;
-      last.seq = ++s.next_seq;
-      last.pid = pid;
-      last.ts_ns = batch.back().ts_ns;
-      last.tid = thread_id();
-      last.kind = Kind::event;
-      last.api = "trace-truncated";
-      last.args = "the trace file reached its cap of " + std::to_string(s.file.max_bytes()) +
-                  " bytes; later records of this process were not written (raise the cap: DRVSHIM_TRACE_MAX_BYTES "
-                  "or drvshim-trace --max-size)";
-      std::string line = to_json(last);
-      line += '\n';
-      s.file.write_final(line);
-    }
-    if (s.file.capped()) s.dropped += batch.size();
-  }
-  for (auto& r : batch) {
-    if (!s.memory_on.load(std::memory_order_relaxed) || r.kind == Kind::thread || r.kind == Kind::counts) continue;
-    if (s.memory_store.size() >= kMaxRecords) {
-      ++s.dropped;
-      continue;
-    }
-    s.memory_store.push_back(std::move(r));
-    ++kept;
-  }
-  // What was not kept in memory frees its budget.
-  s.budget.fetch_add(static_cast<std::int64_t>(batch.size() - kept - synthetic), std::memory_order_relaxed);
-  batch.clear();
-}
-
-void write_counters(State& s, ThreadLog* log) {
-  {
-    if (log->counters == nullptr) return;
-    for (std::size_t i = 0; i < log->counter_slots && i < s.counter_slots; ++i) {
-      const std::uint64_t calls = log->counters[2 * i].exchange(0, std::memory_order_relaxed);
-      if (calls == 0) continue;
-      Record r;
-      r.ts_ns = now_ns() - s.epoch;
-      r.dur_ns = static_cast<std::int64_t>(log->counters[2 * i + 1].exchange(0, std::memory_order_relaxed));
-      r.tid = log->tid;
-      r.kind = Kind::counts;
-      r.api = s.counter_descs[i].api;
-      r.symbol = s.counter_descs[i].symbol;
-      r.count = calls;
-      s.batch.push_back(std::move(r));
-    }
-  }
-}
-
-std::vector<ThreadLog*> snapshot(State& s) {
-  std::vector<ThreadLog*> out;
-  std::lock_guard<std::mutex> lock(s.registry_mutex);
-  for (ThreadLog* l = s.logs; l != nullptr; l = l->next) out.push_back(l);
-  return out;
-}
-
-// Frees logs whose thread ended and whose records were all read.
-void reap(State& s) {
-  std::vector<ThreadLog*> dead;
-  {
-    std::lock_guard<std::mutex> lock(s.registry_mutex);
-    ThreadLog** link = &s.logs;
-    while (*link != nullptr) {
-      ThreadLog* l = *link;
-      if (l->exited.load(std::memory_order_acquire) && l->drained()) {
-        *link = l->next;
-        dead.push_back(l);
-      } else {
-        link = &l->next;
-      }
-    }
-  }
-  for (ThreadLog* l : dead) {
-    write_counters(s, l);  // an ended thread's counts are written with the next drain
-    s.dropped += l->dropped.load(std::memory_order_relaxed);
-    delete l;
-  }
-}
-
 }  // namespace
-
-void drain_locked(State& s) noexcept {
-  try {
-    std::vector<ThreadLog*> logs = snapshot(s);
-    for (ThreadLog* log : logs) {
-      const std::size_t first = s.batch.size();
-      log->drain([&](const unsigned char* entry) { s.batch.push_back(decode(s, entry, log->tid)); });
-      if (!log->announced && s.batch.size() > first) {
-        log->announced = true;
-        Record t;
-        t.ts_ns = s.batch[first].ts_ns;
-        t.tid = log->tid;
-        t.kind = Kind::thread;
-        t.api = "thread";
-        t.args = log->name;
-        s.batch.push_back(std::move(t));
-      }
-      s.dropped += log->dropped.exchange(0, std::memory_order_relaxed);
-    }
-    if (s.after_final.load(std::memory_order_relaxed) && !s.final_done) {
-      s.final_done = true;
-      for (ThreadLog* log : logs) write_counters(s, log);
-    }
-    emit(s, s.batch);
-    reap(s);
-  } catch (...) {
-    // Out of memory while draining: what was decoded so far is lost, the program goes on.
-    s.batch.clear();
-  }
-}
 
 }  // namespace detail
 
@@ -384,6 +223,15 @@ std::vector<Record> records() {
   drain_locked(s);
   return s.memory_store;
 }
+
+namespace detail {
+void visit_records(void (*visit)(void*, const Record&), void* ctx) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.consumer_mutex);
+  drain_locked(s);
+  for (const auto& r : s.memory_store) visit(ctx, r);
+}
+}  // namespace detail
 
 void clear() {
   State& s = state();

@@ -26,9 +26,17 @@ struct State {
   // Registry.
   ThreadLog* logs = nullptr;
 
-  // Consumer side.
+  // Consumer side (drain.cpp). The vectors keep their capacity from drain to drain.
+  struct Ref {
+    std::int64_t ts;
+    ThreadLog* log;
+    const unsigned char* entry;
+  };
   std::vector<Record> memory_store;
-  std::vector<Record> batch;
+  std::vector<Ref> refs;                                  // this drain's entries, put in time order
+  std::vector<std::pair<ThreadLog*, Chunk*>> retired;     // chunks read to their end, recycled after emitting
+  std::vector<Record> extras;                             // records the consumer makes (thread, counts)
+  Record scratch;                                         // the entry being written out
   std::string lines;
   std::uint64_t next_seq = 0;
   std::uint64_t dropped = 0;  // drained from logs and lost at the sinks

@@ -19,6 +19,7 @@ void Chunk::destroy(Chunk* chunk) noexcept {
 }
 
 ThreadLog::~ThreadLog() {
+  Chunk::destroy(spare.exchange(nullptr));
   Chunk* c = head;
   while (c != nullptr) {
     Chunk* n = c->next.load(std::memory_order_relaxed);
@@ -50,8 +51,19 @@ ThreadLog* ThreadLog::make(std::uint64_t tid, std::size_t counter_slots) noexcep
 unsigned char* ThreadLog::reserve(std::uint32_t bytes) noexcept {
   if (pos + bytes <= tail->capacity) [[likely]]
     return tail->data() + pos;
-  Chunk* fresh = Chunk::make(bytes > kChunkBytes ? bytes : kChunkBytes);
-  if (fresh == nullptr) return nullptr;
+  // A chunk the consumer has finished with is reused: no allocation, no fresh pages.
+  Chunk* fresh = spare.exchange(nullptr, std::memory_order_acquire);
+  if (fresh != nullptr && fresh->capacity < bytes) {
+    Chunk::destroy(fresh);
+    fresh = nullptr;
+  }
+  if (fresh != nullptr) {
+    fresh->next.store(nullptr, std::memory_order_relaxed);
+    fresh->committed.store(0, std::memory_order_relaxed);
+  } else {
+    fresh = Chunk::make(bytes > kChunkBytes ? bytes : kChunkBytes);
+    if (fresh == nullptr) return nullptr;
+  }
   tail->next.store(fresh, std::memory_order_release);
   tail = fresh;
   pos = 0;
@@ -61,6 +73,11 @@ unsigned char* ThreadLog::reserve(std::uint32_t bytes) noexcept {
 void ThreadLog::commit(std::uint32_t bytes) noexcept {
   pos += bytes;
   tail->committed.store(pos, std::memory_order_release);
+}
+
+void ThreadLog::recycle(Chunk* chunk) noexcept {
+  Chunk* expected = nullptr;
+  if (!spare.compare_exchange_strong(expected, chunk, std::memory_order_release)) Chunk::destroy(chunk);
 }
 
 bool ThreadLog::drained() noexcept {

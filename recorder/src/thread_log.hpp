@@ -41,9 +41,13 @@ struct ThreadLog {
   void commit(std::uint32_t bytes) noexcept;
 
   // ---- consumer (under the recorder's consumer lock) ----
-  // Calls visit(const unsigned char* entry) for every published entry not yet seen, in order.
-  template <class Visit>
-  void drain(Visit&& visit) noexcept;
+  // Calls visit(const unsigned char* entry) for every published entry not yet seen, in
+  // order, and retire(Chunk*) for each chunk read to its end (the entries visited stay
+  // valid until the chunk is given back with recycle()).
+  template <class Visit, class Retire>
+  void drain(Visit&& visit, Retire&& retire) noexcept;
+  // Hands a retired chunk back to the producer for reuse (one is kept), or frees it.
+  void recycle(Chunk* chunk) noexcept;
   // Whether the consumer has read everything published.
   bool drained() noexcept;
 
@@ -56,6 +60,7 @@ struct ThreadLog {
   std::int64_t budget = 0;  // records this thread may still add before asking the global budget
 
   // Shared.
+  std::atomic<Chunk*> spare{nullptr};  // a chunk read to its end, for the producer's next one
   std::atomic<std::uint64_t> dropped{0};
   std::atomic<bool> exited{false};
   std::atomic<std::uint64_t>* counters = nullptr;  // [2*slot] calls, [2*slot+1] ns
@@ -69,8 +74,8 @@ struct ThreadLog {
 };
 
 // Entries start with their size in bytes (std::uint32_t), see entry.hpp.
-template <class Visit>
-void ThreadLog::drain(Visit&& visit) noexcept {
+template <class Visit, class Retire>
+void ThreadLog::drain(Visit&& visit, Retire&& retire) noexcept {
   for (;;) {
     std::uint32_t committed = head->committed.load(std::memory_order_acquire);
     while (read_pos < committed) {
@@ -84,7 +89,7 @@ void ThreadLog::drain(Visit&& visit) noexcept {
     if (next_chunk == nullptr) return;
     // The producer's last commit to this chunk happened before it linked the next one.
     if (read_pos < head->committed.load(std::memory_order_acquire)) continue;
-    Chunk::destroy(head);
+    retire(head);
     head = next_chunk;
     read_pos = 0;
   }

@@ -85,6 +85,10 @@ void count(std::size_t slot, std::int64_t duration_ns) noexcept;
 
 /// Drains every thread's log and returns a copy of the in-memory store.
 std::vector<Record> records();
+/// Drains, then calls `visit` for each record of the in-memory store (under the
+/// consumer lock, which no producer takes): a copy in the caller's own type.
+template <class Visit>
+void for_each_record(Visit&& visit);
 /// Forgets the in-memory store (and anything not yet drained) and resets dropped().
 void clear();
 /// The cap on records kept in memory or waiting to be written.
@@ -96,6 +100,16 @@ void flush() noexcept;
 /// At exit: drains, writes the summary counters, and from then on writes
 /// every further record synchronously (calls made by later exit handlers).
 void final_flush() noexcept;
+
+namespace detail {
+// for_each_record's engine: `visit(ctx, record)` for each stored record.
+void visit_records(void (*visit)(void*, const Record&), void* ctx);
+}  // namespace detail
+
+template <class Visit>
+void for_each_record(Visit&& visit) {
+  detail::visit_records([](void* ctx, const Record& r) { (*static_cast<Visit*>(ctx))(r); }, &visit);
+}
 
 /// The OS thread id of the caller (gettid), cached per thread.
 std::uint64_t thread_id() noexcept;
