@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include <drvshim_recorder/call_desc.hpp>
+
 #include "api_list.hpp"
 #include "process.hpp"
 
@@ -141,10 +143,21 @@ void append_arg(std::string& out, long long v);
 void append_arg(std::string& out, unsigned long long v);
 void append_arg(std::string& out, const void* p);
 void append_arg(std::string& out, const char* s);
+void append_arg(std::string& out, double v);
 
 template <class T>
-void append_any(std::string& out, T v) {
-  if constexpr (std::is_same_v<T, const char*>) {
+void append_any(std::string& out, T v, bool ok) {
+  if constexpr (recorder::is_out(recorder::arg_kind<T>())) {
+    // An out parameter: the value the driver wrote (the trace format's "->value").
+    if (v == nullptr) {
+      append_arg(out, static_cast<const void*>(nullptr));
+    } else if (!ok) {
+      out += "->?";
+    } else {
+      out += "->";
+      append_any(out, *v, ok);
+    }
+  } else if constexpr (std::is_same_v<T, const char*>) {
     append_arg(out, v);
   } else if constexpr (std::is_null_pointer_v<T>) {
     append_arg(out, static_cast<const void*>(nullptr));
@@ -152,6 +165,8 @@ void append_any(std::string& out, T v) {
     append_arg(out, reinterpret_cast<const void*>(v));
   } else if constexpr (std::is_pointer_v<T>) {
     append_arg(out, static_cast<const void*>(v));
+  } else if constexpr (std::is_floating_point_v<T>) {
+    append_arg(out, static_cast<double>(v));
   } else if constexpr (std::is_enum_v<T>) {
     append_arg(out, static_cast<long long>(v));
   } else if constexpr (std::is_signed_v<T>) {
@@ -161,11 +176,12 @@ void append_any(std::string& out, T v) {
   }
 }
 
+// Renders the arguments of a call that returned `ok` (out parameters show what was written).
 template <class... A>
-std::string render_args(A... a) {
+std::string render_args([[maybe_unused]] bool ok, A... a) {
   std::string out;
   bool first = true;
-  ((out += (first ? "" : ", "), first = false, append_any(out, a)), ...);
+  ((out += (first ? "" : ", "), first = false, append_any(out, a, ok)), ...);
   return out;
 }
 
@@ -189,7 +205,7 @@ CUresult invoke_observed(const DriverCore& core, typename ApiType<id>::type fn, 
   std::string args;
   if (call.wanted) {
     try {
-      args = render_args(a...);
+      args = render_args(result == CUDA_SUCCESS, a...);
     } catch (...) {
       // Out of memory while rendering: the record goes without arguments.
     }

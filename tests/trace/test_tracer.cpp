@@ -168,6 +168,26 @@ TEST(Tracer, LookupsHandBackTheInterposersWrapperOfExactlyTheVariantReturned) {
   EXPECT_EQ(run.analysis.processes.at(0).untraced, 0u);
 }
 
+TEST(Tracer, AStaticCudartProgramsLookupsAllGoThroughTheInterposerBeforeCuInit) {
+  // The fake has no export tables, so the Runtime gives up after initialising; the
+  // loading part is the Runtime's own and is what this shows.
+  const TraceRun run = trace({}, {DRVSHIM_TEST_CUDART_STATIC});
+  EXPECT_NE(run.code, 0);
+  EXPECT_NE(run.err.find("cudaGetDeviceCount(&devices) failed"), std::string::npos) << run.err;
+  const auto calls = calls_from(run, "cudart_static");
+  const auto init = std::find(calls.begin(), calls.end(), "cuInit");
+  ASSERT_NE(init, calls.end());
+  const auto lookups = std::count(calls.begin(), init, "cuGetProcAddress_v2");
+  EXPECT_GT(lookups, 300) << "the Runtime resolves its whole table before cuInit";
+  bool probe = false;
+  for (const auto& r : run.records) {
+    if (r.kind == Kind::call && r.symbol == "cuGetProcAddress_v2" && r.args.rfind("\"\", ", 0) == 0) probe = true;
+  }
+  EXPECT_TRUE(probe) << "the Runtime's empty-symbol probe";
+  EXPECT_EQ(run.analysis.processes.at(0).untraced, 0u);
+  EXPECT_EQ(run.analysis.processes.at(0).context_order.size(), 0u);
+}
+
 TEST(Tracer, DrvshimsOwnExampleIsTracedThroughTheInterposer) {
 #ifdef DRVSHIM_TEST_EXAMPLE_INIT_ORDER
   const TraceRun run = trace({}, {DRVSHIM_TEST_EXAMPLE_INIT_ORDER});

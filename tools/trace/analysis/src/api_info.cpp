@@ -1,5 +1,6 @@
 #include <drvshim_trace/api_info.hpp>
 
+#include <algorithm>
 #include <unordered_map>
 
 namespace drvshim::trace_analysis {
@@ -34,6 +35,8 @@ struct Index {
   std::vector<ApiInfo> infos;
   std::unordered_map<std::string_view, const ApiInfo*> by_symbol;
   std::unordered_map<std::string_view, const ApiInfo*> by_base;  // the current legacy-stream variant
+  // Every legacy-stream variant of a base, newest first.
+  std::unordered_map<std::string_view, std::vector<const ApiInfo*>> variants;
 };
 
 const Index& index() {
@@ -46,6 +49,12 @@ const Index& index() {
       const auto& e = kEntries[k];
       i.by_symbol.emplace(e.symbol, &i.infos[k]);
       if (e.flags != 1) continue;
+      auto& v = i.variants[e.base];
+      v.push_back(&i.infos[k]);
+      std::stable_sort(v.begin(), v.end(), [&](const ApiInfo* a, const ApiInfo* b) {
+        return kEntries[static_cast<std::size_t>(a - i.infos.data())].version >
+               kEntries[static_cast<std::size_t>(b - i.infos.data())].version;
+      });
       auto [it, fresh] = best_version.emplace(e.base, e.version);
       if (fresh || e.version > it->second) {
         it->second = e.version;
@@ -74,7 +83,15 @@ const ApiInfo* api_info(const recorder::Record& record) {
     auto it = idx.by_symbol.find(record.symbol);
     return it != idx.by_symbol.end() ? it->second : nullptr;
   }
-  if (auto it = idx.by_base.find(record.api); it != idx.by_base.end()) return it->second;
+  // A base name: the newest variant with as many parameters as the record has arguments
+  // (drvshim calls cuCtxCreate as _v4 or, on old drivers, as _v2).
+  if (auto it = idx.variants.find(record.api); it != idx.variants.end()) {
+    const std::size_t n = split_args(record.args).size();
+    for (const ApiInfo* info : it->second) {
+      if (info->params.size() == n) return info;
+    }
+    return it->second.front();
+  }
   if (auto it = idx.by_symbol.find(record.api); it != idx.by_symbol.end()) return it->second;
   return nullptr;
 }

@@ -459,13 +459,13 @@ void Model::call(std::size_t i, ThreadInfo& t) {
       notes.push_back(fmt::format("context 0x{:x} destroyed", handle));
     }
   } else if (base == "cuCtxPushCurrent") {
-    show = true;
+    // Pushes and pops are not shown one by one (drvshim and many libraries wrap every call
+    // in a pair); the timeline shows the net change at the thread's next shown entry.
     if (ok) {
       t.stack.push_back(handle_value(value("ctx")));
       t.push_balance[r.lib] += 1;
     }
   } else if (base == "cuCtxPopCurrent") {
-    show = true;
     if (ok && !t.stack.empty()) {
       t.stack.pop_back();
       t.push_balance[r.lib] -= 1;
@@ -520,14 +520,18 @@ void Model::call(std::size_t i, ThreadInfo& t) {
     if (current(t) != r.ctx && !(r.ctx == 0 && p_.first_init < 0)) set_top(t, r.ctx);
   }
   const std::uintptr_t after = current(t);
+  const bool scoped = base == "cuCtxPushCurrent" || base == "cuCtxPopCurrent";
   if (after != before) {
-    show = true;
     t.history.push_back({r.ts_ns, after, symbol_of(r)});
-    notes.push_back(fmt::format("tid {}: current {} -> {}", r.tid, describe(before), describe(after)));
+    if (!scoped) show = true;
   }
   if (after != 0 && !manages && t.used.insert(after).second) {
     show = true;
     notes.push_back(fmt::format("first use of {} by tid {}", describe(after), r.tid));
+  }
+  if ((show || !notes.empty()) && after != t.shown) {
+    notes.insert(notes.begin(), fmt::format("tid {}: current {} -> {}", r.tid, describe(t.shown), describe(after)));
+    t.shown = after;
   }
 
   if (show || !notes.empty()) {

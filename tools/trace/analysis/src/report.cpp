@@ -128,9 +128,18 @@ std::string format_summary(const Analysis& a, const ProcessInfo& p) {
                        ps.active ? "active" : "inactive", ps.retains, by.empty() ? "" : " (" + by + ")");
   }
   out += "  threads and their current context:\n";
+  constexpr std::size_t kShownChanges = 8;
   for (const auto& [tid, t] : p.threads) {
     std::string line = "none";
-    for (const auto& h : t.history) line += fmt::format(" -> {} at {} ({})", describe(p, h.context), at(a, h.ts_ns), h.via);
+    for (std::size_t k = 0; k < t.history.size() && k < kShownChanges; ++k) {
+      const auto& h = t.history[k];
+      line += fmt::format(" -> {} at {} ({})", describe(p, h.context), at(a, h.ts_ns), h.via);
+    }
+    if (t.history.size() > kShownChanges) {
+      const auto& last = t.history.back();
+      line += fmt::format(" ... {} more change(s); at the end {} since {} ({})", t.history.size() - kShownChanges,
+                          describe(p, last.context), at(a, last.ts_ns), last.via);
+    }
     out += fmt::format("    {}: {}\n", thread_label(p, tid), line);
   }
   std::size_t unreleased = p.live.size();

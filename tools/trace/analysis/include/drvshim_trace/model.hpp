@@ -57,6 +57,7 @@ struct ThreadInfo {
   std::vector<CurrentChange> history;
   std::map<std::string, int> push_balance;  // per calling library: pushes minus pops
   std::set<std::uintptr_t> used;            // contexts this thread has used
+  std::uintptr_t shown = 0;                 // the current context as the timeline last showed it
   std::int64_t first_ns = 0;
   std::int64_t last_ns = 0;
 };
