@@ -359,6 +359,19 @@ TEST(Tracer, ADriverOpenedByAbsolutePathIsRedirectedToTheInterposer) {
   EXPECT_NE(plain.out.find("redirected=0"), std::string::npos) << plain.out;
 }
 
+TEST(Tracer, ASecondDriverLoadedBesideTheInterposerIsReported) {
+  // A copy of the driver under another path, opened with the audit module off: its calls
+  // bypass the trace, and a notice at exit names it.
+  const TraceRun run = trace({"--no-audit"}, {kScenarios, "copied-driver"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  const auto& p = run.analysis.processes.at(0);
+  const bool reported = std::any_of(p.notices.begin(), p.notices.end(), [&](std::size_t k) {
+    return run.analysis.records[k].api == "libcuda-bypass" &&
+           run.analysis.records[k].args.find("/libcuda.so.1): calls through it were not traced") != std::string::npos;
+  });
+  EXPECT_TRUE(reported) << run.report;
+}
+
 // ---- modes and outputs --------------------------------------------------------------------
 
 TEST(Tracer, SummaryModeRecordsStateChangesAndCountsTheRest) {

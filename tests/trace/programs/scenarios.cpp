@@ -256,6 +256,23 @@ int absolute_path() {
   return 0;
 }
 
+// A copy of the driver under another path: a second library, not the one the interposer uses.
+int copied_driver() {
+  const char* real = std::getenv("DRVSHIM_TRACE_REAL_LIBCUDA");
+  if (real == nullptr) return fail("DRVSHIM_TRACE_REAL_LIBCUDA unset", 0);
+  char dir[] = "/tmp/drvshim_copy_XXXXXX";
+  if (mkdtemp(dir) == nullptr) return fail("mkdtemp", 0);
+  const std::string copy = std::string(dir) + "/libcuda.so.1";
+  std::filesystem::copy_file(real, copy);
+  void* h = dlopen(copy.c_str(), RTLD_NOW | RTLD_LOCAL);
+  std::filesystem::remove_all(dir);
+  if (h == nullptr) return fail("dlopen of the copy", 0);
+  auto version = reinterpret_cast<CUresult (*)(int*)>(dlsym(h, "cuDriverGetVersion"));
+  int v = 0;
+  if (version == nullptr || version(&v) != CUDA_SUCCESS) return fail("cuDriverGetVersion of the copy", 0);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -273,6 +290,7 @@ int main(int argc, char** argv) {
   if (mode == "ignored-error") return ignored_error();
   if (mode == "spawn") return spawn_child(argv[0]);
   if (mode == "absolute-path") return absolute_path();
+  if (mode == "copied-driver") return copied_driver();
   std::fprintf(stderr, "scenario: unknown mode \"%s\"\n", mode.c_str());
   return 2;
 }

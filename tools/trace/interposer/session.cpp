@@ -8,6 +8,7 @@
 //   DRVSHIM_TRACE_CHILDREN=0     record only in DRVSHIM_TRACE_ROOT_PID, forward in its children
 //   DRVSHIM_TRACE_MAX_BYTES      the trace file's cap
 #include <dlfcn.h>
+#include <link.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@
 #include <cstring>
 #include <string>
 
+#include "driver_search.hpp"
 #include "interposer.hpp"
 
 namespace drvshim::trace_interposer {
@@ -31,7 +33,21 @@ std::atomic<std::uint64_t> g_untraced{0};
 
 namespace {
 
+// Only constant-initialised objects at namespace scope here (see real_driver_path()).
 bool g_real_loaded = false;
+
+// The real driver's path. A function-local static: start() runs from .init_array, possibly
+// before this file's namespace-scope objects are constructed (which would reset them).
+std::string& real_driver_path() {
+  static std::string path;
+  return path;
+}
+
+std::string own_library() {
+  Dl_info info{};
+  if (::dladdr(reinterpret_cast<void*>(&own_library), &info) == 0 || info.dli_fname == nullptr) return {};
+  return info.dli_fname;
+}
 bool g_follow_children = true;
 std::atomic<bool> g_missing_reported[kFnCount] = {};
 
@@ -120,6 +136,7 @@ __attribute__((constructor)) void start() noexcept {
 
     std::string real_path;
     const std::string why = load_real_driver(real_path);
+    real_driver_path() = real_path;
     g_real_loaded = why.empty();
     if (!g_real_loaded) {
       std::fprintf(stderr,
@@ -153,8 +170,35 @@ __attribute__((constructor)) void start() noexcept {
   }
 }
 
+// A second libcuda loaded beside the interposer (by absolute path, with the audit module
+// off): its calls bypass the trace. Said once, at exit.
+void report_bypassing_drivers(const std::string& real) noexcept {
+  struct Ctx {
+    std::string self, real, found;
+  } ctx{trace_tool::real_path(own_library()), trace_tool::real_path(real), {}};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, std::size_t, void* p) -> int {
+        auto* c = static_cast<Ctx*>(p);
+        const char* name = info->dlpi_name;
+        if (name == nullptr || *name == '\0') return 0;
+        const char* base = std::strrchr(name, '/');
+        base = base != nullptr ? base + 1 : name;
+        if (std::strncmp(base, "libcuda.so", 10) != 0) return 0;
+        const std::string rp = trace_tool::real_path(name);
+        if (rp != c->self && rp != c->real) c->found += (c->found.empty() ? "" : ", ") + std::string(name);
+        return 0;
+      },
+      &ctx);
+  if (!ctx.found.empty()) {
+    recorder::event(recorder::Kind::event, "libcuda-bypass",
+                    "another libcuda is loaded (" + ctx.found +
+                        "): calls through it were not traced; run without --no-audit to redirect it");
+  }
+}
+
 __attribute__((destructor)) void stop() noexcept {
   if (g_mode.load() == kOff) return;
+  report_bypassing_drivers(real_driver_path());
   if (const auto n = g_untraced.load(); n > 0) {
     recorder::event(recorder::Kind::event, "untraced-summary",
                     fmt::format("{} entry point(s) handed out untraced", n));

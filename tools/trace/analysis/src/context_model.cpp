@@ -212,7 +212,9 @@ void Model::step(std::size_t i) {
         if (const auto pp = get("ppid"); !pp.empty() && p_.ppid == 0) {
           p_.ppid = static_cast<std::uint32_t>(std::strtoul(pp.c_str(), nullptr, 10));
         }
-        p_.timeline.push_back({i, fmt::format("traced process started: {} (driver {})", p_.exe, p_.driver)});
+        p_.timeline.push_back({i, fmt::format("libcuda.so.1 loaded on tid {} (the program's first reach for the "
+                                              "driver; the real one is {})",
+                                              r.tid, p_.driver)});
       }
       return;
     }
@@ -226,7 +228,7 @@ void Model::step(std::size_t i) {
       return;
     case Kind::event:
       if (r.api == "untraced-entry-point") ++p_.untraced;
-      if (r.api == "libcuda-redirected" || r.api == "untraced-entry-point" || r.api == "trace-truncated" ||
+      if (r.api == "libcuda-redirected" || r.api == "libcuda-bypass" || r.api == "untraced-entry-point" || r.api == "trace-truncated" ||
           r.api == "missing-entry-point" || r.api == "cupti-unavailable" || r.api == "cupti" ||
           r.api == "load-failed" || r.api == "untraced-summary") {
         p_.notices.push_back(i);

@@ -37,6 +37,7 @@ std::string call_text(const Record& r) {
     return fmt::format("{}({}) -> {} [{}]", symbol_of(r), r.args, recorder::result_name(r.result), ms(r.dur_ns));
   }
   if (r.kind == Kind::runtime) return fmt::format("{}() [{}] (Runtime API)", r.api, ms(r.dur_ns));
+  if (r.kind == Kind::process) return fmt::format("[{}]", r.api);
   return fmt::format("[{}] {}: {}", recorder::kind_name(r.kind), r.api, r.args);
 }
 
@@ -188,8 +189,11 @@ std::string format_diagnostics(const Analysis& a) {
 std::string format_report(const Analysis& a, const ReportOptions& options) {
   std::string out;
   for (const auto& p : a.processes) {
+    std::string cmdline = p.cmdline;
+    std::replace(cmdline.begin(), cmdline.end(), '\n', ' ');
+    if (cmdline.size() > 200) cmdline = cmdline.substr(0, 200) + "...";
     out += fmt::format("== pid {}{}: {}{}\n", p.pid, p.pid == a.root_pid ? "" : fmt::format(" (parent {})", p.ppid),
-                       p.exe.empty() ? "?" : p.exe, p.cmdline.empty() ? "" : "  [" + p.cmdline + "]");
+                       p.exe.empty() ? "?" : p.exe, cmdline.empty() ? "" : "  [" + cmdline + "]");
     if (!p.driver.empty()) out += fmt::format("   driver {}, mode {}\n", p.driver, p.mode);
     if (options.timeline) {
       out += "Timeline (context state)\n";
