@@ -28,7 +28,15 @@ void on_thread_exit(void* p) noexcept {
   if (tl_log == log) tl_log = nullptr;
 }
 
-void make_key() noexcept { (void)pthread_key_create(&g_key, &on_thread_exit); }
+bool g_key_made = false;
+
+void make_key() noexcept { g_key_made = pthread_key_create(&g_key, &on_thread_exit) == 0; }
+
+// A host library that is unloaded (dlclose) must not leave threads a destructor to call
+// in unmapped code; at exit this runs after every exit handler, when no log is reaped any more.
+__attribute__((destructor)) void drop_key() noexcept {
+  if (g_key_made) (void)pthread_key_delete(g_key);
+}
 
 }  // namespace
 

@@ -33,8 +33,8 @@ cp -a "$build/tools/bench_trace" "$build/tools/bench_trace_recorder" "$bundle/to
 cp -a "$build/tests/trace/cudart" "$bundle/tests/trace/"
 cupti=$(ls "${DRVSHIM_CUDA_ROOT:-/usr/local/cuda}"/extras/CUPTI/lib64/libcupti.so.13 \
           "${DRVSHIM_CUDA_ROOT:-/usr/local/cuda}"/lib64/libcupti.so.13 "${DRVSHIM_CUDA_ROOT:-/usr/local/cuda}"/lib/libcupti.so.13 \
-          2>/dev/null | head -n 1)
-[[ -n $cupti ]] && cp -L "$cupti" "$bundle/tools/trace/cupti/"
+          2>/dev/null | head -n 1 || true)
+if [[ -n $cupti ]]; then cp -L "$cupti" "$bundle/tools/trace/cupti/"; fi
 cp -a "$root/tools/gpu/trace-gpu.sh" "$bundle/tools/"
 strip --strip-debug "$bundle/driver/libdrvshim.so.0" "$bundle/tools/drvshim-probe" "$bundle/tests/drvshim_gpu_tests" \
   "$bundle/tests/drvshim_gpu_interop" "$bundle/examples/init_order" "$bundle/tools/bench_transfers" \
