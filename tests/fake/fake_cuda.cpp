@@ -1964,6 +1964,11 @@ const std::vector<ProcEntry>& proc_table() {
   return table;
 }
 
+// DRVSHIM_FAKE_PROC_SHIMS=1: cuDeviceGetCount asked at version 12000 or later comes back
+// as another address than at older versions (a driver may hand out per-version shims;
+// drvshim-trace then maps the lookup by name and version).
+CUresult fake_cuDeviceGetCount_shim(int* count) { return fake_cuDeviceGetCount(count); }
+
 CUresult get_proc(const char* symbol, void** pfn, int version, cuuint64_t flags,
                   CUdriverProcAddressQueryResult* status, const char* api) {
   FAKE_ENTER_AS(api, false);
@@ -1991,6 +1996,11 @@ CUresult get_proc(const char* symbol, void** pfn, int version, cuuint64_t flags,
     return CUDA_SUCCESS;
   }
   *pfn = best->fn;
+  if (best->fn == erase_fn(&fake_cuDeviceGetCount) && version >= 12000) {
+    if (const char* shims = std::getenv("DRVSHIM_FAKE_PROC_SHIMS"); shims != nullptr && std::strcmp(shims, "1") == 0) {
+      *pfn = erase_fn(&fake_cuDeviceGetCount_shim);
+    }
+  }
   set_status(CU_GET_PROC_ADDRESS_SUCCESS);
   return CUDA_SUCCESS;
 }

@@ -168,6 +168,18 @@ TEST(Tracer, LookupsHandBackTheInterposersWrapperOfExactlyTheVariantReturned) {
   EXPECT_EQ(run.analysis.processes.at(0).untraced, 0u);
 }
 
+TEST(Tracer, ALookupAnsweredWithAPerVersionShimIsMappedByNameAndVersion) {
+  const TraceRun run = trace({}, {kScenarios, "proc-shim"}, "DRVSHIM_FAKE_PROC_SHIMS=1");
+  ASSERT_EQ(run.code, 0) << run.err;
+  const auto calls = calls_from(run, "trace_scenarios");
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "cuDeviceGetCount"), 1) << "the call through it is traced";
+  const auto& p = run.analysis.processes.at(0);
+  EXPECT_EQ(p.untraced, 0u);
+  EXPECT_TRUE(std::any_of(run.records.begin(), run.records.end(), [](const Record& r) {
+    return r.api == "entry-point-by-name" && r.args.rfind("cuDeviceGetCount@12000 flags 0", 0) == 0;
+  }));
+}
+
 TEST(Tracer, AStaticCudartProgramsLookupsAllGoThroughTheInterposerBeforeCuInit) {
   // The fake has no export tables, so the Runtime gives up after initialising; the
   // loading part is the Runtime's own and is what this shows.

@@ -273,6 +273,21 @@ int copied_driver() {
   return 0;
 }
 
+// A lookup answered with a per-version shim (the fake, DRVSHIM_FAKE_PROC_SHIMS=1).
+int proc_shim() {
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW);
+  auto gpa = lib != nullptr ? reinterpret_cast<Gpa2>(dlsym(lib, "cuGetProcAddress_v2")) : nullptr;
+  if (gpa == nullptr) return fail("cuGetProcAddress_v2", 0);
+  CUdriverProcAddressQueryResult status{};
+  void* fn = nullptr;
+  if (gpa("cuDeviceGetCount", &fn, 12000, 0, &status) != CUDA_SUCCESS || fn == nullptr) return fail("lookup", 0);
+  if (fn != dlsym(lib, "cuDeviceGetCount")) return fail("the shim was handed out unwrapped", 0);
+  CHECK(cuInit(0));
+  int count = 0;
+  CHECK(reinterpret_cast<CUresult (*)(int*)>(fn)(&count));
+  return count == 1 ? 0 : fail("count", count);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -291,6 +306,7 @@ int main(int argc, char** argv) {
   if (mode == "spawn") return spawn_child(argv[0]);
   if (mode == "absolute-path") return absolute_path();
   if (mode == "copied-driver") return copied_driver();
+  if (mode == "proc-shim") return proc_shim();
   std::fprintf(stderr, "scenario: unknown mode \"%s\"\n", mode.c_str());
   return 2;
 }

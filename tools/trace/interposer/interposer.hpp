@@ -56,6 +56,11 @@ extern std::atomic<std::uint64_t> g_untraced;
 
 // The id whose real entry point is `fn`, or -1 (proc_address.cpp).
 int id_of_real(const void* fn) noexcept;
+// For a lookup whose pointer is no known address: the variant the driver's rule names
+// (same base and stream flavour, the newest version at or below the one asked), or -1.
+int id_for_lookup(const char* symbol, int version, unsigned long long flags) noexcept;
+// Says (once per name) that a lookup was mapped by name and version.
+void lookup_matched_by_name(const char* symbol, int version, unsigned long long flags, std::size_t id) noexcept;
 // Indexes the real entry points (after real_driver.cpp resolved them).
 void build_pointer_map() noexcept;
 

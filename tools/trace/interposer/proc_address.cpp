@@ -3,6 +3,7 @@
 // wrapper of exactly the variant the real driver chose for the (name,
 // version, flags) asked, never one derived by appending _v2 or _ptsz.
 #include <algorithm>
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -31,6 +32,20 @@ void build_pointer_map() noexcept {
   } catch (...) {
     g_map = nullptr;  // lookups then hand out real pointers, counted as untraced
   }
+}
+
+int id_for_lookup(const char* symbol, int version, unsigned long long flags) noexcept {
+  if (symbol == nullptr || *symbol == '\0') return -1;
+  const int flavour = flags == 2 ? 2 : 1;  // DEFAULT (0) and LEGACY (1) mean the legacy stream
+  int best = -1;
+  for (std::size_t i = 0; i < kFnCount; ++i) {
+    if (kFns[i].flags != flavour || kFns[i].version == 0 || kFns[i].version > version || g_real[i] == nullptr ||
+        std::strcmp(kFns[i].base, symbol) != 0) {
+      continue;
+    }
+    if (best < 0 || kFns[i].version > kFns[static_cast<std::size_t>(best)].version) best = static_cast<int>(i);
+  }
+  return best;
 }
 
 int id_of_real(const void* fn) noexcept {

@@ -223,6 +223,15 @@ CUresult missing_function(std::size_t id) noexcept {
   return CUDA_ERROR_NOT_FOUND;
 }
 
+void lookup_matched_by_name(const char* symbol, int version, unsigned long long flags, std::size_t id) noexcept {
+  static std::atomic<bool> said[kFnCount] = {};
+  if (g_mode.load(std::memory_order_relaxed) == kOff || said[id].exchange(true)) return;
+  recorder::event(recorder::Kind::event, "entry-point-by-name",
+                  fmt::format("{}@{} flags {} came back as an address of no export; handed out the wrapper of {} "
+                              "(the newest variant at or below that version), which calls its export",
+                              symbol, version, flags, kFns[id].symbol));
+}
+
 void untraced_lookup(const char* symbol, int version, unsigned long long flags, const void* fn) noexcept {
   g_untraced.fetch_add(1, std::memory_order_relaxed);
   if (g_mode.load(std::memory_order_relaxed) == kOff) return;

@@ -145,9 +145,13 @@ template <std::size_t Id, class... A>
 inline CUresult hooked(void* caller, const char* symbol, void** pfn, int version, cuuint64_t flags, A... rest) noexcept {
   auto after = [&](CUresult r) {
     if (r != CUDA_SUCCESS || pfn == nullptr || *pfn == nullptr) return;
-    const int id = id_of_real(*pfn);
-    if (id >= 0) {
+    if (const int id = id_of_real(*pfn); id >= 0) {
       *pfn = drvshim_trace_wrapper_table[id];
+    } else if (const int named = id_for_lookup(symbol, version, flags); named >= 0) {
+      // An address the driver has only for this version (a shim): the wrapper of the variant
+      // its own rule names, calling that variant's export.
+      lookup_matched_by_name(symbol, version, flags, static_cast<std::size_t>(named));
+      *pfn = drvshim_trace_wrapper_table[named];
     } else {
       untraced_lookup(symbol, version, flags, *pfn);
     }

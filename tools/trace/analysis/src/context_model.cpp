@@ -228,7 +228,8 @@ void Model::step(std::size_t i) {
       return;
     case Kind::event:
       if (r.api == "untraced-entry-point") ++p_.untraced;
-      if (r.api == "libcuda-redirected" || r.api == "libcuda-bypass" || r.api == "untraced-entry-point" || r.api == "trace-truncated" ||
+      if (r.api == "libcuda-redirected" || r.api == "libcuda-bypass" || r.api == "untraced-entry-point" ||
+          r.api == "entry-point-by-name" || r.api == "trace-truncated" ||
           r.api == "missing-entry-point" || r.api == "cupti-unavailable" || r.api == "cupti" ||
           r.api == "load-failed" || r.api == "untraced-summary") {
         p_.notices.push_back(i);
