@@ -6,6 +6,8 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <new>
+
 #include "state.hpp"
 
 namespace drvshim::recorder::detail {
@@ -43,6 +45,8 @@ void child() noexcept {
   s.retired.clear();
   s.writer_running = false;
   s.writer_wake = false;
+  // The parent's condition variable may count a waiter that is not here (state.hpp).
+  if (auto* cv = new (std::nothrow) std::condition_variable; cv != nullptr) s.writer_cv = cv;
   s.callers.clear();
   s.writer_mutex.unlock();
   s.registry_mutex.unlock();

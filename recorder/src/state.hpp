@@ -56,7 +56,10 @@ struct State {
   std::atomic<std::uint32_t> pid{0};
 
   // Writer thread.
-  std::condition_variable writer_cv;
+  // A pointer: a forked child gets a new one. The parent's writer may have been waiting on
+  // it at fork(), and glibc's condition variable then waits in the child, forever, for that
+  // waiter (which does not exist there) to leave; the old one is abandoned, not destroyed.
+  std::condition_variable* writer_cv = new std::condition_variable;
   bool writer_running = false;
   bool writer_wake = false;
 };

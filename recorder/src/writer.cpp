@@ -20,7 +20,7 @@ void* writer_main(void*) noexcept {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(s.writer_mutex);
-      s.writer_cv.wait_for(lock, kPeriod, [&] { return s.writer_wake; });
+      s.writer_cv->wait_for(lock, kPeriod, [&] { return s.writer_wake; });
       s.writer_wake = false;
     }
     flush();
@@ -51,7 +51,7 @@ void wake_writer(State& s) noexcept {
     std::lock_guard<std::mutex> lock(s.writer_mutex);
     s.writer_wake = true;
   }
-  s.writer_cv.notify_one();
+  s.writer_cv->notify_one();
 }
 
 }  // namespace drvshim::recorder::detail

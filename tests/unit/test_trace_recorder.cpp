@@ -250,6 +250,30 @@ TEST_F(TraceRecorder, ForkedChildrenNeverDeadlockWhileOtherThreadsRecordAndRead)
   EXPECT_EQ(failed, 0);
 }
 
+TEST_F(TraceRecorder, ForkedChildrenWriteWhileTheParentsWriterWaits) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ThreadSanitizer cannot start a thread (the children's writers) after a multi-threaded fork";
+#endif
+  // The parent's writer thread sleeps on its condition variable between drains; a child that
+  // fills a chunk wakes its own writer, which must not wait for the parent's sleeper.
+  const std::string file = path("children.jsonl");
+  trace::set_file(file);
+  int hung = 0;
+  for (int i = 0; i < 20 && hung == 0; ++i) {
+    trace::mark("parent", std::to_string(i));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const pid_t pid = fork();
+    if (pid == 0) {
+      for (int k = 0; k < 3000; ++k) trace::mark("child", "fills more than one chunk");
+      trace::set_file("");
+      _exit(0);
+    }
+    if (wait_or_kill(pid, 10) == -1) ++hung;
+  }
+  trace::set_file("");
+  EXPECT_EQ(hung, 0) << "a child hung";
+}
+
 TEST_F(TraceRecorder, ManyThreadsKeepEveryRecordInTheirOwnOrder) {
   trace::enable(true);
   constexpr int kThreads = 8;
