@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include <drvshim_recorder/call_desc.hpp>
+
 #include "api_list.hpp"
 #include "process.hpp"
 
@@ -179,17 +181,26 @@ struct DriverCore {
 
 // ---- the seam ---------------------------------------------------------------
 
-// Renders one argument for the trace and the trace-level log. The seam's slow
-// path is exported for runtime_compat/src/peer.cpp (the peer-access calls
-// have no driver-layer wrappers yet).
-DRVSHIM_API void append_arg(std::string& out, long long v);
-DRVSHIM_API void append_arg(std::string& out, unsigned long long v);
-DRVSHIM_API void append_arg(std::string& out, const void* p);
-DRVSHIM_API void append_arg(std::string& out, const char* s);
+// Renders one argument for the trace and the trace-level log.
+void append_arg(std::string& out, long long v);
+void append_arg(std::string& out, unsigned long long v);
+void append_arg(std::string& out, const void* p);
+void append_arg(std::string& out, const char* s);
+void append_arg(std::string& out, double v);
 
 template <class T>
-void append_any(std::string& out, T v) {
-  if constexpr (std::is_same_v<T, const char*>) {
+void append_any(std::string& out, T v, bool ok) {
+  if constexpr (recorder::is_out(recorder::arg_kind<T>())) {
+    // An out parameter: the value the driver wrote (the trace format's "->value").
+    if (v == nullptr) {
+      append_arg(out, static_cast<const void*>(nullptr));
+    } else if (!ok) {
+      out += "->?";
+    } else {
+      out += "->";
+      append_any(out, *v, ok);
+    }
+  } else if constexpr (std::is_same_v<T, const char*>) {
     append_arg(out, v);
   } else if constexpr (std::is_null_pointer_v<T>) {
     append_arg(out, static_cast<const void*>(nullptr));
@@ -197,6 +208,8 @@ void append_any(std::string& out, T v) {
     append_arg(out, reinterpret_cast<const void*>(v));
   } else if constexpr (std::is_pointer_v<T>) {
     append_arg(out, static_cast<const void*>(v));
+  } else if constexpr (std::is_floating_point_v<T>) {
+    append_arg(out, static_cast<double>(v));
   } else if constexpr (std::is_class_v<T>) {
     out += "{struct}";  // passed by value (CUmemLocation, ...): not rendered
   } else if constexpr (std::is_enum_v<T>) {
@@ -208,18 +221,19 @@ void append_any(std::string& out, T v) {
   }
 }
 
+// Renders the arguments of a call that returned `ok` (out parameters show what was written).
 template <class... A>
-std::string render_args(A... a) {
+std::string render_args([[maybe_unused]] bool ok, A... a) {
   std::string out;
   bool first = true;
-  ((out += (first ? "" : ", "), first = false, append_any(out, a)), ...);
+  ((out += (first ? "" : ", "), first = false, append_any(out, a, ok)), ...);
   return out;
 }
 
-[[noreturn]] DRVSHIM_API void throw_used_after_fork(const char* api);
+[[noreturn]] void throw_used_after_fork(const char* api);
 
 // The observed path: fork check, timing, trace record, trace-level log line.
-struct DRVSHIM_API ObservedCall {
+struct ObservedCall {
   explicit ObservedCall(const DriverCore& core) noexcept;
   void finish(Api id, CUresult result, std::string args) noexcept;
   const DriverCore& core;
@@ -236,7 +250,7 @@ CUresult invoke_observed(const DriverCore& core, typename ApiType<id>::type fn, 
   std::string args;
   if (call.wanted) {
     try {
-      args = render_args(a...);
+      args = render_args(result == CUDA_SUCCESS, a...);
     } catch (...) {
       // Out of memory while rendering: the record goes without arguments.
     }

@@ -27,6 +27,7 @@ void append_arg(std::string& out, const void* p) {
     out += fmt::format("{}", p);
   }
 }
+void append_arg(std::string& out, double v) { out += fmt::format("{}", v); }
 void append_arg(std::string& out, const char* s) {
   if (s == nullptr) {
     out += "null";

@@ -52,10 +52,25 @@ const std::vector<Variable>& variables() noexcept {
       {"DRVSHIM_STAGING_STORES", "auto, stream, demote, plain", "auto", false},
       {"DRVSHIM_RT_POLICY", "lazy, eager", "lazy", false},
       {"DRVSHIM_RT_TRACE", "1/true/yes/on or 0/false/no/off", "off", false},
+      {"DRVSHIM_TRACE_MAX_BYTES", "a byte count such as 1G or 512M; 0 for no cap", "1 GiB", false},
+      // Set by drvshim-trace for the interposer and the programs it traces (tools/trace).
+      {"DRVSHIM_TRACE_OUT", "set by drvshim-trace", "-", true},
+      {"DRVSHIM_TRACE_MODE", "set by drvshim-trace", "-", false},
+      {"DRVSHIM_TRACE_CHILDREN", "set by drvshim-trace", "-", false},
+      {"DRVSHIM_TRACE_CUPTI", "set by drvshim-trace", "-", false},
+      {"DRVSHIM_TRACE_CUPTI_LIB", "set by drvshim-trace", "-", true},
+      {"DRVSHIM_TRACE_EPOCH_NS", "set by drvshim-trace", "-", false},
+      {"DRVSHIM_TRACE_INTERPOSER", "set by drvshim-trace", "-", true},
+      {"DRVSHIM_TRACE_REAL_LIBCUDA", "set by drvshim-trace", "-", true},
+      {"DRVSHIM_TRACE_ROOT_PID", "set by drvshim-trace", "-", false},
       // The fake driver's own (tests/fake), listed so they are not reported as unknown.
       {"DRVSHIM_FAKE_PROFILE", "discrete, tx1, dual, trio, none, stub, old", "discrete", false},
       {"DRVSHIM_FAKE_FAIL", "api:nth:code[,api:nth:code...]", "no injected failure", false},
       {"DRVSHIM_FAKE_CC", "a compute capability such as 90 or 101", "the profile's", false},
+      {"DRVSHIM_FAKE_FAIL", "api:nth:code[,...]", "none", false},
+      {"DRVSHIM_FAKE_INIT_DELAY_MS", "milliseconds", "0", false},
+      {"DRVSHIM_FAKE_PROC_SHIMS", "1", "off", false},
+      {"DRVSHIM_FAKE_REPORT", "a path", "none", false},
   };
   return table;
 }

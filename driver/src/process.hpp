@@ -12,8 +12,8 @@ namespace drvshim::detail {
 // Read on every driver call; kept in one byte so the fast path is a load and a branch.
 // Exported (with the seam's slow path in core.hpp) for the one runtime_compat
 // file that calls the seam directly (runtime_compat/src/peer.cpp).
-extern DRVSHIM_API std::atomic<bool> g_slow_path;
-extern DRVSHIM_API std::atomic<std::uint64_t> g_fork_generation;
+extern std::atomic<bool> g_slow_path;
+extern std::atomic<std::uint64_t> g_fork_generation;
 extern std::atomic<bool> g_exiting;
 
 inline bool slow_path_active() noexcept { return g_slow_path.load(std::memory_order_relaxed); }

@@ -1,15 +1,16 @@
-#include <pthread.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
+// drvshim's in-process trace: the public drvshim::trace API over the shared
+// recorder (recorder/), which keeps per-thread logs and writes files off the
+// calling thread.
 #include <drvshim/error.hpp>
+#include <drvshim_recorder/json_line.hpp>
+#include <drvshim_recorder/recorder.hpp>
 
-#include <chrono>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <deque>
 #include <mutex>
 
+#include "env.hpp"
 #include "log_internal.hpp"
 #include "process.hpp"
 #include "trace_internal.hpp"
@@ -17,119 +18,68 @@
 namespace drvshim {
 namespace {
 
-constexpr std::size_t kMaxRecords = 1u << 20;
+constexpr std::uint64_t kDefaultMaxFileBytes = std::uint64_t{1} << 30;
 
-struct Recorder {
-  std::mutex mutex;
-  std::vector<trace::Record> records;
-  std::uint64_t next_seq = 1;
-  std::uint64_t dropped = 0;
-  std::FILE* file = nullptr;
-  bool in_memory = false;
-  std::atomic<bool> active{false};
-  std::chrono::steady_clock::time_point epoch = std::chrono::steady_clock::now();
-
-  void update_active() {
-    active.store(in_memory || file != nullptr);
-    detail::refresh_slow_path();
-  }
-};
-
-Recorder& recorder() noexcept {
-  // Never destroyed, so driver calls made during exit can still be recorded.
-  static Recorder* r = [] {
-    auto* rec = new Recorder;
-    // Held across fork(), so a child never inherits it locked by a thread that is not there.
-    pthread_atfork([] { recorder().mutex.lock(); }, [] { recorder().mutex.unlock(); }, [] { recorder().mutex.unlock(); });
-    return rec;
-  }();
-  return *r;
+trace::Record to_public(const recorder::Record& r) {
+  trace::Record out;
+  out.seq = r.seq;
+  out.timestamp_ns = r.ts_ns;
+  out.duration_ns = r.dur_ns;
+  out.thread = r.tid;
+  out.pid = r.pid;
+  out.kind = r.kind == recorder::Kind::call ? trace::Kind::call : trace::Kind::event;
+  out.api = r.api;
+  out.args = r.args;
+  out.result = r.result;
+  out.context = r.ctx;
+  return out;
 }
 
-void append_escaped(std::string& out, std::string_view s) {
-  for (const char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += fmt::format("\\u{:04x}", static_cast<unsigned>(static_cast<unsigned char>(c)));
-        } else {
-          out += c;
-        }
-    }
-  }
+recorder::Record to_internal(const trace::Record& r) {
+  recorder::Record out;
+  out.seq = r.seq;
+  out.ts_ns = r.timestamp_ns;
+  out.dur_ns = r.duration_ns;
+  out.tid = r.thread;
+  out.pid = r.pid;
+  out.kind = r.kind == trace::Kind::call ? recorder::Kind::call : recorder::Kind::event;
+  out.api = r.api;
+  out.args = r.args;
+  out.result = r.result;
+  out.ctx = r.context;
+  return out;
 }
 
-void add(trace::Record rec) noexcept {
-  auto& r = recorder();
-  try {
-    std::lock_guard<std::mutex> lock(r.mutex);
-    rec.seq = r.next_seq++;
-    if (r.file != nullptr) {
-      std::string line = trace::to_json(rec);
-      line += '\n';
-      std::fwrite(line.data(), 1, line.size(), r.file);
-      std::fflush(r.file);
-    }
-    if (r.in_memory) {
-      if (r.records.size() < kMaxRecords) {
-        r.records.push_back(std::move(rec));
-      } else {
-        ++r.dropped;
-      }
-    }
-  } catch (...) {
-    // Out of memory while tracing: the record is lost, the call is not.
-  }
+// DRVSHIM_TRACE_MAX_BYTES: the trace file's cap (default 1 GiB; 0 = no cap).
+std::uint64_t max_file_bytes() {
+  // Unset, or not a byte count (reported by the reader): the default.
+  return detail::env::bytes("DRVSHIM_TRACE_MAX_BYTES").value_or(kDefaultMaxFileBytes);
 }
+
+void flush_at_exit() noexcept { recorder::final_flush(); }
 
 }  // namespace
 
 namespace detail {
 
-bool trace_active() noexcept { return recorder().active.load(std::memory_order_relaxed); }
+bool trace_active() noexcept { return recorder::active(); }
 
-std::int64_t trace_now_ns() noexcept {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
-                                                              recorder().epoch)
-      .count();
-}
+std::int64_t trace_now_ns() noexcept { return recorder::now_ns(); }
 
-std::uint64_t thread_id() noexcept { return static_cast<std::uint64_t>(::syscall(SYS_gettid)); }
+std::uint64_t thread_id() noexcept { return recorder::thread_id(); }
 
 void trace_record_call(const char* api, std::int64_t start_ns, std::int64_t duration_ns, std::string args,
                        int result, std::uintptr_t context) noexcept {
   if (!trace_active()) return;
-  trace::Record rec;
-  rec.timestamp_ns = start_ns;
-  rec.duration_ns = duration_ns;
-  rec.thread = thread_id();
-  rec.kind = trace::Kind::call;
-  try {
-    rec.api = api;
-  } catch (...) {
-    return;
-  }
-  rec.args = std::move(args);
-  rec.result = result;
-  rec.context = context;
-  add(std::move(rec));
+  recorder::call_text(api, start_ns, duration_ns, args, result, context);
 }
 
 void trace_init_from_env() noexcept {
   static std::once_flag once;
   std::call_once(once, [] {
     try {
-      if (const char* on = std::getenv("DRVSHIM_TRACE"); on != nullptr && std::string_view(on) == "1") {
-        trace::enable(true);
-      }
-      if (const char* path = std::getenv("DRVSHIM_TRACE_FILE"); path != nullptr && *path != '\0') {
-        trace::set_file(path);
-      }
+      if (env::flag("DRVSHIM_TRACE", false)) trace::enable(true);
+      if (const auto path = env::raw("DRVSHIM_TRACE_FILE")) trace::set_file(*path);
     } catch (const std::exception& e) {
       logf(log::Level::error, "DRVSHIM_TRACE_FILE: {}", e.what());
     }
@@ -141,62 +91,44 @@ void trace_init_from_env() noexcept {
 namespace trace {
 
 void enable(bool on) {
-  auto& r = recorder();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  r.in_memory = on;
-  r.update_active();
+  recorder::set_memory(on);
+  detail::refresh_slow_path();
 }
 
 bool enabled() noexcept { return detail::trace_active(); }
 
 std::vector<Record> records() {
-  auto& r = recorder();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  return r.records;
+  std::vector<Record> out;
+  recorder::for_each_record([&](const recorder::Record& r) { out.push_back(to_public(r)); });
+  return out;
 }
 
-void clear() {
-  auto& r = recorder();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  r.records.clear();
-  r.dropped = 0;
-}
+void clear() { recorder::clear(); }
 
-std::size_t max_records() noexcept { return kMaxRecords; }
+std::size_t max_records() noexcept { return recorder::max_records(); }
 
-std::uint64_t dropped() noexcept {
-  auto& r = recorder();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  return r.dropped;
-}
+std::uint64_t dropped() noexcept { return recorder::dropped(); }
 
 void set_file(const std::string& path) {
-  auto& r = recorder();
-  std::FILE* opened = nullptr;
-  if (!path.empty()) {
-    opened = std::fopen(path.c_str(), "ae");
-    if (opened == nullptr) {
-      throw InvalidArgumentError("trace::set_file",
-                                 fmt::format("cannot open trace file \"{}\" for appending", path),
-                                 "check that the directory exists and is writable (DRVSHIM_TRACE_FILE)");
-    }
+  const std::string why = recorder::set_file(path, max_file_bytes());
+  if (!why.empty()) {
+    throw InvalidArgumentError("trace::set_file", why,
+                               "give a path in a directory you can write to, to a regular file you own "
+                               "(DRVSHIM_TRACE_FILE)");
   }
-  std::lock_guard<std::mutex> lock(r.mutex);
-  if (r.file != nullptr) std::fclose(r.file);
-  r.file = opened;
-  r.update_active();
+  if (!path.empty()) {
+    static std::once_flag once;
+    // Registered at the first file, so it runs after the exit handlers of
+    // components initialised later (the CUDA Runtime's teardown is recorded).
+    std::call_once(once, [] { std::atexit(&flush_at_exit); });
+  }
+  detail::refresh_slow_path();
 }
 
 void mark(std::string_view event, std::string_view what) {
   detail::logf(log::Level::debug, "{}: {}", event, what);
   if (!detail::trace_active()) return;
-  Record rec;
-  rec.timestamp_ns = detail::trace_now_ns();
-  rec.thread = detail::thread_id();
-  rec.kind = Kind::event;
-  rec.api = std::string(event);
-  rec.args = std::string(what);
-  add(std::move(rec));
+  recorder::event(recorder::Kind::event, event, what);
 }
 
 std::string format_timeline(const std::vector<Record>& records) {
@@ -219,18 +151,7 @@ std::string format_timeline(const std::vector<Record>& records) {
 
 const char* kind_name(Kind kind) noexcept { return kind == Kind::call ? "call" : "event"; }
 
-std::string to_json(const Record& rec) {
-  std::string out;
-  out.reserve(160 + rec.args.size());
-  out += fmt::format("{{\"seq\":{},\"ts_ns\":{},\"dur_ns\":{},\"tid\":{},\"kind\":\"{}\",\"api\":\"", rec.seq,
-                     rec.timestamp_ns, rec.duration_ns, rec.thread, kind_name(rec.kind));
-  append_escaped(out, rec.api);
-  out += "\",\"args\":\"";
-  append_escaped(out, rec.args);
-  out += fmt::format("\",\"result\":{},\"result_name\":\"{}\",\"ctx\":\"0x{:x}\"}}", rec.result,
-                     rec.kind == Kind::call ? result_name(rec.result) : "", rec.context);
-  return out;
-}
+std::string to_json(const Record& rec) { return recorder::to_json(to_internal(rec)); }
 
 }  // namespace trace
 }  // namespace drvshim

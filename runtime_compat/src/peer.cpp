@@ -1,8 +1,13 @@
 // Peer access between devices: capability, enabling and disabling, the P2P
-// attributes, peer copies. The driver layer has no peer-access wrappers yet,
-// so this file (alone in runtime_compat) calls the driver seam directly
-// (driver/src/core.hpp); the calls are traced and logged like any other.
-#include "core.hpp"  // first: cuda.h as drvshim's seam sees it
+// attributes, peer copies — over the driver layer's peer API (peer.hpp), with
+// cudart's error codes. Access enabled through the Runtime is held by one
+// PeerAccess owner per direction, dropped by cudaDeviceReset of either device.
+#include <drvshim/peer.hpp>
+
+#include <map>
+#include <mutex>
+#include <utility>
+
 #include "state.hpp"
 
 using namespace drvshim;
@@ -10,26 +15,40 @@ using namespace drvshim::rt::impl;
 
 namespace {
 
-const detail::DriverCore& seam(const char* api) {
-  const detail::DriverCore& core = *driver(api).core();
-  return core;
+// The accesses cudaDeviceEnablePeerAccess made: (device, peer) -> owner.
+struct PeerRegistry {
+  std::mutex mutex;
+  std::map<std::pair<int, int>, PeerAccess> owners;
+};
+PeerRegistry& peers() {
+  static auto* r = new PeerRegistry;  // never destroyed: no driver calls at exit
+  return *r;
 }
 
-// The driver's result as cudart reports it (and the thread's last error).
-cudaError_t result(const char* api, CUresult r, const std::string& objects) {
-  if (r == CUDA_SUCCESS) return cudaSuccess;
-  return fail(from_driver(static_cast<int>(r)),
-              fmt::format("{}: {} ({}) [{}]", api, result_name(static_cast<int>(r)), static_cast<int>(r), objects));
-}
-
-cudaError_t missing(const char* api, detail::Api id) {
-  return fail(cudaErrorCallRequiresNewerDriver,
-              fmt::format("{}: the driver lacks {}", api, detail::api_name(id)));
-}
-
-CUcontext native(const ContextRef& ctx) { return reinterpret_cast<CUcontext>(ctx.address()); }
+// PeerAttribute numbers its attributes as cudaDeviceP2PAttr and CUdevice_P2PAttribute do.
+PeerAttribute attribute_of(cudaDeviceP2PAttr a) { return static_cast<PeerAttribute>(static_cast<int>(a)); }
 
 }  // namespace
+
+namespace drvshim::rt::impl {
+
+void drop_peer_access(std::optional<int> device) {
+  std::map<std::pair<int, int>, PeerAccess> doomed;
+  {
+    auto& r = peers();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    for (auto it = r.owners.begin(); it != r.owners.end();) {
+      if (!device || it->first.first == *device || it->first.second == *device) {
+        doomed.insert(r.owners.extract(it++));
+      } else {
+        ++it;
+      }
+    }
+  }
+  // Destroyed outside the lock: disabling calls the driver.
+}
+
+}  // namespace drvshim::rt::impl
 
 DRVSHIM_CUDART cudaError_t cudaDeviceCanAccessPeer(int* can, int device, int peer) {
   if (can == nullptr) return null_argument("cudaDeviceCanAccessPeer", "canAccessPeer");
@@ -47,52 +66,72 @@ DRVSHIM_CUDART cudaError_t cudaDeviceGetP2PAttribute(int* value, cudaDeviceP2PAt
   return guarded("cudaDeviceGetP2PAttribute", [&] {
     if (const cudaError_t e = check_device("cudaDeviceGetP2PAttribute", src); e != cudaSuccess) return e;
     if (const cudaError_t e = check_device("cudaDeviceGetP2PAttribute", dst); e != cudaSuccess) return e;
-    const auto& core = seam("cudaDeviceGetP2PAttribute");
-    if (!core.has(detail::Api::k_cuDeviceGetP2PAttribute)) {
-      return missing("cudaDeviceGetP2PAttribute", detail::Api::k_cuDeviceGetP2PAttribute);
+    if (src == dst) {
+      return fail(cudaErrorInvalidDevice, fmt::format("cudaDeviceGetP2PAttribute: device {} paired with itself", src));
     }
     const Driver& drv = driver("cudaDeviceGetP2PAttribute");
-    // cudaDeviceP2PAttr numbers its attributes as CUdevice_P2PAttribute does.
-    const CUresult r = DRVSHIM_CU(core, cuDeviceGetP2PAttribute, value, static_cast<CUdevice_P2PAttribute>(attribute),
-                                  static_cast<CUdevice>(drv.device(src).native()),
-                                  static_cast<CUdevice>(drv.device(dst).native()));
-    return result("cudaDeviceGetP2PAttribute", r,
-                  fmt::format("attribute {}, device {} to {}", static_cast<int>(attribute), src, dst));
+    const AttributeValue v = peer_attribute(drv.device(src), drv.device(dst), attribute_of(attribute));
+    if (!v.has_value()) {
+      return fail(cudaErrorInvalidValue, fmt::format("cudaDeviceGetP2PAttribute: attribute {} is {} for devices {} to {}",
+                                                     static_cast<int>(attribute), v.to_string(), src, dst));
+    }
+    *value = v.value();
+    return cudaSuccess;
   });
 }
 
-// Lets the calling thread's device's context access `peer`'s memory
-// (cuCtxEnablePeerAccess with that context current; the peer's primary
-// context is retained, as cudart does).
+// Lets the calling thread's device's context access `peer`'s memory (its
+// primary context is retained, as cudart does).
 DRVSHIM_CUDART cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned flags) {
   return guarded("cudaDeviceEnablePeerAccess", [&] {
     if (const cudaError_t e = check_device("cudaDeviceEnablePeerAccess", peer); e != cudaSuccess) return e;
     if (flags != 0) return fail(cudaErrorInvalidValue, "cudaDeviceEnablePeerAccess: flags must be 0");
-    if (peer == thread().device) {
+    const int device = thread().device;
+    if (peer == device) {
       return fail(cudaErrorInvalidDevice, fmt::format("cudaDeviceEnablePeerAccess: device {} is the current device", peer));
     }
-    const auto& core = seam("cudaDeviceEnablePeerAccess");
-    if (!core.has(detail::Api::k_cuCtxEnablePeerAccess)) {
-      return missing("cudaDeviceEnablePeerAccess", detail::Api::k_cuCtxEnablePeerAccess);
+    const ContextRef from = context("cudaDeviceEnablePeerAccess");
+    const ContextRef to = primary(peer, "cudaDeviceEnablePeerAccess");
+    auto& r = peers();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    if (r.owners.count({device, peer}) != 0) {
+      return fail(cudaErrorPeerAccessAlreadyEnabled,
+                  fmt::format("cudaDeviceEnablePeerAccess: device {} to {} is enabled already", device, peer));
     }
-    (void)context("cudaDeviceEnablePeerAccess");
-    const ContextRef peer_ctx = primary(peer, "cudaDeviceEnablePeerAccess");
-    const CUresult r = DRVSHIM_CU(core, cuCtxEnablePeerAccess, native(peer_ctx), flags);
-    return result("cudaDeviceEnablePeerAccess", r, fmt::format("device {} to peer {}", thread().device, peer));
+    std::optional<PeerAccess> access;
+    try {
+      access.emplace(PeerAccess::enable(from, to));
+    } catch (const UnsupportedError& e) {
+      return fail(cudaErrorPeerAccessUnsupported, e.what());
+    }
+    if (access->adopted()) {
+      // Another component enabled it: cudart reports that, and drvshim never disables it.
+      return fail(cudaErrorPeerAccessAlreadyEnabled,
+                  fmt::format("cudaDeviceEnablePeerAccess: device {} to {} was enabled by another component", device, peer));
+    }
+    r.owners.emplace(std::make_pair(device, peer), std::move(*access));
+    return cudaSuccess;
   });
 }
 
 DRVSHIM_CUDART cudaError_t cudaDeviceDisablePeerAccess(int peer) {
   return guarded("cudaDeviceDisablePeerAccess", [&] {
     if (const cudaError_t e = check_device("cudaDeviceDisablePeerAccess", peer); e != cudaSuccess) return e;
-    const auto& core = seam("cudaDeviceDisablePeerAccess");
-    if (!core.has(detail::Api::k_cuCtxDisablePeerAccess)) {
-      return missing("cudaDeviceDisablePeerAccess", detail::Api::k_cuCtxDisablePeerAccess);
+    const int device = thread().device;
+    std::optional<PeerAccess> owner;
+    {
+      auto& r = peers();
+      std::lock_guard<std::mutex> lock(r.mutex);
+      const auto it = r.owners.find({device, peer});
+      if (it == r.owners.end()) {
+        return fail(cudaErrorPeerAccessNotEnabled,
+                    fmt::format("cudaDeviceDisablePeerAccess: device {} to {} is not enabled", device, peer));
+      }
+      owner.emplace(std::move(it->second));
+      r.owners.erase(it);
     }
-    (void)context("cudaDeviceDisablePeerAccess");
-    const ContextRef peer_ctx = primary(peer, "cudaDeviceDisablePeerAccess");
-    const CUresult r = DRVSHIM_CU(core, cuCtxDisablePeerAccess, native(peer_ctx));
-    return result("cudaDeviceDisablePeerAccess", r, fmt::format("device {} to peer {}", thread().device, peer));
+    owner->disable();
+    return cudaSuccess;
   });
 }
 
@@ -104,28 +143,20 @@ cudaError_t memcpy_peer(const char* api, void* dst, int dst_device, const void* 
   return guarded(api, [&] {
     if (const cudaError_t e = check_device(api, dst_device); e != cudaSuccess) return e;
     if (const cudaError_t e = check_device(api, src_device); e != cudaSuccess) return e;
-    const auto& core = seam(api);
     const ContextRef dst_ctx = primary(dst_device, api);
     const ContextRef src_ctx = primary(src_device, api);
-    const std::string objects = fmt::format("{} bytes from {} (device {}) to {} (device {})", bytes, src, src_device,
-                                            dst, dst_device);
+    const auto d = static_cast<DevicePtr>(reinterpret_cast<std::uintptr_t>(dst));
+    const auto s = static_cast<DevicePtr>(reinterpret_cast<std::uintptr_t>(src));
     if (!stream.has_value()) {
       (void)context(api);
       if (bytes == 0) return cudaSuccess;
-      if (!core.has(detail::Api::k_cuMemcpyPeer)) return missing(api, detail::Api::k_cuMemcpyPeer);
-      return result(api,
-                    DRVSHIM_CU(core, cuMemcpyPeer, reinterpret_cast<CUdeviceptr>(dst), native(dst_ctx),
-                               reinterpret_cast<CUdeviceptr>(src), native(src_ctx), bytes),
-                    objects);
+      detail::copy_peer(dst_ctx, d, bytes, 0, src_ctx, s, bytes, 0, nullptr);
+      return cudaSuccess;
     }
-    const StreamRef s = stream_of(*stream, DefaultStream::legacy, api);
+    const StreamRef on = stream_of(*stream, DefaultStream::legacy, api);
     if (bytes == 0) return cudaSuccess;
-    if (!core.has(detail::Api::k_cuMemcpyPeerAsync)) return missing(api, detail::Api::k_cuMemcpyPeerAsync);
-    return result(api,
-                  DRVSHIM_CU(core, cuMemcpyPeerAsync, reinterpret_cast<CUdeviceptr>(dst), native(dst_ctx),
-                             reinterpret_cast<CUdeviceptr>(src), native(src_ctx), bytes,
-                             reinterpret_cast<CUstream>(s.native())),
-                  objects + ", " + s.name());
+    detail::copy_peer(dst_ctx, d, bytes, 0, src_ctx, s, bytes, 0, &on);
+    return cudaSuccess;
   });
 }
 

@@ -344,6 +344,7 @@ StreamRef stream_of(cudaStream_t stream, DefaultStream zero, const char* trigger
 Registries& registries() noexcept { return runtime().registries; }
 
 void drop_objects(std::optional<int> device) {
+  drop_peer_access(device);
   auto& r = registries();
   const auto mine = [&](const auto& entry) { return !device || entry.device == *device; };
   // Removed under the registries' locks, destroyed after (destruction calls the driver).

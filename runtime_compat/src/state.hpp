@@ -229,6 +229,8 @@ Registries& registries() noexcept;
 
 // Drops every registered object of `device` (cudaDeviceReset), or all of them.
 void drop_objects(std::optional<int> device);
+// Drops the peer accesses cudaDeviceEnablePeerAccess made from or to `device` (all: nullopt) (peer.cpp).
+void drop_peer_access(std::optional<int> device);
 
 // ---- registration (registration.cpp) --------------------------------------------------------------
 

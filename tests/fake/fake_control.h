@@ -16,6 +16,10 @@
  *   old       a CUDA 11.8 driver: newer functions absent
  * DRVSHIM_FAKE_FAIL=api:nth:code[,...] injects failures from the start, as
  * drvshim_fake_fail_call does (for whole programs, such as drvshim-probe).
+ * DRVSHIM_FAKE_INIT_DELAY_MS=n makes the first cuInit take n ms (callers on
+ * several threads then overlap, as with a real driver's slow initialisation).
+ * DRVSHIM_FAKE_PROC_SHIMS=1 makes cuGetProcAddress hand out another address for
+ * cuDeviceGetCount at versions from 12000 (a per-version shim).
  */
 #ifndef DRVSHIM_FAKE_CONTROL_H
 #define DRVSHIM_FAKE_CONTROL_H

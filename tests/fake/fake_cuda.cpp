@@ -22,6 +22,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -615,6 +616,13 @@ CUresult fake_cuGetErrorString(CUresult error, const char** str) {
 CUresult fake_cuInit(unsigned flags) {
   FAKE_ENTER_AS("cuInit", false);
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  // DRVSHIM_FAKE_INIT_DELAY_MS: a slow first initialisation, as a real driver's, so
+  // callers on several threads overlap (drvshim-trace's init-race test).
+  if (const char* delay = std::getenv("DRVSHIM_FAKE_INIT_DELAY_MS"); delay != nullptr && !e.initialized) {
+    lock.unlock();
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(delay)));
+    lock.lock();
+  }
   if (e.no_device) return CUDA_ERROR_NO_DEVICE;
   e.initialized = true;
   return CUDA_SUCCESS;
@@ -2720,6 +2728,12 @@ void* erase_fn(F f) {
   return p;
 }
 
+#ifndef DRVSHIM_FAKE_NO_PROC_V2
+CUresult fake_cuGetProcAddress_v2_entry(const char* symbol, void** pfn, int version, cuuint64_t flags,
+                                        CUdriverProcAddressQueryResult* status);
+#endif
+CUresult fake_cuGetProcAddress_v1_entry(const char* symbol, void** pfn, int version, cuuint64_t flags);
+
 // Several entries with one name are ABI variants; the newest one at or below
 // the requested version wins, as in the real driver.
 const std::vector<ProcEntry>& proc_table() {
@@ -2819,9 +2833,19 @@ const std::vector<ProcEntry>& proc_table() {
       {"cuMemcpyPeer", 4000, erase_fn(&fake_cuMemcpyPeer)},
       {"cuMemcpyPeerAsync", 4000, erase_fn(&fake_cuMemcpyPeerAsync)},
       {"cuMemcpyAsync", 4000, erase_fn(&fake_cuMemcpyAsync)},
+      // The driver hands out its own lookup too (the CUDA Runtime asks for it).
+      {"cuGetProcAddress", 11030, erase_fn(&fake_cuGetProcAddress_v1_entry)},
+#ifndef DRVSHIM_FAKE_NO_PROC_V2
+      {"cuGetProcAddress", 12000, erase_fn(&fake_cuGetProcAddress_v2_entry)},
+#endif
   };
   return table;
 }
+
+// DRVSHIM_FAKE_PROC_SHIMS=1: cuDeviceGetCount asked at version 12000 or later comes back
+// as another address than at older versions (a driver may hand out per-version shims;
+// drvshim-trace then maps the lookup by name and version).
+CUresult fake_cuDeviceGetCount_shim(int* count) { return fake_cuDeviceGetCount(count); }
 
 CUresult get_proc(const char* symbol, void** pfn, int version, cuuint64_t flags,
                   CUdriverProcAddressQueryResult* status, const char* api) {
@@ -2850,8 +2874,24 @@ CUresult get_proc(const char* symbol, void** pfn, int version, cuuint64_t flags,
     return CUDA_SUCCESS;
   }
   *pfn = best->fn;
+  if (best->fn == erase_fn(&fake_cuDeviceGetCount) && version >= 12000) {
+    if (const char* shims = std::getenv("DRVSHIM_FAKE_PROC_SHIMS"); shims != nullptr && std::strcmp(shims, "1") == 0) {
+      *pfn = erase_fn(&fake_cuDeviceGetCount_shim);
+    }
+  }
   set_status(CU_GET_PROC_ADDRESS_SUCCESS);
   return CUDA_SUCCESS;
+}
+
+#ifndef DRVSHIM_FAKE_NO_PROC_V2
+CUresult fake_cuGetProcAddress_v2_entry(const char* symbol, void** pfn, int version, cuuint64_t flags,
+                                        CUdriverProcAddressQueryResult* status) {
+  return get_proc(symbol, pfn, version, flags, status, "cuGetProcAddress");
+}
+#endif
+
+CUresult fake_cuGetProcAddress_v1_entry(const char* symbol, void** pfn, int version, cuuint64_t flags) {
+  return get_proc(symbol, pfn, version, flags, nullptr, "cuGetProcAddress");
 }
 
 struct ExitReport {

@@ -6,7 +6,11 @@
 /// (library load, table resolution, adopting an active primary context, ...)
 /// produce event records. Records are readable in-process (records()) and, with
 /// DRVSHIM_TRACE_FILE=path or set_file(), written as JSON lines; the format is
-/// described in docs/trace-format.md.
+/// described in docs/trace-format.md (shared with drvshim-trace).
+///
+/// Each thread records into a log of its own, without a lock; the records are
+/// gathered when records() is called, and a writer thread appends them to the
+/// file every few milliseconds and at exit.
 ///
 /// With tracing off (and the log level above trace) a driver call costs one
 /// predictable branch more than the raw function-pointer call.
@@ -27,10 +31,11 @@ enum class Kind {
 
 /// One trace entry.
 struct Record {
-  std::uint64_t seq = 0;           ///< 1-based, process-wide, in recording order
+  std::uint64_t seq = 0;           ///< 1-based, per process, in time order
   std::int64_t timestamp_ns = 0;   ///< start, nanoseconds since the recorder's epoch (steady clock)
   std::int64_t duration_ns = 0;    ///< time inside the driver (0 for events)
   std::uint64_t thread = 0;        ///< OS thread id (gettid)
+  std::uint32_t pid = 0;           ///< process id (0: unknown); a forked child has its own
   Kind kind = Kind::call;
   std::string api;                 ///< "cuInit", or the event name ("load", "adopt-primary-context")
   std::string args;                ///< short rendering of the arguments, or the event's detail
@@ -59,8 +64,12 @@ DRVSHIM_API std::size_t max_records() noexcept;
 DRVSHIM_API std::uint64_t dropped() noexcept;
 
 /// Writes every following record to `path` as JSON lines (appending), or stops
-/// writing when `path` is empty. Throws drvshim::InvalidArgumentError when the
-/// file cannot be opened.
+/// writing (after writing what is pending) when `path` is empty. The file is
+/// never opened through a symbolic link, is created with mode 0600, must be a
+/// regular file owned by this user, and stops at DRVSHIM_TRACE_MAX_BYTES
+/// (default 1 GiB) with a last "trace-truncated" record. Throws
+/// drvshim::InvalidArgumentError naming the path and the reason when the file
+/// is refused.
 DRVSHIM_API void set_file(const std::string& path);
 
 /// Records a drvshim step as an event record (when tracing is on) and logs it

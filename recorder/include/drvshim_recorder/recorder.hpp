@@ -1,0 +1,119 @@
+#pragma once
+/// @file recorder.hpp
+/// The trace recorder shared by libdrvshim's in-process trace and
+/// drvshim-trace's interposer (each links its own copy; hidden symbols).
+///
+/// Producers (any thread, at every driver call) append to a log owned by
+/// their thread: no lock, no copy of earlier records, no file write. The log
+/// is a chain of fixed-size chunks; a full chunk is followed by a new one, so
+/// growing never moves what was recorded. A consumer (the writer thread when a
+/// file is open, or whoever asks for records()) drains every thread's log
+/// under the consumer lock, which producers never take, orders the drained
+/// records by time, numbers them, and hands them to the sinks: the in-memory
+/// store and the trace file.
+///
+/// Fork: handlers installed with pthread_atfork hold every lock of the
+/// recorder across fork(); the child drops the parent's logs, takes its own
+/// pid and numbers its records from 1 again.
+#include <drvshim_recorder/call_desc.hpp>
+#include <drvshim_recorder/clock.hpp>
+#include <drvshim_recorder/record.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace drvshim::recorder {
+
+// Set while any sink (memory or file) is on; read on every driver call.
+extern std::atomic<bool> g_active;
+
+/// Whether records are kept anywhere (one relaxed load).
+inline bool active() noexcept { return g_active.load(std::memory_order_relaxed); }
+
+// ---- configuration -------------------------------------------------------------
+
+/// The absolute time (now_ns()) records are measured from. Default: the
+/// recorder's first use. drvshim-trace gives every traced process the same epoch.
+void set_epoch(std::int64_t absolute_ns) noexcept;
+std::int64_t epoch() noexcept;
+
+/// Keeps records in memory (records()) or stops keeping new ones.
+void set_memory(bool on) noexcept;
+bool memory() noexcept;
+
+/// Appends every later record to `path` as JSON lines. The file is opened
+/// without following a symbolic link, created with mode 0600, and refused
+/// when it is not a regular file owned by this user; at `max_bytes` a last
+/// record says the trace was truncated and nothing more is written. An empty
+/// path writes what is pending and closes the file. Returns "" or why the
+/// file was refused (nothing changes then).
+std::string set_file(const std::string& path, std::uint64_t max_bytes);
+bool file_open() noexcept;
+
+/// The per-thread call counters of summary mode: slot i counts calls of descs[i].
+/// Set once, before the first record.
+void set_counters(const CallDesc* descs, std::size_t n) noexcept;
+
+/// Writes each record as soon as it is made (a forked child, which may _exit
+/// at any time, uses this). Off by default.
+void set_synchronous(bool on) noexcept;
+
+// ---- producers (any thread; never block on a consumer) ------------------------------
+
+/// A call whose arguments were rendered by the caller (libdrvshim's seam).
+/// `api` must outlive the process (a string literal or static table).
+void call_text(const char* api, std::int64_t start_ns, std::int64_t duration_ns, std::string_view args, int result,
+               std::uintptr_t context) noexcept;
+
+/// A call recorded as raw words (call_desc.hpp), rendered later by the consumer.
+/// `desc` and `kinds` must outlive the process.
+void call_words(const CallDesc* desc, const ArgKind* kinds, std::int64_t start_ns, std::int64_t duration_ns,
+                int result, std::uintptr_t context, std::uintptr_t caller, std::uint64_t rt,
+                const std::uint64_t* words, std::size_t nwords, std::string_view strings) noexcept;
+
+/// An event (or a process/runtime record) with a name and a detail.
+void event(Kind kind, std::string_view api, std::string_view detail, std::int64_t start_ns = 0,
+           std::int64_t duration_ns = 0, std::uint64_t rt = 0, int result = 0) noexcept;
+
+/// Summary mode: counts a call of counter slot `slot` without recording it.
+void count(std::size_t slot, std::int64_t duration_ns) noexcept;
+
+// ---- consumers ---------------------------------------------------------------------
+
+/// Drains every thread's log and returns a copy of the in-memory store.
+std::vector<Record> records();
+/// Drains, then calls `visit` for each record of the in-memory store (under the
+/// consumer lock, which no producer takes): a copy in the caller's own type.
+template <class Visit>
+void for_each_record(Visit&& visit);
+/// Forgets the in-memory store (and anything not yet drained) and resets dropped().
+void clear();
+/// The cap on records kept in memory or waiting to be written.
+std::size_t max_records() noexcept;
+/// Records lost to the cap (or to an allocation failure) since the last clear().
+std::uint64_t dropped() noexcept;
+/// Drains and writes now.
+void flush() noexcept;
+/// At exit: drains, writes the summary counters, and from then on writes
+/// every further record synchronously (calls made by later exit handlers).
+void final_flush() noexcept;
+
+namespace detail {
+// for_each_record's engine: `visit(ctx, record)` for each stored record.
+void visit_records(void (*visit)(void*, const Record&), void* ctx);
+}  // namespace detail
+
+template <class Visit>
+void for_each_record(Visit&& visit) {
+  detail::visit_records([](void* ctx, const Record& r) { (*static_cast<Visit*>(ctx))(r); }, &visit);
+}
+
+/// The OS thread id of the caller (gettid), cached per thread.
+std::uint64_t thread_id() noexcept;
+/// This process's id as the recorder knows it (updated in a forked child).
+std::uint32_t process_id() noexcept;
+
+}  // namespace drvshim::recorder

@@ -1,0 +1,41 @@
+#include "caller_names.hpp"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <climits>
+
+namespace drvshim::recorder::detail {
+namespace {
+
+std::string basename_of(const char* path) {
+  std::string p = path != nullptr ? path : "";
+  const auto slash = p.rfind('/');
+  return slash == std::string::npos ? p : p.substr(slash + 1);
+}
+
+std::string executable_name() {
+  char buf[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return "main";
+  buf[n] = '\0';
+  return basename_of(buf);
+}
+
+}  // namespace
+
+const std::string& CallerNames::name(std::uintptr_t address) {
+  if (auto it = cache_.find(address); it != cache_.end()) return it->second;
+  std::string name;
+  if (address != 0) {
+    Dl_info info{};
+    // address - 1: a return address can point just past the call, into the next object.
+    if (::dladdr(reinterpret_cast<void*>(address - 1), &info) != 0) {
+      name = basename_of(info.dli_fname);
+      if (name.empty()) name = executable_name();
+    }
+  }
+  return cache_.emplace(address, std::move(name)).first->second;
+}
+
+}  // namespace drvshim::recorder::detail

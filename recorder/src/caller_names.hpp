@@ -1,0 +1,20 @@
+#pragma once
+// The calling library of a record: a return address mapped to the file name
+// of the object containing it (dladdr), cached per address on the consumer side.
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+
+namespace drvshim::recorder::detail {
+
+class CallerNames {
+ public:
+  // "" for address 0 or an address in no loaded object.
+  const std::string& name(std::uintptr_t address);
+  void clear() { cache_.clear(); }
+
+ private:
+  std::unordered_map<std::uintptr_t, std::string> cache_;
+};
+
+}  // namespace drvshim::recorder::detail

@@ -1,0 +1,83 @@
+#pragma once
+// The recorder's process-wide state (one per hosting library), shared by
+// recorder.cpp (producers, drain, sinks), writer.cpp and fork_handlers.cpp.
+#include <drvshim_recorder/recorder.hpp>
+#include <drvshim_recorder/trace_file.hpp>
+
+#include <condition_variable>
+#include <mutex>
+#include <vector>
+
+#include "caller_names.hpp"
+#include "thread_log.hpp"
+
+namespace drvshim::recorder::detail {
+
+inline constexpr std::size_t kMaxRecords = std::size_t{1} << 20;
+// Records a thread takes from the global budget at a time.
+inline constexpr std::int64_t kBudgetBlock = 256;
+
+struct State {
+  // Lock order (fork handlers take all three): consumer, registry, writer.
+  std::mutex consumer_mutex;  // drains, the memory store, the file, seq
+  std::mutex registry_mutex;  // the list of thread logs
+  std::mutex writer_mutex;    // the writer thread's wake-ups
+
+  // Registry.
+  ThreadLog* logs = nullptr;
+
+  // Consumer side (drain.cpp). The vectors keep their capacity from drain to drain.
+  struct Ref {
+    std::int64_t ts;
+    ThreadLog* log;
+    const unsigned char* entry;
+  };
+  std::vector<Record> memory_store;
+  std::vector<Ref> refs;                                  // this drain's entries, put in time order
+  std::vector<std::pair<ThreadLog*, Chunk*>> retired;     // chunks read to their end, recycled after emitting
+  std::vector<Record> extras;                             // records the consumer makes (thread, counts)
+  Record scratch;                                         // the entry being written out
+  std::string lines;
+  std::uint64_t next_seq = 0;
+  std::uint64_t dropped = 0;  // drained from logs and lost at the sinks
+  TraceFile file;
+  CallerNames callers;
+  bool final_done = false;
+
+  // Configuration and flags read by producers.
+  std::atomic<std::int64_t> budget{static_cast<std::int64_t>(kMaxRecords)};
+  std::atomic<bool> memory_on{false};
+  std::atomic<bool> file_on{false};
+  std::atomic<bool> synchronous{false};
+  std::atomic<bool> after_final{false};
+  std::int64_t epoch = 0;
+  const CallDesc* counter_descs = nullptr;
+  std::size_t counter_slots = 0;
+  std::atomic<std::uint32_t> pid{0};
+
+  // Writer thread.
+  // A pointer: a forked child gets a new one. The parent's writer may have been waiting on
+  // it at fork(), and glibc's condition variable then waits in the child, forever, for that
+  // waiter (which does not exist there) to leave; the old one is abandoned, not destroyed.
+  std::condition_variable* writer_cv = new std::condition_variable;
+  bool writer_running = false;
+  bool writer_wake = false;
+};
+
+// Never destroyed: driver calls made during exit can still be recorded.
+State& state() noexcept;
+
+// Drains every log into the sinks (consumer_mutex held).
+void drain_locked(State& s) noexcept;
+// Starts the writer thread when a file is open and none runs in this process.
+void ensure_writer(State& s) noexcept;
+// Asks the writer to drain soon.
+void wake_writer(State& s) noexcept;
+// pthread_atfork handlers (installed once, when the state is made).
+void install_fork_handlers() noexcept;
+// The calling thread's log (created on first use); nullptr when out of memory.
+ThreadLog* current_log() noexcept;
+// Forgets the calling thread's log pointer (a forked child's handler).
+void forget_current_log() noexcept;
+
+}  // namespace drvshim::recorder::detail

@@ -1,0 +1,312 @@
+// Programs for drvshim-trace's tests: each mode reaches the driver one way
+// (linked with -lcuda against the toolkit's stub; at run time the interposer
+// is found first) or makes one of the mistakes the tracer diagnoses. Run only
+// under drvshim-trace with the fake driver behind it. Exit code 0 = the
+// scenario ran as planned (not that the driver calls succeeded).
+#include <cuda.h>
+#include <dlfcn.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern "C" CUresult helper_push(CUcontext ctx);
+extern "C" CUresult helper_reset(CUdevice dev);
+extern char** environ;
+
+namespace {
+
+int fail(const char* what, int code) {
+  std::fprintf(stderr, "scenario: %s (%d)\n", what, code);
+  return 1;
+}
+
+#define CHECK(call)                                    \
+  do {                                                 \
+    const CUresult r_ = (call);                        \
+    if (r_ != CUDA_SUCCESS) return fail(#call, r_);    \
+  } while (0)
+
+// The fake's control API, from the fake the interposer loaded.
+template <class F>
+F fake_fn(const char* name) {
+  const char* path = std::getenv("DRVSHIM_TRACE_REAL_LIBCUDA");
+  void* h = path != nullptr ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+  return h != nullptr ? reinterpret_cast<F>(dlsym(h, name)) : nullptr;
+}
+
+int basic(bool leak) {
+  CHECK(cuInit(0));
+  CUdevice dev = 0;
+  CHECK(cuDeviceGet(&dev, 0));
+  CUcontext ctx = nullptr;
+  CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
+  CHECK(cuCtxSetCurrent(ctx));
+  CUdeviceptr p = 0;
+  CHECK(cuMemAlloc(&p, 1 << 20));
+  if (!leak) CHECK(cuMemFree(p));
+  CHECK(cuCtxSetCurrent(nullptr));
+  if (!leak) CHECK(cuDevicePrimaryCtxRelease(dev));
+  return 0;
+}
+
+using Gpa2 = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
+using Gpa1 = CUresult (*)(const char*, void**, int, cuuint64_t);
+
+// Entry points through cuGetProcAddress, as the CUDA Runtime gets them: the pointer
+// handed back must be the interposer's export of exactly the variant asked for.
+int proc_address() {
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW);
+  if (lib == nullptr) return fail("dlopen libcuda.so.1", 0);
+  auto gpa = reinterpret_cast<Gpa2>(dlsym(lib, "cuGetProcAddress_v2"));
+  auto gpa1 = reinterpret_cast<Gpa1>(dlsym(lib, "cuGetProcAddress"));
+  if (gpa == nullptr || gpa1 == nullptr) return fail("dlsym cuGetProcAddress", 0);
+  CUdriverProcAddressQueryResult status{};
+  void* fn = nullptr;
+  // The Runtime's first probe: an empty symbol.
+  (void)gpa("", &fn, 0, 0, &status);
+  struct Ask {
+    const char* name;
+    int version;
+    cuuint64_t flags;
+    const char* expect;
+  };
+  const Ask asks[] = {
+      {"cuInit", 2000, 0, "cuInit"},
+      {"cuMemAlloc", 3020, 0, "cuMemAlloc_v2"},
+      {"cuMemFree", 13000, 0, "cuMemFree_v2"},
+      {"cuCtxCreate", 12050, 0, "cuCtxCreate_v4"},
+      {"cuCtxCreate", 3020, 0, "cuCtxCreate_v2"},
+      {"cuDevicePrimaryCtxRetain", 7000, 0, "cuDevicePrimaryCtxRetain"},
+      {"cuDevicePrimaryCtxRelease", 11000, 0, "cuDevicePrimaryCtxRelease_v2"},
+      {"cuCtxSetCurrent", 4000, 1, "cuCtxSetCurrent"},
+      {"cuGetProcAddress", 12000, 0, "cuGetProcAddress_v2"},
+  };
+  for (const auto& a : asks) {
+    fn = nullptr;
+    if (gpa(a.name, &fn, a.version, a.flags, &status) != CUDA_SUCCESS || fn == nullptr) return fail(a.name, 1);
+    if (fn != dlsym(lib, a.expect)) {
+      std::fprintf(stderr, "scenario: %s@%d is not the interposer's %s\n", a.name, a.version, a.expect);
+      return 1;
+    }
+  }
+  // The legacy 4-argument lookup gives the same wrappers.
+  if (gpa1("cuMemAlloc", &fn, 3020, 0) != CUDA_SUCCESS || fn != dlsym(lib, "cuMemAlloc_v2")) return fail("v1", 2);
+  // An unknown name: no pointer, status "not found".
+  fn = reinterpret_cast<void*>(1);
+  if (gpa("cuNoSuchFunction", &fn, 13000, 0, &status) != CUDA_SUCCESS || fn != nullptr ||
+      status != CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND) {
+    return fail("unknown symbol", 3);
+  }
+  // Calls through the looked-up pointers.
+  CUresult (*init)(unsigned) = nullptr;
+  CUresult (*retain)(CUcontext*, CUdevice) = nullptr;
+  CUresult (*set_current)(CUcontext) = nullptr;
+  CUresult (*alloc)(CUdeviceptr*, size_t) = nullptr;
+  CUresult (*free_fn)(CUdeviceptr) = nullptr;
+  CUresult (*release)(CUdevice) = nullptr;
+  gpa("cuInit", reinterpret_cast<void**>(&init), 2000, 0, &status);
+  gpa("cuDevicePrimaryCtxRetain", reinterpret_cast<void**>(&retain), 7000, 0, &status);
+  gpa("cuCtxSetCurrent", reinterpret_cast<void**>(&set_current), 4000, 0, &status);
+  gpa("cuMemAlloc", reinterpret_cast<void**>(&alloc), 3020, 0, &status);
+  gpa("cuMemFree", reinterpret_cast<void**>(&free_fn), 3020, 0, &status);
+  gpa("cuDevicePrimaryCtxRelease", reinterpret_cast<void**>(&release), 11000, 0, &status);
+  CHECK(init(0));
+  CUcontext ctx = nullptr;
+  CHECK(retain(&ctx, 0));
+  CHECK(set_current(ctx));
+  CUdeviceptr p = 0;
+  CHECK(alloc(&p, 4096));
+  CHECK(free_fn(p));
+  CHECK(set_current(nullptr));
+  CHECK(release(0));
+  return 0;
+}
+
+int init_race() {
+  std::vector<std::thread> threads;
+  std::vector<CUresult> results(4, CUDA_ERROR_UNKNOWN);
+  for (int t = 0; t < 4; ++t) threads.emplace_back([&, t] { results[static_cast<size_t>(t)] = cuInit(0); });
+  for (auto& t : threads) t.join();
+  for (auto r : results) {
+    if (r != CUDA_SUCCESS) return fail("cuInit", r);
+  }
+  return 0;
+}
+
+int no_context() {
+  CHECK(cuInit(0));
+  CUresult r = CUDA_SUCCESS;
+  std::thread worker([&] {
+    CUdeviceptr p = 0;
+    r = cuMemAlloc(&p, 64);
+  });
+  worker.join();
+  return r == CUDA_ERROR_INVALID_CONTEXT ? 0 : fail("cuMemAlloc without a context", r);
+}
+
+int flags_after() {
+  CHECK(cuInit(0));
+  CUcontext ctx = nullptr;
+  CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));
+  (void)cuDevicePrimaryCtxSetFlags(0, CU_CTX_SCHED_BLOCKING_SYNC);
+  CHECK(cuDevicePrimaryCtxRelease(0));
+  return 0;
+}
+
+int beside_primary() {
+  CHECK(cuInit(0));
+  CUcontext primary = nullptr;
+  CHECK(cuDevicePrimaryCtxRetain(&primary, 0));
+  CUcontext own = nullptr;
+  CHECK(cuCtxCreate(&own, nullptr, 0, 0));
+  CHECK(cuCtxDestroy(own));
+  CHECK(cuDevicePrimaryCtxRelease(0));
+  return 0;
+}
+
+int unbalanced() {
+  CHECK(cuInit(0));
+  CUcontext ctx = nullptr;
+  CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));
+  CHECK(helper_push(ctx));  // the helper library never pops it
+  CHECK(cuDevicePrimaryCtxRelease(0));
+  return 0;
+}
+
+int forked() {
+  CHECK(cuInit(0));
+  CUcontext ctx = nullptr;
+  CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));
+  const pid_t pid = fork();
+  if (pid == 0) {
+    int count = 0;
+    (void)cuDeviceGetCount(&count);  // CUDA in the child of an initialised parent
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CHECK(cuDevicePrimaryCtxRelease(0));
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : fail("child", status);
+}
+
+int reset_while_used() {
+  CHECK(cuInit(0));
+  CUcontext ctx = nullptr;
+  CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));
+  CHECK(helper_reset(0));  // the helper resets the context the program retained
+  return 0;
+}
+
+int ignored_error() {
+  CHECK(cuInit(0));
+  CUcontext ctx = nullptr;
+  CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));
+  CHECK(cuCtxSetCurrent(ctx));
+  CUstream stream = nullptr;
+  CHECK(cuStreamCreateWithPriority(&stream, 0, 0));
+  CUdeviceptr p = 0;
+  CHECK(cuMemAlloc(&p, 64));
+  auto fail_call = fake_fn<void (*)(const char*, int, int)>("drvshim_fake_fail_call");
+  if (fail_call == nullptr) return fail("the fake's control API", 0);
+  fail_call("cuStreamSynchronize", 1, CUDA_ERROR_LAUNCH_FAILED);
+  (void)cuStreamSynchronize(stream);       // fails ...
+  (void)cuMemsetD8Async(p, 0, 64, stream);  // ... and the program goes on with the stream
+  CHECK(cuMemFree(p));
+  CHECK(cuStreamDestroy(stream));
+  CHECK(cuCtxSetCurrent(nullptr));
+  CHECK(cuDevicePrimaryCtxRelease(0));
+  return 0;
+}
+
+int spawn_child(const char* self) {
+  char mode[] = "basic";
+  char* argv[] = {const_cast<char*>(self), mode, nullptr};
+  pid_t pid = 0;
+  if (posix_spawn(&pid, self, nullptr, nullptr, argv, environ) != 0) return fail("posix_spawn", 0);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return fail("child", status);
+  return basic(false);
+}
+
+// A driver opened by an absolute path named libcuda.so.1 (the way some frameworks
+// load it): with the audit module, the handle is the interposer's.
+int absolute_path() {
+  const char* real = std::getenv("DRVSHIM_TRACE_REAL_LIBCUDA");
+  if (real == nullptr) return fail("DRVSHIM_TRACE_REAL_LIBCUDA unset", 0);
+  char dir[] = "/tmp/drvshim_abs_XXXXXX";
+  if (mkdtemp(dir) == nullptr) return fail("mkdtemp", 0);
+  const std::string link = std::string(dir) + "/libcuda.so.1";
+  std::filesystem::create_symlink(real, link);
+  void* h = dlopen(link.c_str(), RTLD_NOW);
+  std::filesystem::remove_all(dir);
+  if (h == nullptr) return fail("dlopen by path", 0);
+  // The fake exports no cuInit; the interposer does.
+  auto init = reinterpret_cast<CUresult (*)(unsigned)>(dlsym(h, "cuInit"));
+  std::printf("redirected=%d\n", init != nullptr ? 1 : 0);
+  if (init != nullptr) CHECK(init(0));
+  return 0;
+}
+
+// A copy of the driver under another path: a second library, not the one the interposer uses.
+int copied_driver() {
+  const char* real = std::getenv("DRVSHIM_TRACE_REAL_LIBCUDA");
+  if (real == nullptr) return fail("DRVSHIM_TRACE_REAL_LIBCUDA unset", 0);
+  char dir[] = "/tmp/drvshim_copy_XXXXXX";
+  if (mkdtemp(dir) == nullptr) return fail("mkdtemp", 0);
+  const std::string copy = std::string(dir) + "/libcuda.so.1";
+  std::filesystem::copy_file(real, copy);
+  void* h = dlopen(copy.c_str(), RTLD_NOW | RTLD_LOCAL);
+  std::filesystem::remove_all(dir);
+  if (h == nullptr) return fail("dlopen of the copy", 0);
+  auto version = reinterpret_cast<CUresult (*)(int*)>(dlsym(h, "cuDriverGetVersion"));
+  int v = 0;
+  if (version == nullptr || version(&v) != CUDA_SUCCESS) return fail("cuDriverGetVersion of the copy", 0);
+  return 0;
+}
+
+// A lookup answered with a per-version shim (the fake, DRVSHIM_FAKE_PROC_SHIMS=1).
+int proc_shim() {
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW);
+  auto gpa = lib != nullptr ? reinterpret_cast<Gpa2>(dlsym(lib, "cuGetProcAddress_v2")) : nullptr;
+  if (gpa == nullptr) return fail("cuGetProcAddress_v2", 0);
+  CUdriverProcAddressQueryResult status{};
+  void* fn = nullptr;
+  if (gpa("cuDeviceGetCount", &fn, 12000, 0, &status) != CUDA_SUCCESS || fn == nullptr) return fail("lookup", 0);
+  if (fn != dlsym(lib, "cuDeviceGetCount")) return fail("the shim was handed out unwrapped", 0);
+  CHECK(cuInit(0));
+  int count = 0;
+  CHECK(reinterpret_cast<CUresult (*)(int*)>(fn)(&count));
+  return count == 1 ? 0 : fail("count", count);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "basic") return basic(false);
+  if (mode == "leak") return basic(true);
+  if (mode == "proc-address") return proc_address();
+  if (mode == "init-race") return init_race();
+  if (mode == "no-context") return no_context();
+  if (mode == "flags-after") return flags_after();
+  if (mode == "beside-primary") return beside_primary();
+  if (mode == "unbalanced") return unbalanced();
+  if (mode == "fork") return forked();
+  if (mode == "reset-while-used") return reset_while_used();
+  if (mode == "ignored-error") return ignored_error();
+  if (mode == "spawn") return spawn_child(argv[0]);
+  if (mode == "absolute-path") return absolute_path();
+  if (mode == "copied-driver") return copied_driver();
+  if (mode == "proc-shim") return proc_shim();
+  std::fprintf(stderr, "scenario: unknown mode \"%s\"\n", mode.c_str());
+  return 2;
+}

@@ -1,0 +1,456 @@
+// drvshim-trace's analysis on hand-made record streams: no driver, no
+// process, no clock. Each diagnostic is shown firing on its pattern and not
+// firing on the nearest harmless one.
+#include <drvshim_recorder/json_line.hpp>
+#include <drvshim_trace/api_info.hpp>
+#include <drvshim_trace/chrome_trace.hpp>
+#include <drvshim_trace/diagnostics.hpp>
+#include <drvshim_trace/model.hpp>
+#include <drvshim_trace/records_io.hpp>
+#include <drvshim_trace/report.hpp>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <sstream>
+
+using namespace drvshim::trace_analysis;
+using drvshim::recorder::Kind;
+using drvshim::recorder::Record;
+
+std::string fmt_handle(const std::string& prefix, std::uintptr_t h);
+
+namespace {
+
+constexpr std::uint32_t kPid = 100;
+constexpr std::uint64_t kMain = 100;
+constexpr std::uint64_t kWorker = 101;
+
+// A stream built call by call; times advance 1 µs per record unless given.
+class Stream {
+ public:
+  Stream& call(std::uint64_t tid, const std::string& sym, const std::string& args, int result = 0,
+               const std::string& lib = "app", std::uintptr_t ctx = 0, std::int64_t dur = 500) {
+    Record r;
+    r.pid = pid_;
+    r.tid = tid;
+    r.ts_ns = now_;
+    r.dur_ns = dur;
+    r.kind = Kind::call;
+    r.symbol = sym;
+    const ApiInfo* info = api_info(sym);
+    r.api = info != nullptr ? std::string(info->base) : sym;
+    r.args = args;
+    r.result = result;
+    r.ctx = ctx;
+    r.lib = lib;
+    r.seq = ++seq_;
+    records_.push_back(r);
+    now_ += 1000;
+    return *this;
+  }
+  Stream& event(Kind kind, const std::string& api, const std::string& args, std::uint64_t tid = kMain) {
+    Record r;
+    r.pid = pid_;
+    r.tid = tid;
+    r.ts_ns = now_;
+    r.kind = kind;
+    r.api = api;
+    r.args = args;
+    r.seq = ++seq_;
+    records_.push_back(r);
+    now_ += 1000;
+    return *this;
+  }
+  Stream& at(std::int64_t ns) {
+    now_ = ns;
+    return *this;
+  }
+  Stream& pid(std::uint32_t p) {
+    pid_ = p;
+    return *this;
+  }
+  std::vector<Record> records() const { return records_; }
+
+ private:
+  std::vector<Record> records_;
+  std::int64_t now_ = 1000;
+  std::uint64_t seq_ = 0;
+  std::uint32_t pid_ = kPid;
+};
+
+// The primary context of device 0 retained and made current by the main thread.
+Stream& start(Stream& s, std::uintptr_t ctx = 0xc0, std::string lib = "app") {
+  s.call(kMain, "cuInit", "0x0", 0, lib)
+      .call(kMain, "cuDevicePrimaryCtxRetain", fmt_handle("->", ctx) + ", 0", 0, lib)
+      .call(kMain, "cuCtxSetCurrent", fmt_handle("", ctx), 0, lib, ctx);
+  return s;
+}
+
+std::vector<std::string> ids(const Analysis& a) {
+  std::vector<std::string> out;
+  for (const auto& d : a.diagnostics) out.push_back(d.id);
+  return out;
+}
+
+bool has(const Analysis& a, const std::string& id) {
+  const auto v = ids(a);
+  return std::find(v.begin(), v.end(), id) != v.end();
+}
+
+}  // namespace
+
+std::string fmt_handle(const std::string& prefix, std::uintptr_t h) {
+  std::ostringstream o;
+  o << prefix << "0x" << std::hex << h;
+  return o.str();
+}
+
+TEST(TraceArgs, RenderedArgumentsSplitIntoValues) {
+  const auto v = split_args("\"a, b\\\"c\", ->0x10, ->?, null, {...}, 42");
+  ASSERT_EQ(v.size(), 6u);
+  EXPECT_EQ(v[0].text, "\"a, b\\\"c\"");
+  EXPECT_TRUE(v[1].out);
+  EXPECT_EQ(v[1].text, "0x10");
+  EXPECT_FALSE(v[2].known);
+  EXPECT_EQ(v[3].text, "null");
+  EXPECT_FALSE(v[4].known);
+  EXPECT_EQ(v[5].text, "42");
+  EXPECT_TRUE(split_args("").empty());
+}
+
+TEST(TraceArgs, ParametersAreFoundByNameForTheExactVariant) {
+  Record r;
+  r.api = "cuCtxCreate";
+  r.symbol = "cuCtxCreate_v4";
+  r.args = "->0x55, null, 0x4, 1";
+  EXPECT_EQ(arg(r, "pctx")->text, "0x55");
+  EXPECT_EQ(arg(r, "flags")->text, "0x4");
+  EXPECT_EQ(arg(r, "dev")->text, "1");
+  r.symbol = "cuCtxCreate_v2";  // (pctx, flags, dev)
+  r.args = "->0x55, 0x4, 1";
+  EXPECT_EQ(arg(r, "dev")->text, "1");
+  // The in-process trace records base names: the current variant describes them.
+  Record base;
+  base.api = "cuMemAlloc";
+  base.args = "0x7ffd, 64";
+  EXPECT_EQ(api_info(base)->symbol, "cuMemAlloc_v2");
+  EXPECT_EQ(arg(base, "bytesize")->text, "64");
+  EXPECT_FALSE(arg(base, "nosuch").has_value());
+}
+
+TEST(TraceRecordsIo, LinesThatAreNotRecordsAreCountedNotFatal) {
+  std::istringstream in(
+      "{\"seq\":1,\"ts_ns\":5,\"dur_ns\":2,\"tid\":7,\"pid\":3,\"kind\":\"call\",\"api\":\"cuInit\",\"args\":\"0x0\","
+      "\"result\":0,\"result_name\":\"CUDA_SUCCESS\",\"ctx\":\"0x0\",\"sym\":\"cuInit\",\"lib\":\"app\"}\n"
+      "{\"seq\":2,\"ts_ns\":9,\"tid\":7,\"kind\":\"cal\n"
+      "\n"
+      "{\"seq\":3,\"ts_ns\":9,\"dur_ns\":0,\"tid\":7,\"kind\":\"bogus\",\"api\":\"x\"}\n");
+  const auto parsed = parse_jsonl(in);
+  ASSERT_EQ(parsed.records.size(), 1u);
+  EXPECT_EQ(parsed.records[0].pid, 3u);
+  EXPECT_EQ(parsed.records[0].lib, "app");
+  EXPECT_EQ(parsed.bad_lines, 2u);
+  EXPECT_EQ(parsed.first_error.rfind("line 2: ", 0), 0u) << parsed.first_error;
+}
+
+TEST(TraceRecordsIo, WhatTheRecorderWritesParsesBack) {
+  Record r;
+  r.seq = 4;
+  r.ts_ns = 10;
+  r.dur_ns = 3;
+  r.pid = 9;
+  r.tid = 11;
+  r.kind = Kind::call;
+  r.api = "cuMemAlloc";
+  r.symbol = "cuMemAlloc_v2";
+  r.args = "->0x7f00, 64";
+  r.result = 2;
+  r.ctx = 0xabc;
+  r.lib = "lib\xff.so";  // not UTF-8: escaped, still a valid line
+  r.rt = 77;
+  Record back;
+  std::string why;
+  ASSERT_TRUE(parse_line(drvshim::recorder::to_json(r), back, why)) << why;
+  EXPECT_EQ(back.symbol, r.symbol);
+  EXPECT_EQ(back.args, r.args);
+  EXPECT_EQ(back.result, 2);
+  EXPECT_EQ(back.ctx, 0xabcu);
+  EXPECT_EQ(back.rt, 77u);
+  EXPECT_EQ(back.pid, 9u);
+}
+
+TEST(TraceModel, PrimaryContextLifeAndTheThreadsCurrentContext) {
+  Stream s;
+  start(s);
+  s.call(kMain, "cuMemAlloc_v2", "->0x7f00, 1024", 0, "app", 0xc0)
+      .call(kMain, "cuMemFree_v2", "0x7f00", 0, "app", 0xc0)
+      .call(kMain, "cuCtxSetCurrent", "null", 0, "app", 0)
+      .call(kMain, "cuDevicePrimaryCtxRelease_v2", "0");
+  const auto a = analyse(s.records());
+  ASSERT_EQ(a.processes.size(), 1u);
+  const auto& p = a.processes[0];
+  EXPECT_EQ(p.first_init, 0);
+  ASSERT_EQ(p.context_order.size(), 1u);
+  const auto& c = p.contexts.at(0xc0);
+  EXPECT_TRUE(c.primary);
+  EXPECT_EQ(c.device, 0);
+  EXPECT_EQ(c.created_by, "cuDevicePrimaryCtxRetain");
+  EXPECT_GE(c.ended_ns, 0);
+  EXPECT_NE(c.ended_by.find("released (last retain)"), std::string::npos) << c.ended_by;
+  EXPECT_FALSE(p.primaries.at(0).active);
+  const auto& t = p.threads.at(kMain);
+  ASSERT_EQ(t.history.size(), 2u);
+  EXPECT_EQ(t.history[0].context, 0xc0u);
+  EXPECT_EQ(t.history[1].context, 0u);
+  EXPECT_TRUE(p.live.empty());
+  EXPECT_EQ(p.released_objects, 1u);
+  EXPECT_TRUE(a.diagnostics.empty()) << format_diagnostics(a);
+  const std::string report = format_report(a);
+  EXPECT_NE(report.find("device 0 primary 0xc0: inactive -> active, retains 0 -> 1, flags 0x0 (created)"),
+            std::string::npos)
+      << report;
+  EXPECT_NE(report.find("first use of 0xc0 (device 0 primary) by tid 100"), std::string::npos) << report;
+  EXPECT_NE(report.find("never released (0)"), std::string::npos) << report;
+}
+
+TEST(TraceModel, WhatWasNeverReleasedIsListedWithItsCreator) {
+  Stream s;
+  start(s);
+  s.call(kMain, "cuMemAlloc_v2", "->0x7f00, 4096", 0, "app", 0xc0)
+      .call(kMain, "cuModuleLoadData", "->0xm1, 0x1234", 0, "libfoo.so", 0xc0)
+      .call(kMain, "cuStreamCreate", "->0x5a, 0x0", 0, "app", 0xc0)
+      .call(kMain, "cuEventCreate", "->0xe1, 0x0", 0, "app", 0xc0)
+      .call(kMain, "cuEventDestroy_v2", "0xe1", 0, "app", 0xc0);
+  const auto a = analyse(s.records());
+  const auto& p = a.processes[0];
+  ASSERT_EQ(p.live.size(), 3u);
+  EXPECT_EQ(p.live[0].kind, "device memory");
+  EXPECT_EQ(p.live[0].bytes, 4096u);
+  EXPECT_EQ(p.live[1].kind, "module");
+  EXPECT_EQ(p.live[1].lib, "libfoo.so");
+  EXPECT_EQ(p.live[2].kind, "stream");
+  const std::string summary = format_summary(a, p);
+  EXPECT_NE(summary.find("never released (4)"), std::string::npos) << summary;  // three objects and the context
+  EXPECT_NE(summary.find("module 0xm1 in context 0xc0 (device 0 primary), by tid 100 (libfoo.so)"), std::string::npos)
+      << summary;
+}
+
+TEST(TraceModel, CallsOtherThanStateChangesAreFoldedPerThreadAndApi) {
+  Stream s;
+  start(s);
+  for (int i = 0; i < 5; ++i) s.call(kMain, "cuLaunchKernel", "0xf, 1, 1, 1, 1, 1, 1, 0, null, 0x1, null", 0, "app", 0xc0, 200);
+  const auto a = analyse(s.records());
+  const auto& f = a.processes[0].folded.at(kMain).at("cuLaunchKernel");
+  EXPECT_EQ(f.calls, 4u) << "the first launch is shown as the thread's first use of the context";
+  EXPECT_EQ(f.total_ns, 800);
+}
+
+TEST(TraceModel, SummaryModeCountsAddToTheFoldedCalls) {
+  Stream s;
+  s.call(kMain, "cuInit", "0x0");
+  Record counts;
+  counts.pid = kPid;
+  counts.tid = kMain;
+  counts.ts_ns = 99999;
+  counts.kind = Kind::counts;
+  counts.api = "cuDeviceGetAttribute";
+  counts.symbol = "cuDeviceGetAttribute";
+  counts.count = 111;
+  counts.dur_ns = 5000;
+  auto records = s.records();
+  records.push_back(counts);
+  const auto a = analyse(records);
+  EXPECT_EQ(a.processes[0].folded.at(kMain).at("cuDeviceGetAttribute").calls, 111u);
+}
+
+TEST(TraceModel, TheRecordedCurrentContextCorrectsTheModel) {
+  // A context made current by a call the model does not know (cuCtxFromGreenCtx, say).
+  Stream s;
+  s.call(kMain, "cuInit", "0x0").call(kMain, "cuCtxSynchronize", "", 0, "app", 0xd0);
+  const auto a = analyse(s.records());
+  EXPECT_EQ(a.processes[0].threads.at(kMain).stack, std::vector<std::uintptr_t>{0xd0});
+}
+
+// ---- diagnostics ------------------------------------------------------------------
+
+TEST(TraceDiagnostics, EveryKindHasAnExplanationAndAFix) {
+  const auto& kinds = diagnostic_kinds();
+  EXPECT_EQ(kinds.size(), 8u);
+  for (const auto& k : kinds) {
+    EXPECT_GT(std::string(k.explanation).size(), 40u) << k.id;
+    EXPECT_GT(std::string(k.fix).size(), 20u) << k.id;
+  }
+}
+
+TEST(TraceDiagnostics, InitRaceNeedsOverlappingCallsOnTwoThreads) {
+  Stream race;
+  race.at(1000).call(kMain, "cuInit", "0x0", 0, "app", 0, 50000).at(2000).call(kWorker, "cuInit", "0x0", 0, "libb.so");
+  const auto a = analyse(race.records());
+  ASSERT_TRUE(has(a, "init-race")) << format_diagnostics(a);
+  EXPECT_NE(a.diagnostics[0].title.find("tid 100 (app) and tid 101 (libb.so)"), std::string::npos);
+  Stream apart;
+  apart.at(1000).call(kMain, "cuInit", "0x0", 0, "app", 0, 500).at(9000).call(kWorker, "cuInit", "0x0");
+  EXPECT_FALSE(has(analyse(apart.records()), "init-race")) << "one after the other is not a race";
+}
+
+TEST(TraceDiagnostics, AContextRequiringCallWithoutACurrentContext) {
+  Stream s;
+  start(s);
+  s.call(kWorker, "cuMemAlloc_v2", "->?, 64", 201, "libworker.so");
+  const auto a = analyse(s.records());
+  ASSERT_TRUE(has(a, "no-current-context")) << format_diagnostics(a);
+  EXPECT_NE(a.diagnostics[0].title.find("cuMemAlloc_v2 called by tid 101 (libworker.so) with no current context"),
+            std::string::npos)
+      << a.diagnostics[0].title;
+  Stream fine;
+  start(fine);
+  fine.call(kMain, "cuMemAlloc_v2", "->0x7f, 64", 0, "app", 0xc0);
+  EXPECT_FALSE(has(analyse(fine.records()), "no-current-context"));
+}
+
+TEST(TraceDiagnostics, PrimaryFlagsSetAfterActivation) {
+  Stream late;
+  start(late);
+  late.call(kMain, "cuDevicePrimaryCtxSetFlags_v2", "0, 0x4", 0, "libtorch.so");
+  const auto a = analyse(late.records());
+  ASSERT_TRUE(has(a, "primary-flags-after-activation"));
+  EXPECT_NE(a.diagnostics[0].title.find("set device 0's primary-context flags to 0x4 after"), std::string::npos);
+  Stream early;
+  early.call(kMain, "cuInit", "0x0").call(kMain, "cuDevicePrimaryCtxSetFlags_v2", "0, 0x4");
+  start(early);
+  const auto b = analyse(early.records());
+  EXPECT_FALSE(has(b, "primary-flags-after-activation"));
+  EXPECT_EQ(b.processes[0].contexts.at(0xc0).flags, "0x4") << "the context is created with the flags set before";
+}
+
+TEST(TraceDiagnostics, ANonPrimaryContextBesideAnActivePrimaryOne) {
+  Stream s;
+  start(s);
+  s.call(kMain, "cuCtxCreate_v4", "->0xd0, null, 0x0, 0", 0, "libold.so", 0xd0);
+  const auto a = analyse(s.records());
+  ASSERT_TRUE(has(a, "context-beside-primary"));
+  EXPECT_FALSE(a.processes[0].contexts.at(0xd0).primary);
+  Stream alone;
+  alone.call(kMain, "cuInit", "0x0").call(kMain, "cuCtxCreate_v4", "->0xd0, null, 0x0, 0", 0, "app", 0xd0);
+  EXPECT_FALSE(has(analyse(alone.records()), "context-beside-primary"));
+}
+
+TEST(TraceDiagnostics, ALibraryLeavesTheStackUnbalanced) {
+  Stream s;
+  start(s);
+  s.call(kMain, "cuCtxPushCurrent_v2", "0xc0", 0, "libhelper.so", 0xc0)
+      .call(kMain, "cuCtxPushCurrent_v2", "0xc0", 0, "libgood.so", 0xc0)
+      .call(kMain, "cuCtxPopCurrent_v2", "->0xc0", 0, "libgood.so", 0xc0);
+  const auto a = analyse(s.records());
+  ASSERT_TRUE(has(a, "unbalanced-context-stack")) << format_diagnostics(a);
+  ASSERT_EQ(a.diagnostics.size(), 1u) << format_diagnostics(a);
+  EXPECT_NE(a.diagnostics[0].title.find("libhelper.so left 1 context(s) pushed on tid 100"), std::string::npos)
+      << a.diagnostics[0].title;
+}
+
+TEST(TraceDiagnostics, CudaInAForkedChildOfAnInitialisedParent) {
+  Stream s;
+  start(s);
+  s.pid(200).event(Kind::process, "fork", "parent=100; parent_initialized=1; exe=/bin/app", 200)
+      .call(200, "cuDeviceGetCount", "->1", 0, "app");
+  const auto a = analyse(s.records());
+  ASSERT_EQ(a.processes.size(), 2u);
+  ASSERT_TRUE(has(a, "fork-after-init")) << format_diagnostics(a);
+  EXPECT_EQ(a.diagnostics[0].pid, 200u);
+  Stream clean;
+  clean.pid(200).event(Kind::process, "fork", "parent=100; parent_initialized=0; exe=/bin/app", 200)
+      .call(200, "cuInit", "0x0", 0, "app");
+  EXPECT_FALSE(has(analyse(clean.records()), "fork-after-init")) << "a child of an uninitialised parent may use CUDA";
+}
+
+TEST(TraceDiagnostics, APrimaryContextResetOrReleasedUnderAnotherComponent) {
+  Stream reset;
+  start(reset, 0xc0, "libcudart.so.13");
+  reset.call(kMain, "cuDevicePrimaryCtxReset_v2", "0", 0, "libplugin.so")
+      .call(kMain, "cuMemAlloc_v2", "->?, 64", 201, "libcudart.so.13", 0xc0);
+  const auto a = analyse(reset.records());
+  ASSERT_TRUE(has(a, "primary-released-while-used")) << format_diagnostics(a);
+  EXPECT_NE(a.diagnostics[0].title.find("reset device 0's primary context while 1 retain(s) of other components"),
+            std::string::npos)
+      << a.diagnostics[0].title;
+  Stream foreign_release;
+  start(foreign_release, 0xc0, "libcudart.so.13");
+  foreign_release.call(kMain, "cuDevicePrimaryCtxRelease_v2", "0", 0, "libplugin.so");
+  EXPECT_TRUE(has(analyse(foreign_release.records()), "primary-released-while-used"));
+  Stream own;
+  start(own);
+  own.call(kMain, "cuCtxSetCurrent", "null").call(kMain, "cuDevicePrimaryCtxRelease_v2", "0");
+  EXPECT_FALSE(has(analyse(own.records()), "primary-released-while-used")) << "releasing one's own retain is fine";
+}
+
+TEST(TraceDiagnostics, AnErrorIgnoredByTheNextCallOnTheSameObject) {
+  Stream s;
+  start(s);
+  s.call(kMain, "cuStreamCreate", "->0x5a, 0x0", 0, "app", 0xc0)
+      .call(kMain, "cuStreamSynchronize", "0x5a", 719, "app", 0xc0)
+      .call(kMain, "cuMemsetD8Async", "0x7f, 0, 64, 0x5a", 0, "app", 0xc0);
+  const auto a = analyse(s.records());
+  ASSERT_TRUE(has(a, "ignored-error")) << format_diagnostics(a);
+  EXPECT_NE(a.diagnostics[0].title.find("cuStreamSynchronize on 0x5a returned CUDA_ERROR_LAUNCH_FAILED"),
+            std::string::npos)
+      << a.diagnostics[0].title;
+  EXPECT_EQ(a.diagnostics[0].evidence.size(), 2u) << "the failure and the call that went on";
+  Stream cleaned;
+  start(cleaned);
+  cleaned.call(kMain, "cuStreamCreate", "->0x5a, 0x0", 0, "app", 0xc0)
+      .call(kMain, "cuStreamSynchronize", "0x5a", 719, "app", 0xc0)
+      .call(kMain, "cuStreamDestroy_v2", "0x5a", 0, "app", 0xc0);
+  EXPECT_FALSE(has(analyse(cleaned.records()), "ignored-error")) << "destroying the object handles the error";
+  Stream answer;
+  start(answer);
+  answer.call(kMain, "cuStreamCreate", "->0x5a, 0x0", 0, "app", 0xc0)
+      .call(kMain, "cuStreamQuery", "0x5a", 600, "app", 0xc0)
+      .call(kMain, "cuStreamSynchronize", "0x5a", 0, "app", 0xc0);
+  EXPECT_FALSE(has(analyse(answer.records()), "ignored-error")) << "NOT_READY from a query is an answer";
+}
+
+TEST(TraceDiagnostics, RepeatsAreCountedNotListed) {
+  Stream s;
+  s.call(kMain, "cuInit", "0x0");
+  for (int i = 0; i < 20; ++i) s.call(kWorker, "cuMemAlloc_v2", "->?, 64", 201, "libw.so");
+  const auto a = analyse(s.records());
+  ASSERT_EQ(a.diagnostics.size(), 1u);
+  EXPECT_EQ(a.diagnostics[0].occurrences, 20u);
+  EXPECT_EQ(a.diagnostics[0].evidence.size(), 8u);
+  EXPECT_NE(format_diagnostics(a).find("(20 times)"), std::string::npos);
+}
+
+// ---- Chrome trace ------------------------------------------------------------------
+
+TEST(TraceChrome, TracksPerThreadSlicesForCallsInstantsForContextChanges) {
+  Stream s;
+  start(s);
+  s.event(Kind::thread, "thread", "main", kMain)
+      .call(kWorker, "cuCtxSetCurrent", "0xc0", 0, "app", 0xc0)
+      .call(kWorker, "cuMemAlloc_v2", "->0x7f, 64", 0, "app", 0xc0, 1234567);
+  const auto a = analyse(s.records());
+  const auto j = nlohmann::json::parse(chrome_trace_json(a));
+  int threads = 0, slices = 0, context_instants = 0, spans = 0;
+  bool named_main = false;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "thread_name") {
+      ++threads;
+      named_main |= e["args"]["name"] == "main (tid 100)";
+    }
+    if (e["ph"] == "X") {
+      ++slices;
+      EXPECT_EQ(e["cat"], "driver");
+    }
+    if (e["ph"] == "i" && e["cat"] == "context") ++context_instants;
+    if (e["ph"] == "b") ++spans;
+  }
+  EXPECT_EQ(threads, 2);
+  EXPECT_TRUE(named_main);
+  EXPECT_EQ(slices, 5);
+  EXPECT_EQ(context_instants, 3) << "two threads got a current context, and the driver was initialised";
+  EXPECT_EQ(spans, 1) << "one context lifetime";
+  // Relative microseconds with three decimals: the last call started at +5.000 µs and took 1234.567 µs.
+  const std::string text = chrome_trace_json(a);
+  EXPECT_NE(text.find("\"ts\":5.000,\"dur\":1234.567"), std::string::npos);
+}

@@ -1,0 +1,451 @@
+// drvshim-trace end to end against the fake driver: the programs reach the
+// driver in every way that runs without a GPU (drvshim's examples, a program
+// linked with -lcuda, entry points through cuGetProcAddress, runtime_compat's
+// programs, fork, spawn, dlopen by path); the tests assert on the recorded
+// calls, the analysis, the report and the Chrome trace.
+#include <drvshim_trace/api_info.hpp>
+#include <drvshim_trace/model.hpp>
+#include <drvshim_trace/records_io.hpp>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+using namespace drvshim::trace_analysis;
+using drvshim::recorder::Kind;
+using drvshim::recorder::Record;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+struct TraceRun {
+  int code = -1;
+  std::string out;     // the program's stdout
+  std::string err;     // stderr (the program's and the tracer's messages)
+  std::string report;  // --report
+  std::vector<Record> records;
+  Analysis analysis;
+  nlohmann::json chrome;
+  std::size_t bad_lines = 0;
+};
+
+// Runs `command` under drvshim-trace with the fake behind the interposer.
+TraceRun trace(const std::vector<std::string>& tracer_args, const std::vector<std::string>& command,
+          const std::string& env = "") {
+  static int counter = 0;
+  const fs::path dir = fs::path(DRVSHIM_TEST_WORK_DIR) / "runs" /
+                       (std::to_string(::getpid()) + "-" + std::to_string(++counter));
+  fs::create_directories(dir);
+  const std::string json = (dir / "trace.jsonl").string();
+  const std::string chrome = (dir / "trace.json").string();
+  const std::string report = (dir / "report.txt").string();
+  std::string cmd = env + " " DRVSHIM_TEST_TRACER " --libcuda " DRVSHIM_TEST_FAKE_PATH " --json " + json +
+                    " --chrome " + chrome + " --report " + report;
+  for (const auto& a : tracer_args) cmd += " " + a;
+  cmd += " --";
+  for (const auto& c : command) cmd += " " + c;
+  cmd += " >" + (dir / "out.txt").string() + " 2>" + (dir / "err.txt").string();
+  const int status = std::system(cmd.c_str());
+  TraceRun run;
+  run.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  run.out = slurp((dir / "out.txt").string());
+  run.err = slurp((dir / "err.txt").string());
+  run.report = slurp(report);
+  std::ifstream in(json);
+  auto parsed = parse_jsonl(in);
+  run.bad_lines = parsed.bad_lines;
+  run.records = parsed.records;
+  run.analysis = analyse(std::move(parsed.records));
+  if (fs::exists(chrome)) run.chrome = nlohmann::json::parse(slurp(chrome), nullptr, false);
+  return run;
+}
+
+std::vector<std::string> calls_from(const TraceRun& run, const std::string& lib, std::uint32_t pid = 0) {
+  std::vector<std::string> out;
+  for (const auto& r : run.analysis.records) {
+    if (r.kind == Kind::call && r.lib == lib && (pid == 0 || r.pid == pid)) out.push_back(symbol_of(r));
+  }
+  return out;
+}
+
+bool has_diagnostic(const TraceRun& run, const std::string& id) {
+  return std::any_of(run.analysis.diagnostics.begin(), run.analysis.diagnostics.end(),
+                     [&](const Diagnostic& d) { return d.id == id; });
+}
+
+std::string diagnostics_of(const TraceRun& run) {
+  std::string out;
+  for (const auto& d : run.analysis.diagnostics) out += d.id + ": " + d.title + "\n";
+  return out;
+}
+
+const std::string kScenarios = DRVSHIM_TEST_SCENARIOS;
+
+// ---- programs reaching the driver each way ---------------------------------------------
+
+TEST(Tracer, ALcudaProgramsCallsInOrderAttributedToIt) {
+  const TraceRun run = trace({}, {kScenarios, "basic"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  EXPECT_EQ(run.bad_lines, 0u);
+  const std::vector<std::string> expected = {"cuInit",          "cuDeviceGet",  "cuDevicePrimaryCtxRetain",
+                                             "cuCtxSetCurrent", "cuMemAlloc_v2", "cuMemFree_v2",
+                                             "cuCtxSetCurrent", "cuDevicePrimaryCtxRelease_v2"};
+  EXPECT_EQ(calls_from(run, "trace_scenarios"), expected);
+  ASSERT_EQ(run.analysis.processes.size(), 1u);
+  const ProcessInfo& p = run.analysis.processes[0];
+  EXPECT_NE(p.exe.find("trace_scenarios"), std::string::npos);
+  EXPECT_EQ(p.driver, DRVSHIM_TEST_FAKE_PATH);
+  ASSERT_GE(p.first_init, 0);
+  EXPECT_EQ(run.analysis.records[static_cast<std::size_t>(p.first_init)].tid, p.pid) << "main thread";
+  ASSERT_EQ(p.context_order.size(), 1u);
+  EXPECT_TRUE(p.contexts.at(p.context_order[0]).primary);
+  EXPECT_GE(p.contexts.at(p.context_order[0]).ended_ns, 0);
+  EXPECT_TRUE(p.live.empty());
+  EXPECT_TRUE(p.errors.empty());
+  EXPECT_TRUE(run.analysis.diagnostics.empty()) << diagnostics_of(run);
+  // Every record carries the pid; the current context after the call is recorded.
+  for (const auto& r : run.records) EXPECT_EQ(r.pid, p.pid);
+  for (const auto& r : run.records) {
+    if (r.kind == Kind::call && symbol_of(r) == "cuMemAlloc_v2") {
+      EXPECT_EQ(r.ctx, p.context_order[0]);
+    }
+  }
+  EXPECT_NE(run.report.find("driver initialised by tid " + std::to_string(p.pid) + " (trace_scenarios)"),
+            std::string::npos)
+      << run.report;
+  EXPECT_NE(run.report.find("never released (0)"), std::string::npos) << run.report;
+  EXPECT_NE(run.report.find("Diagnostics (0)"), std::string::npos) << run.report;
+}
+
+TEST(Tracer, WhatAProgramNeverReleasesIsListed) {
+  const TraceRun run = trace({}, {kScenarios, "leak"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  const ProcessInfo& p = run.analysis.processes.at(0);
+  ASSERT_EQ(p.live.size(), 1u);
+  EXPECT_EQ(p.live[0].kind, "device memory");
+  EXPECT_EQ(p.live[0].bytes, 1u << 20);
+  EXPECT_EQ(p.contexts.at(p.context_order[0]).ended_ns, -1) << "the primary context was never released";
+  EXPECT_NE(run.report.find("never released (2)"), std::string::npos) << run.report;
+  EXPECT_NE(run.report.find("device memory 0x"), std::string::npos) << run.report;
+  EXPECT_NE(run.report.find("(1048576 bytes)"), std::string::npos) << run.report;
+}
+
+TEST(Tracer, LookupsHandBackTheInterposersWrapperOfExactlyTheVariantReturned) {
+  const TraceRun run = trace({}, {kScenarios, "proc-address"});
+  ASSERT_EQ(run.code, 0) << run.err << run.out;
+  // Calls through the looked-up pointers are traced under their exact names.
+  const auto calls = calls_from(run, "trace_scenarios");
+  for (const char* sym : {"cuMemAlloc_v2", "cuMemFree_v2", "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRetain"}) {
+    EXPECT_NE(std::find(calls.begin(), calls.end(), sym), calls.end()) << sym;
+  }
+  // The lookups themselves, the empty-symbol probe and the legacy 4-argument form included.
+  bool probe = false, legacy = false, unknown = false;
+  for (const auto& r : run.records) {
+    if (r.kind != Kind::call || r.lib != "trace_scenarios") continue;
+    if (r.symbol == "cuGetProcAddress_v2" && r.args.rfind("\"\", ", 0) == 0) probe = true;
+    if (r.symbol == "cuGetProcAddress" && r.args.rfind("\"cuMemAlloc\", ", 0) == 0) legacy = true;
+    if (r.symbol == "cuGetProcAddress_v2" && r.args.find("\"cuNoSuchFunction\", ->null") != std::string::npos) {
+      unknown = true;
+    }
+  }
+  EXPECT_TRUE(probe);
+  EXPECT_TRUE(legacy);
+  EXPECT_TRUE(unknown);
+  EXPECT_EQ(run.analysis.processes.at(0).untraced, 0u);
+}
+
+TEST(Tracer, ALookupAnsweredWithAPerVersionShimIsMappedByNameAndVersion) {
+  const TraceRun run = trace({}, {kScenarios, "proc-shim"}, "DRVSHIM_FAKE_PROC_SHIMS=1");
+  ASSERT_EQ(run.code, 0) << run.err;
+  const auto calls = calls_from(run, "trace_scenarios");
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "cuDeviceGetCount"), 1) << "the call through it is traced";
+  const auto& p = run.analysis.processes.at(0);
+  EXPECT_EQ(p.untraced, 0u);
+  EXPECT_TRUE(std::any_of(run.records.begin(), run.records.end(), [](const Record& r) {
+    return r.api == "entry-point-by-name" && r.args.rfind("cuDeviceGetCount@12000 flags 0", 0) == 0;
+  }));
+}
+
+TEST(Tracer, AStaticCudartProgramsLookupsAllGoThroughTheInterposerBeforeCuInit) {
+  // The fake has no export tables, so the Runtime gives up after initialising; the
+  // loading part is the Runtime's own and is what this shows.
+  const TraceRun run = trace({}, {DRVSHIM_TEST_CUDART_STATIC});
+  EXPECT_NE(run.code, 0);
+  EXPECT_NE(run.err.find("cudaGetDeviceCount(&devices) failed"), std::string::npos) << run.err;
+  const auto calls = calls_from(run, "cudart_static");
+  const auto init = std::find(calls.begin(), calls.end(), "cuInit");
+  ASSERT_NE(init, calls.end());
+  const auto lookups = std::count(calls.begin(), init, "cuGetProcAddress_v2");
+  EXPECT_GT(lookups, 300) << "the Runtime resolves its whole table before cuInit";
+  bool probe = false;
+  for (const auto& r : run.records) {
+    if (r.kind == Kind::call && r.symbol == "cuGetProcAddress_v2" && r.args.rfind("\"\", ", 0) == 0) probe = true;
+  }
+  EXPECT_TRUE(probe) << "the Runtime's empty-symbol probe";
+  EXPECT_EQ(run.analysis.processes.at(0).untraced, 0u);
+  EXPECT_EQ(run.analysis.processes.at(0).context_order.size(), 0u);
+}
+
+TEST(Tracer, DrvshimsOwnExampleIsTracedThroughTheInterposer) {
+#ifdef DRVSHIM_TEST_EXAMPLE_INIT_ORDER
+  const TraceRun run = trace({}, {DRVSHIM_TEST_EXAMPLE_INIT_ORDER});
+  ASSERT_EQ(run.code, 0) << run.err;
+  const auto calls = calls_from(run, "libdrvshim.so.0");
+  ASSERT_GE(calls.size(), 5u);
+  // drvshim loads the driver, resolves its table through cuGetProcAddress, then initialises.
+  EXPECT_EQ(calls[0], "cuDriverGetVersion");
+  EXPECT_EQ(calls[1], "cuGetProcAddress_v2");
+  const auto init = std::find(calls.begin(), calls.end(), "cuInit");
+  const auto retain = std::find(calls.begin(), calls.end(), "cuDevicePrimaryCtxRetain");
+  const auto release = std::find(calls.begin(), calls.end(), "cuDevicePrimaryCtxRelease_v2");
+  ASSERT_NE(init, calls.end());
+  ASSERT_NE(retain, calls.end());
+  ASSERT_NE(release, calls.end());
+  EXPECT_LT(init, retain);
+  EXPECT_LT(retain, release);
+  EXPECT_TRUE(std::all_of(calls.begin(), init, [](const std::string& s) { return s != "cuDevicePrimaryCtxRetain"; }));
+  EXPECT_TRUE(run.analysis.diagnostics.empty()) << diagnostics_of(run);
+  EXPECT_NE(run.out.find("7. release"), std::string::npos) << "the example's own output is untouched";
+#else
+  GTEST_SKIP() << "examples not built";
+#endif
+}
+
+TEST(Tracer, DrvshimsSeedExamplesRunUnchangedUnderTheTracer) {
+#if defined(DRVSHIM_TEST_EXAMPLE_ZERO_COPY_VADD) && defined(DRVSHIM_TEST_EXAMPLE_PINNED_STREAM_COPY) && \
+    defined(DRVSHIM_TEST_EXAMPLE_NVRTC_KERNEL)
+  const std::string env = std::string("DRVSHIM_FAKE_CC=101 DRVSHIM_CACHE_DIR=") + DRVSHIM_TEST_WORK_DIR + "/cache";
+  for (const std::vector<std::string>& cmd :
+       {std::vector<std::string>{DRVSHIM_TEST_EXAMPLE_ZERO_COPY_VADD, "16"},
+        std::vector<std::string>{DRVSHIM_TEST_EXAMPLE_PINNED_STREAM_COPY, "4", "2"},
+        std::vector<std::string>{DRVSHIM_TEST_EXAMPLE_NVRTC_KERNEL}}) {
+    const TraceRun run = trace({"--mode", "summary"}, cmd, env);
+    EXPECT_EQ(run.code, 0) << cmd[0] << "\n" << run.err;
+    ASSERT_FALSE(run.analysis.processes.empty()) << cmd[0];
+    const ProcessInfo& p = run.analysis.processes[0];
+    EXPECT_GE(p.first_init, 0) << cmd[0];
+    for (const auto h : p.context_order) EXPECT_GE(p.contexts.at(h).ended_ns, 0) << cmd[0] << " left a context";
+    EXPECT_TRUE(p.live.empty()) << cmd[0] << ": " << p.live.size() << " object(s) never released";
+    EXPECT_TRUE(run.analysis.diagnostics.empty()) << cmd[0] << "\n" << diagnostics_of(run);
+  }
+#else
+  GTEST_SKIP() << "examples not built";
+#endif
+}
+
+TEST(Tracer, RuntimeApiProgramsOnLibdrvshimCudartShowTheImplicitSteps) {
+#ifdef DRVSHIM_TEST_RUNTIME_API_DIR
+  const TraceRun run = trace({}, {std::string(DRVSHIM_TEST_RUNTIME_API_DIR) + "/vector_add"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  const auto calls = calls_from(run, "libdrvshim.so.0");
+  const auto init = std::find(calls.begin(), calls.end(), "cuInit");
+  const auto retain = std::find(calls.begin(), calls.end(), "cuDevicePrimaryCtxRetain");
+  const auto alloc = std::find(calls.begin(), calls.end(), "cuMemAlloc_v2");
+  const auto launch = std::find(calls.begin(), calls.end(), "cuLaunchKernel");
+  ASSERT_NE(init, calls.end());
+  ASSERT_NE(retain, calls.end());
+  ASSERT_NE(alloc, calls.end());
+  ASSERT_NE(launch, calls.end());
+  EXPECT_LT(init, retain);
+  EXPECT_LT(retain, alloc) << "the Runtime's first allocation activates the primary context first";
+  const ProcessInfo& p = run.analysis.processes.at(0);
+  ASSERT_EQ(p.context_order.size(), 1u);
+  EXPECT_TRUE(p.contexts.at(p.context_order[0]).primary);
+#else
+  GTEST_SKIP() << "runtime_compat's programs not built";
+#endif
+}
+
+// ---- diagnostics, each shown on the fake -----------------------------------------------
+
+struct DiagnosticCase {
+  const char* mode;
+  const char* id;
+  const char* title_part;
+  const char* env;
+};
+
+class TracerDiagnostic : public ::testing::TestWithParam<DiagnosticCase> {};
+
+TEST_P(TracerDiagnostic, IsReportedWithExplanationAndFix) {
+  const auto& c = GetParam();
+  const TraceRun run = trace({}, {kScenarios, c.mode}, c.env);
+  ASSERT_EQ(run.code, 0) << run.err;
+  ASSERT_TRUE(has_diagnostic(run, c.id)) << diagnostics_of(run) << run.report;
+  const auto it = std::find_if(run.analysis.diagnostics.begin(), run.analysis.diagnostics.end(),
+                               [&](const Diagnostic& d) { return d.id == c.id; });
+  EXPECT_NE(it->title.find(c.title_part), std::string::npos) << it->title;
+  const std::string heading = std::string("[") + c.id + "]";
+  const auto at = run.report.find(heading);
+  ASSERT_NE(at, std::string::npos) << run.report;
+  EXPECT_NE(run.report.find("why: ", at), std::string::npos);
+  EXPECT_NE(run.report.find("fix: ", at), std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, TracerDiagnostic,
+    ::testing::Values(
+        DiagnosticCase{"init-race", "init-race", "cuInit ran concurrently on tid", "DRVSHIM_FAKE_INIT_DELAY_MS=200"},
+        DiagnosticCase{"no-context", "no-current-context", "cuMemAlloc_v2 called by tid", ""},
+        DiagnosticCase{"flags-after", "primary-flags-after-activation", "primary-context flags to 0x4 after", ""},
+        DiagnosticCase{"beside-primary", "context-beside-primary", "created context 0x", ""},
+        DiagnosticCase{"unbalanced", "unbalanced-context-stack", "libtrace_helper.so left 1 context(s) pushed", ""},
+        DiagnosticCase{"fork", "fork-after-init", "after it initialised CUDA) called cuDeviceGetCount", ""},
+        DiagnosticCase{"reset-while-used", "primary-released-while-used",
+                       "(libtrace_helper.so) reset device 0's primary context while 1 retain(s)", ""},
+        DiagnosticCase{"ignored-error", "ignored-error",
+                       "cuStreamSynchronize on 0x", ""}),
+    [](const auto& param_info) {
+      std::string name = param_info.param.id;
+      std::replace(name.begin(), name.end(), '-', '_');
+      return name;
+    });
+
+TEST(Tracer, ACleanProgramGetsNoDiagnostic) {
+  const TraceRun run = trace({}, {kScenarios, "proc-address"});
+  EXPECT_TRUE(run.analysis.diagnostics.empty()) << diagnostics_of(run);
+}
+
+// ---- processes -------------------------------------------------------------------------
+
+TEST(Tracer, AForkedChildIsTracedUnderItsOwnPid) {
+  const TraceRun run = trace({}, {kScenarios, "fork"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  ASSERT_EQ(run.analysis.processes.size(), 2u);
+  const ProcessInfo* child = nullptr;
+  for (const auto& p : run.analysis.processes) {
+    if (p.forked) child = &p;
+  }
+  ASSERT_NE(child, nullptr);
+  EXPECT_TRUE(child->parent_initialized);
+  EXPECT_EQ(child->ppid, run.analysis.root_pid);
+  const auto child_calls = calls_from(run, "trace_scenarios", child->pid);
+  EXPECT_EQ(child_calls, std::vector<std::string>{"cuDeviceGetCount"});
+  // Fresh numbering in the child.
+  std::uint64_t first_seq = 0;
+  for (const auto& r : run.records) {
+    if (r.pid == child->pid && (first_seq == 0 || r.seq < first_seq)) first_seq = r.seq;
+  }
+  EXPECT_EQ(first_seq, 1u);
+}
+
+TEST(Tracer, ChildProcessesAreTracedUnlessAskedNotTo) {
+  const TraceRun both = trace({}, {kScenarios, "spawn"});
+  ASSERT_EQ(both.code, 0) << both.err;
+  ASSERT_EQ(both.analysis.processes.size(), 2u);
+  for (const auto& p : both.analysis.processes) {
+    EXPECT_GE(p.first_init, 0) << "pid " << p.pid;
+    EXPECT_EQ(calls_from(both, "trace_scenarios", p.pid).size(), 8u) << "pid " << p.pid;
+  }
+  const TraceRun root_only = trace({"--no-children"}, {kScenarios, "spawn"});
+  ASSERT_EQ(root_only.code, 0) << root_only.err;
+  EXPECT_EQ(root_only.analysis.processes.size(), 1u);
+}
+
+TEST(Tracer, ADriverOpenedByAbsolutePathIsRedirectedToTheInterposer) {
+  const TraceRun run = trace({}, {kScenarios, "absolute-path"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  EXPECT_NE(run.out.find("redirected=1"), std::string::npos) << run.out;
+  const auto& p = run.analysis.processes.at(0);
+  ASSERT_FALSE(p.notices.empty());
+  const Record& notice = run.analysis.records[p.notices[0]];
+  EXPECT_EQ(notice.api, "libcuda-redirected");
+  EXPECT_NE(notice.args.find("/libcuda.so.1\", which would bypass drvshim-trace"), std::string::npos) << notice.args;
+  EXPECT_EQ(calls_from(run, "trace_scenarios"), std::vector<std::string>{"cuInit"});
+  // Without the audit module the program gets the real driver, untraced.
+  const TraceRun plain = trace({"--no-audit"}, {kScenarios, "absolute-path"});
+  EXPECT_NE(plain.out.find("redirected=0"), std::string::npos) << plain.out;
+}
+
+TEST(Tracer, ASecondDriverLoadedBesideTheInterposerIsReported) {
+  // A copy of the driver under another path, opened with the audit module off: its calls
+  // bypass the trace, and a notice at exit names it.
+  const TraceRun run = trace({"--no-audit"}, {kScenarios, "copied-driver"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  const auto& p = run.analysis.processes.at(0);
+  const bool reported = std::any_of(p.notices.begin(), p.notices.end(), [&](std::size_t k) {
+    return run.analysis.records[k].api == "libcuda-bypass" &&
+           run.analysis.records[k].args.find("/libcuda.so.1): calls through it were not traced") != std::string::npos;
+  });
+  EXPECT_TRUE(reported) << run.report;
+}
+
+// ---- modes and outputs --------------------------------------------------------------------
+
+TEST(Tracer, SummaryModeRecordsStateChangesAndCountsTheRest) {
+  const TraceRun run = trace({"--mode", "summary"}, {kScenarios, "basic"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  const auto calls = calls_from(run, "trace_scenarios");
+  const std::vector<std::string> expected = {"cuInit", "cuDevicePrimaryCtxRetain", "cuCtxSetCurrent", "cuMemAlloc_v2",
+                                             "cuMemFree_v2", "cuCtxSetCurrent", "cuDevicePrimaryCtxRelease_v2"};
+  EXPECT_EQ(calls, expected) << "cuDeviceGet is only counted";
+  const auto& p = run.analysis.processes.at(0);
+  EXPECT_EQ(p.folded.at(p.pid).at("cuDeviceGet").calls, 1u);
+  EXPECT_TRUE(std::any_of(run.records.begin(), run.records.end(),
+                          [](const Record& r) { return r.kind == Kind::counts && r.api == "cuDeviceGet"; }));
+}
+
+TEST(Tracer, TheChromeTraceParsesWithATrackPerThread) {
+  const TraceRun run = trace({}, {kScenarios, "no-context"});
+  ASSERT_TRUE(run.chrome.is_object()) << "the Chrome trace does not parse";
+  ASSERT_TRUE(run.chrome.contains("traceEvents"));
+  std::set<std::uint64_t> named, sliced;
+  int context_instants = 0;
+  for (const auto& e : run.chrome["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "thread_name") named.insert(e["tid"].get<std::uint64_t>());
+    if (e["ph"] == "X") sliced.insert(e["tid"].get<std::uint64_t>());
+    if (e["ph"] == "i" && e["cat"] == "context") ++context_instants;
+    if (e.contains("ts")) {
+      EXPECT_TRUE(e["ts"].is_number()) << e.dump();
+    }
+  }
+  EXPECT_EQ(sliced.size(), 2u) << "main thread and worker";
+  for (const auto tid : sliced) EXPECT_EQ(named.count(tid), 1u) << "tid " << tid << " has no named track";
+  EXPECT_GE(context_instants, 1);
+}
+
+TEST(Tracer, CuptiThatCannotWorkWithTheFakeDegradesToAnEvent) {
+  const TraceRun run = trace({"--cupti"}, {kScenarios, "basic"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  bool unavailable = false;
+  for (const auto& r : run.records) unavailable |= r.api == "cupti-unavailable";
+  EXPECT_TRUE(unavailable) << run.report;
+  EXPECT_EQ(calls_from(run, "trace_scenarios").size(), 8u) << "tracing goes on";
+}
+
+TEST(Tracer, BadCommandLinesAreExplained) {
+  TraceRun r = trace({}, {"/nonexistent/program"});
+  EXPECT_EQ(r.code, 127);
+  EXPECT_NE(r.err.find("cannot run \"/nonexistent/program\": No such file or directory"), std::string::npos) << r.err;
+  const std::string cmd = std::string(DRVSHIM_TEST_TRACER) + " --libcuda /nonexistent/libcuda.so.1 -- true 2>&1";
+  std::FILE* f = ::popen(cmd.c_str(), "r");
+  char buf[512] = {};
+  const std::size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  const int status = ::pclose(f);
+  EXPECT_EQ(WEXITSTATUS(status), 127);
+  EXPECT_NE(std::string(buf, n).find("the driver \"/nonexistent/libcuda.so.1\" does not exist"), std::string::npos)
+      << std::string(buf, n);
+  EXPECT_EQ(WEXITSTATUS(std::system(DRVSHIM_TEST_TRACER " >/dev/null 2>&1")), 2) << "no program";
+}
+
+TEST(Tracer, TheProgramsExitCodeIsTheTracersExitCode) {
+  const TraceRun run = trace({}, {kScenarios, "no-such-mode"});
+  EXPECT_EQ(run.code, 2);
+  EXPECT_NE(run.err.find("scenario: unknown mode"), std::string::npos);
+}
+
+}  // namespace

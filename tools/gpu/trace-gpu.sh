@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# drvshim-trace on the GPU machine (issue 20), from a bundle built on the CPU
+# machine (tools/gpu/bundle.sh). Traces a static-cudart program, a
+# -cudart shared one, PyTorch, CuPy and cuda.core one-liners, drvshim's own
+# example and a runtime_compat program, once with CUPTI; runs the overhead
+# benchmarks; writes everything under one folder:
+#   tools/gpu/trace-gpu.sh [BUNDLE_DIR] [RESULTS_DIR]
+# Defaults: .gpu-bundle and $OUT/trace (the device tool's output folder) or ./gpu-results/trace.
+# For each case: <case>.jsonl (the trace), <case>.chrome.json (ui.perfetto.dev),
+# <case>.report.txt (timeline, summary, diagnostics), <case>.out (the program's output
+# and the tracer's messages), and a line in summary.txt. Exit code: non-zero when a
+# case that must work failed (a missing Python package is reported, not failed).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+bundle=${1:-$root/.gpu-bundle}
+results=${2:-${OUT:-$root/gpu-results}/trace}
+mkdir -p "$results"
+tracer="$bundle/tools/trace/drvshim-trace"
+summary="$results/summary.txt"
+status=0
+: > "$summary"
+
+{
+  echo "date:    $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "commit:  $(cat "$bundle/COMMIT" 2>/dev/null | tr '\n' ' ' || echo unknown)"
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | sed 's/^/gpu:     /'
+  python3 -c "import torch; print('torch:  ', torch.__version__, torch.version.cuda)" 2>&1 | tail -n 1
+  python3 -c "import cupy; print('cupy:   ', cupy.__version__)" 2>&1 | tail -n 1
+  python3 -c "import cuda.core as c; print('cuda.core:', getattr(c, '__version__', '?'))" 2>&1 | tail -n 1
+} | tee "$results/machine.txt"
+
+# trace CASE REQUIRED [tracer options] -- COMMAND...
+trace() {
+  local name=$1 required=$2
+  shift 2
+  local opts=()
+  while [[ $1 != -- ]]; do opts+=("$1"); shift; done
+  shift
+  echo "== $name: $*"
+  "$tracer" "${opts[@]}" --json "$results/$name.jsonl" --chrome "$results/$name.chrome.json" \
+    --report "$results/$name.report.txt" -- "$@" > "$results/$name.out" 2>&1
+  local rc=$?
+  local diags
+  diags=$(grep -c '^  \[' "$results/$name.report.txt" 2>/dev/null)
+  echo "$name: exit $rc, $(grep -c . "$results/$name.jsonl" 2>/dev/null || echo 0) records, ${diags:-0} diagnostic(s)" \
+    | tee -a "$summary"
+  tail -n 3 "$results/$name.out"
+  if [[ $rc -ne 0 && $required == required ]]; then status=1; fi
+  return $rc
+}
+
+have() { python3 -c "import $1" >/dev/null 2>&1; }
+
+trace cudart_static required -- "$bundle/tests/trace/cudart/cudart_static"
+trace cudart_shared required -- "$bundle/tests/trace/cudart/cudart_shared"
+trace drvshim_init_order required -- "$bundle/examples/init_order"
+trace runtime_compat_vector_add required -- "$bundle/tests/runtime_api/vector_add"
+trace cudart_static_summary required --mode summary -- "$bundle/tests/trace/cudart/cudart_static"
+
+# CUPTI: the machine's own libcupti.so.13 when there is one, else the bundled copy.
+cupti=$(find / -xdev -name 'libcupti.so.13*' -type f 2>/dev/null | head -n 1)
+[[ -n $cupti ]] || cupti=$(ls "$bundle"/tools/trace/cupti/libcupti.so.13 2>/dev/null)
+echo "libcupti: ${cupti:-none found}" | tee -a "$summary"
+DRVSHIM_TRACE_CUPTI_LIB=$cupti trace cudart_static_cupti required --cupti -- "$bundle/tests/trace/cudart/cudart_static"
+echo "cudart_static_cupti: $(grep -c '"kind":"runtime"' "$results/cudart_static_cupti.jsonl") Runtime-API records," \
+  "$(grep -c '"rt":' "$results/cudart_static_cupti.jsonl") driver calls with their Runtime-API caller," \
+  "$(grep -o '"api":"cupti[a-z-]*","args":"[^"]*' "$results/cudart_static_cupti.jsonl" | head -n 1)" | tee -a "$summary"
+
+torch_code="import torch; x = torch.ones(1024, 1024, device='cuda'); print((x @ x).sum().item())"
+cupy_code="import cupy as cp; x = cp.ones((1024, 1024), dtype=cp.float32); print(float((x @ x).sum()))"
+cudacore_code="
+try:
+    from cuda.core import Device
+except ImportError:
+    from cuda.core.experimental import Device
+d = Device(0); d.set_current(); s = d.create_stream(); buf = d.allocate(1 << 20, stream=s); s.sync(); print(d.name)"
+if have torch; then
+  if ! trace torch optional -- python3 -c "$torch_code"; then
+    echo "torch failed under drvshim-trace; again without the LD_AUDIT module" | tee -a "$summary"
+    trace torch_no_audit optional --no-audit -- python3 -c "$torch_code"
+  fi
+  trace torch_cupti optional --cupti -- python3 -c "$torch_code"
+else
+  echo "torch: not installed, skipped" | tee -a "$summary"
+fi
+if have cupy; then trace cupy optional -- python3 -c "$cupy_code"; else echo "cupy: not installed, skipped" | tee -a "$summary"; fi
+if have cuda.core; then trace cuda_core optional -- python3 -c "$cudacore_code"; else echo "cuda.core: not installed, skipped" | tee -a "$summary"; fi
+
+echo "== in-process trace (drvshim-probe --trace) =="
+"$bundle/tools/drvshim-probe" --trace "$results/probe_inprocess.jsonl" > "$results/probe_inprocess.out" 2>&1
+echo "drvshim-probe --trace: exit $?, $(grep -c . "$results/probe_inprocess.jsonl") records" | tee -a "$summary"
+"$tracer" --analyse "$results/probe_inprocess.jsonl" --report "$results/probe_inprocess.report.txt"
+
+if [[ ${DRVSHIM_SKIP_TRACE_BENCH:-0} != 1 ]]; then
+  echo "== overhead: launch loop untraced / summary / full =="
+  out="$results/overhead.md"
+  : > "$out"
+  "$bundle/tools/bench_trace" --tracer "$tracer" --workload self --repeat 5 --out "$out" || status=1
+  "$bundle/tools/bench_trace" --tracer "$tracer" --workload "cudart:$bundle/tools/bench_launch_cudart" --repeat 5 \
+    --out "$out" || status=1
+  echo "== the recorder's own cost (in-process trace) =="
+  "$bundle/tools/bench_trace_recorder" 200000 "$results/recorder.md" || status=1
+  cat "$out"
+fi
+
+echo "trace-gpu exit status: $status" | tee -a "$summary"
+exit $status

@@ -1,0 +1,212 @@
+// The analysis for people: per process a context-state timeline, the calls
+// folded into counts, a summary; then the diagnostics.
+#include <drvshim_recorder/json_line.hpp>
+#include <drvshim_trace/api_info.hpp>
+#include <drvshim_trace/diagnostics.hpp>
+#include <drvshim_trace/report.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+
+namespace drvshim::trace_analysis {
+namespace {
+
+std::string ms(std::int64_t ns) { return fmt::format("{:.3f} ms", static_cast<double>(ns) / 1e6); }
+
+std::string at(const Analysis& a, std::int64_t ts) {
+  return fmt::format("+{:.3f} ms", static_cast<double>(ts - a.start_ns) / 1e6);
+}
+
+std::string who(std::uint64_t tid, const std::string& lib) {
+  return fmt::format("tid {}{}", tid, lib.empty() ? "" : " (" + lib + ")");
+}
+
+std::string describe(const ProcessInfo& p, std::uintptr_t ctx) {
+  if (ctx == 0) return "none";
+  const auto it = p.contexts.find(ctx);
+  if (it == p.contexts.end()) return fmt::format("0x{:x}", ctx);
+  const ContextInfo& c = it->second;
+  return fmt::format("0x{:x} ({}{})", ctx, c.device >= 0 ? fmt::format("device {} ", c.device) : std::string(),
+                     c.primary ? "primary" : "context");
+}
+
+std::string call_text(const Record& r) {
+  if (r.kind == Kind::call) {
+    return fmt::format("{}({}) -> {} [{}]", symbol_of(r), r.args, recorder::result_name(r.result), ms(r.dur_ns));
+  }
+  if (r.kind == Kind::runtime) return fmt::format("{}() [{}] (Runtime API)", r.api, ms(r.dur_ns));
+  if (r.kind == Kind::process) return fmt::format("[{}]", r.api);
+  return fmt::format("[{}] {}: {}", recorder::kind_name(r.kind), r.api, r.args);
+}
+
+std::string thread_label(const ProcessInfo& p, std::uint64_t tid) {
+  const auto it = p.threads.find(tid);
+  if (it == p.threads.end() || it->second.name.empty()) return fmt::format("tid {}", tid);
+  return fmt::format("tid {} ({})", tid, it->second.name);
+}
+
+std::pair<std::size_t, std::size_t> range_of(const Analysis& a, const ProcessInfo& p) {
+  std::size_t first = 0;
+  while (first < a.records.size() && a.records[first].pid != p.pid) ++first;
+  std::size_t last = first;
+  while (last < a.records.size() && a.records[last].pid == p.pid) ++last;
+  return {first, last};
+}
+
+}  // namespace
+
+std::string format_timeline(const Analysis& a, const ProcessInfo& p, std::size_t max_lines) {
+  std::string out;
+  const auto [first, last] = range_of(a, p);
+  // Runtime-API calls by correlation id, to name the caller of nested driver calls.
+  std::map<std::uint64_t, std::string> runtime_calls;
+  for (std::size_t k = first; k < last; ++k) {
+    if (a.records[k].kind == Kind::runtime && a.records[k].rt != 0) runtime_calls[a.records[k].rt] = a.records[k].api;
+  }
+  std::size_t shown = 0;
+  for (const auto& e : p.timeline) {
+    if (shown++ >= max_lines) {
+      out += fmt::format("  ... {} more timeline entries (see the JSON trace)\n", p.timeline.size() - max_lines);
+      break;
+    }
+    const Record& r = a.records[e.index];
+    std::string inside;
+    if (r.rt != 0) {
+      const auto it = runtime_calls.find(r.rt);
+      inside = fmt::format("  [inside {}]", it != runtime_calls.end() ? it->second : "a Runtime-API call");
+    }
+    out += fmt::format("  {:>12}  tid {:<7} {:<22} {}{}\n", at(a, r.ts_ns), r.tid, r.lib.empty() ? "-" : r.lib,
+                       call_text(r), inside);
+    if (!e.note.empty()) out += fmt::format("  {:>12}  {:<30} => {}\n", "", "", e.note);
+  }
+  if (!p.folded.empty()) {
+    out += "  other calls (folded into counts), per thread:\n";
+    for (const auto& [tid, apis] : p.folded) {
+      std::vector<std::pair<std::string, Folded>> sorted(apis.begin(), apis.end());
+      std::sort(sorted.begin(), sorted.end(),
+                [](const auto& x, const auto& y) { return x.second.total_ns > y.second.total_ns; });
+      std::string line;
+      for (const auto& [api, f] : sorted) {
+        line += fmt::format("{}{} x{} {}", line.empty() ? "" : ", ", api, f.calls, ms(f.total_ns));
+      }
+      out += fmt::format("    {}: {}\n", thread_label(p, tid), line);
+    }
+  }
+  return out;
+}
+
+std::string format_summary(const Analysis& a, const ProcessInfo& p) {
+  std::string out;
+  if (p.first_init >= 0) {
+    const Record& r = a.records[static_cast<std::size_t>(p.first_init)];
+    out += fmt::format("  driver initialised by {} at {}; cuInit took {}; {} cuInit call(s) in all\n",
+                       who(r.tid, r.lib), at(a, r.ts_ns), ms(r.dur_ns), p.inits.size());
+  } else if (!p.inits.empty()) {
+    const Record& r = a.records[p.inits.front()];
+    out += fmt::format("  cuInit never succeeded: {} by {} returned {}\n", symbol_of(r), who(r.tid, r.lib),
+                       recorder::result_name(r.result));
+  } else {
+    out += "  the driver was not initialised in this process\n";
+  }
+  out += fmt::format("  contexts ({}):\n", p.context_order.size());
+  for (const auto handle : p.context_order) {
+    const ContextInfo& c = p.contexts.at(handle);
+    out += fmt::format("    0x{:x}  device {}  {}  flags {}  created by {} with {} at {}; {}\n", c.handle, c.device,
+                       c.primary ? "primary" : "non-primary", c.flags.empty() ? "?" : c.flags,
+                       who(c.creator_tid, c.creator_lib), c.created_by, at(a, c.created_ns),
+                       c.ended_ns < 0 ? std::string("alive at the end")
+                                      : fmt::format("ended at {} ({}), lifetime {}", at(a, c.ended_ns), c.ended_by,
+                                                    ms(c.ended_ns - c.created_ns)));
+  }
+  for (const auto& [dev, ps] : p.primaries) {
+    std::string by;
+    for (const auto& [lib, n] : ps.retains_by_lib) {
+      if (n != 0) by += fmt::format("{}{}: {}", by.empty() ? "" : ", ", lib.empty() ? "?" : lib, n);
+    }
+    out += fmt::format("  device {} primary context at the end: {}, {} retain(s) open{}\n", dev,
+                       ps.active ? "active" : "inactive", ps.retains, by.empty() ? "" : " (" + by + ")");
+  }
+  out += "  threads and their current context:\n";
+  constexpr std::size_t kShownChanges = 8;
+  for (const auto& [tid, t] : p.threads) {
+    std::string line = "none";
+    for (std::size_t k = 0; k < t.history.size() && k < kShownChanges; ++k) {
+      const auto& h = t.history[k];
+      line += fmt::format(" -> {} at {} ({})", describe(p, h.context), at(a, h.ts_ns), h.via);
+    }
+    if (t.history.size() > kShownChanges) {
+      const auto& last = t.history.back();
+      line += fmt::format(" ... {} more change(s); at the end {} since {} ({})", t.history.size() - kShownChanges,
+                          describe(p, last.context), at(a, last.ts_ns), last.via);
+    }
+    out += fmt::format("    {}: {}\n", thread_label(p, tid), line);
+  }
+  std::size_t unreleased = p.live.size();
+  for (const auto handle : p.context_order) unreleased += p.contexts.at(handle).ended_ns < 0 ? std::size_t{1} : std::size_t{0};
+  out += fmt::format("  never released ({}):\n", unreleased);
+  for (const auto handle : p.context_order) {
+    const ContextInfo& c = p.contexts.at(handle);
+    if (c.ended_ns < 0) {
+      out += fmt::format("    {} context 0x{:x} (device {}), created by {}\n", c.primary ? "primary" : "non-primary",
+                         c.handle, c.device, who(c.creator_tid, c.creator_lib));
+    }
+  }
+  for (const auto& o : p.live) {
+    out += fmt::format("    {} {}{} in context {}, by {} with {} at {}\n", o.kind, o.handle,
+                       o.bytes != 0 ? fmt::format(" ({} bytes)", o.bytes) : "", describe(p, o.context),
+                       who(o.tid, o.lib), o.created_by, at(a, o.created_ns));
+  }
+  out += fmt::format("  errors ({}):\n", p.errors.size());
+  for (const std::size_t k : p.errors) {
+    const Record& r = a.records[k];
+    out += fmt::format("    {} {}: {}({}) -> {} ({})\n", at(a, r.ts_ns), who(r.tid, r.lib), symbol_of(r), r.args,
+                       recorder::result_name(r.result), r.result);
+  }
+  if (p.untraced > 0) {
+    out += fmt::format("  untraced: {} entry point(s) were handed out without a wrapper (see the notices)\n",
+                       p.untraced);
+  }
+  return out;
+}
+
+std::string format_diagnostics(const Analysis& a) {
+  std::string out = fmt::format("Diagnostics ({})\n", a.diagnostics.size());
+  if (a.diagnostics.empty()) out += "  none\n";
+  for (const auto& d : a.diagnostics) {
+    out += fmt::format("  [{}] pid {}: {}{}\n", d.id, d.pid, d.title,
+                       d.occurrences > 1 ? fmt::format(" ({} times)", d.occurrences) : "");
+    out += fmt::format("      why: {}\n      fix: {}\n", d.explanation, d.fix);
+    for (const std::size_t k : d.evidence) {
+      const Record& r = a.records[k];
+      out += fmt::format("      {} {}: {}\n", at(a, r.ts_ns), who(r.tid, r.lib), call_text(r));
+    }
+  }
+  return out;
+}
+
+std::string format_report(const Analysis& a, const ReportOptions& options) {
+  std::string out;
+  for (const auto& p : a.processes) {
+    std::string cmdline = p.cmdline;
+    std::replace(cmdline.begin(), cmdline.end(), '\n', ' ');
+    if (cmdline.size() > 200) cmdline = cmdline.substr(0, 200) + "...";
+    out += fmt::format("== pid {}{}: {}{}\n", p.pid, p.pid == a.root_pid ? "" : fmt::format(" (parent {})", p.ppid),
+                       p.exe.empty() ? "?" : p.exe, cmdline.empty() ? "" : "  [" + cmdline + "]");
+    if (!p.driver.empty()) out += fmt::format("   driver {}, mode {}\n", p.driver, p.mode);
+    if (options.timeline) {
+      out += "Timeline (context state)\n";
+      out += format_timeline(a, p, options.max_timeline_lines);
+    }
+    if (options.summary) {
+      out += fmt::format("Summary of pid {}\n", p.pid);
+      out += format_summary(a, p);
+    }
+    out += '\n';
+  }
+  if (options.diagnostics) out += format_diagnostics(a);
+  return out;
+}
+
+}  // namespace drvshim::trace_analysis

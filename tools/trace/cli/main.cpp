@@ -1,0 +1,196 @@
+// drvshim-trace: runs a program with every driver call traced, then explains
+// the context-creation order it saw (timeline, summary, diagnostics) and
+// writes the trace as JSON lines and as Chrome/Perfetto JSON.
+//
+//   drvshim-trace [options] -- PROGRAM [ARGS...]
+//   drvshim-trace --json out.jsonl --chrome out.json -- python3 train.py
+//   drvshim-trace --analyse out.jsonl            (a recorded trace, nothing run)
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <drvshim_trace/chrome_trace.hpp>
+#include <drvshim_trace/model.hpp>
+#include <drvshim_trace/records_io.hpp>
+#include <drvshim_trace/report.hpp>
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "driver_search.hpp"
+#include "launch.hpp"
+
+namespace fs = std::filesystem;
+using namespace drvshim;
+
+namespace {
+
+bool write_file(const std::string& path, const std::string& text, std::string& why) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) {
+    why = fmt::format("cannot write \"{}\": {}", path, std::strerror(errno));
+    return false;
+  }
+  out << text;
+  out.close();
+  if (!out) {
+    why = fmt::format("writing \"{}\" failed", path);
+    return false;
+  }
+  return true;
+}
+
+std::string temp_dir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string tmpl = std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/drvshim-trace.XXXXXX";
+  return ::mkdtemp(tmpl.data()) != nullptr ? tmpl : std::string();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"drvshim-trace: trace the CUDA driver calls and context-creation order of any program"};
+  std::string json_path, chrome_path, report_path, mode = "full", libcuda, libdir, analyse_path;
+  bool no_children = false, no_audit = false, cupti = false, quiet = false;
+  std::uint64_t max_size = std::uint64_t{1} << 30;
+  std::size_t max_timeline = 2000;
+  int grace = 10;
+  std::vector<std::string> command;
+  app.add_option("--json", json_path, "write the trace (JSON lines, docs/trace-format.md) to FILE");
+  app.add_option("--chrome", chrome_path, "write a Chrome trace-event / Perfetto JSON file to FILE");
+  app.add_option("--report", report_path, "write the report to FILE instead of stderr (- for stdout)");
+  app.add_option("--mode", mode, "full: every call; summary: state-changing calls and errors, the rest counted")
+      ->check(CLI::IsMember({"full", "summary"}));
+  app.add_flag("--no-children", no_children, "trace only the program, not the processes it starts");
+  app.add_flag("--cupti", cupti, "nest driver calls under the Runtime-API call that made them (needs libcupti.so.13)");
+  app.add_flag("--no-audit", no_audit, "do not redirect libcuda loaded by absolute path (LD_AUDIT)");
+  app.add_option("--libcuda", libcuda, "the real driver (default: DRVSHIM_LIBCUDA, else found as the loader would)");
+  app.add_option("--libdir", libdir, "where the interposer libcuda.so.1 and the audit module are");
+  app.add_option("--max-size", max_size, "cap of the trace file in bytes (0: none)");
+  app.add_option("--max-timeline", max_timeline, "timeline lines per process in the report");
+  app.add_option("--wait-children", grace, "seconds to wait for descendants after the program exits");
+  app.add_flag("-q,--quiet", quiet, "no report (files only)");
+  app.add_option("--analyse", analyse_path, "analyse a recorded JSON-lines trace instead of running a program");
+  app.add_option("command", command, "PROGRAM [ARGS...] (after --)");
+  // Everything after the first "--" is the program's, untouched; without "--", the
+  // first word that is not an option starts the program.
+  int own = argc;
+  for (int k = 1; k < argc; ++k) {
+    if (std::strcmp(argv[k], "--") == 0) {
+      own = k;
+      break;
+    }
+  }
+  app.prefix_command(own == argc);
+  try {
+    app.parse(own, argv);
+    for (const auto& extra : app.remaining()) command.push_back(extra);
+    for (int k = own + 1; k < argc; ++k) command.emplace_back(argv[k]);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (command.empty() == analyse_path.empty()) {
+    std::fprintf(stderr, "drvshim-trace: give either a program to run (after --) or --analyse FILE\n%s",
+                 app.help().c_str());
+    return 2;
+  }
+
+  int exit_code = 0;
+  std::string trace_file = analyse_path;
+  std::string work_dir;
+  if (analyse_path.empty()) {
+    const std::string dir = trace_tool::library_dir(libdir);
+    const std::string interposer = trace_tool::real_path(dir + "/libcuda.so.1");
+    const std::string audit = trace_tool::real_path(dir + "/libdrvshim_trace_audit.so");
+    if (interposer.empty()) {
+      std::fprintf(stderr, "drvshim-trace: the interposer %s/libcuda.so.1 is missing; give its directory with --libdir\n",
+                   dir.c_str());
+      return 127;
+    }
+    if (libcuda.empty()) {
+      if (const char* env = ::secure_getenv("DRVSHIM_LIBCUDA"); env != nullptr) libcuda = env;
+    }
+    std::string why;
+    const std::string real = trace_tool::find_real_driver(libcuda, interposer, why);
+    if (real.empty()) {
+      std::fprintf(stderr, "drvshim-trace: %s\n", why.c_str());
+      return 127;
+    }
+    work_dir = temp_dir();
+    if (work_dir.empty()) {
+      std::fprintf(stderr, "drvshim-trace: cannot create a private directory in $TMPDIR or /tmp: %s\n",
+                   std::strerror(errno));
+      return 127;
+    }
+    trace_file = work_dir + "/trace.jsonl";
+    trace_tool::LaunchOptions o;
+    o.command = command;
+    o.trace_path = trace_file;
+    o.mode = mode;
+    o.children = !no_children;
+    o.audit = !no_audit && !audit.empty();
+    o.cupti = cupti;
+    o.interposer = interposer;
+    o.audit_lib = audit;
+    o.real_driver = real;
+    o.max_bytes = max_size;
+    o.grace_seconds = grace;
+    std::string error;
+    exit_code = trace_tool::run_traced(o, error);
+    if (!error.empty()) {
+      std::fprintf(stderr, "drvshim-trace: %s\n", error.c_str());
+      fs::remove_all(work_dir);
+      return exit_code;
+    }
+  }
+
+  std::ifstream in(trace_file);
+  if (!in && !analyse_path.empty()) {
+    std::fprintf(stderr, "drvshim-trace: cannot read \"%s\": %s\n", trace_file.c_str(), std::strerror(errno));
+    return 2;
+  }
+  auto parsed = trace_analysis::parse_jsonl(in);
+  in.close();
+  int status = exit_code;
+  std::string why;
+  if (!json_path.empty() && analyse_path.empty()) {
+    std::error_code ec;
+    fs::copy_file(trace_file, json_path, fs::copy_options::overwrite_existing, ec);
+    if (ec) {
+      std::fprintf(stderr, "drvshim-trace: cannot write \"%s\": %s\n", json_path.c_str(), ec.message().c_str());
+      status = status != 0 ? status : 2;
+    }
+  }
+  if (!work_dir.empty()) fs::remove_all(work_dir);
+  const std::size_t record_count = parsed.records.size();
+  const auto analysis = trace_analysis::analyse(std::move(parsed.records));
+  if (!chrome_path.empty() && !write_file(chrome_path, trace_analysis::chrome_trace_json(analysis), why)) {
+    std::fprintf(stderr, "drvshim-trace: %s\n", why.c_str());
+    status = status != 0 ? status : 2;
+  }
+  if (!quiet) {
+    trace_analysis::ReportOptions ro;
+    ro.max_timeline_lines = max_timeline;
+    std::string report = trace_analysis::format_report(analysis, ro);
+    report += fmt::format("drvshim-trace: {} record(s) from {} process(es), {} diagnostic(s){}\n", record_count,
+                          analysis.processes.size(), analysis.diagnostics.size(),
+                          parsed.bad_lines > 0 ? fmt::format("; {} unreadable line(s), first: {}", parsed.bad_lines,
+                                                             parsed.first_error)
+                                               : "");
+    if (report_path.empty()) {
+      std::fputs(report.c_str(), stderr);
+    } else if (report_path == "-") {
+      std::fputs(report.c_str(), stdout);
+    } else if (!write_file(report_path, report, why)) {
+      std::fprintf(stderr, "drvshim-trace: %s\n", why.c_str());
+      status = status != 0 ? status : 2;
+    }
+  }
+  return status;
+}
