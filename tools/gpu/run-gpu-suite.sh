@@ -36,6 +36,11 @@ for suite in drvshim_gpu_tests drvshim_gpu_interop; do
   fi
 done
 
+if [[ ${DRVSHIM_SKIP_SANITIZER:-0} != 1 ]]; then
+  echo "== compute-sanitizer memcheck over the GPU tests =="
+  "$root/tools/gpu/sanitize-gpu-tests.sh" "$bundle" "$results" || status=1
+fi
+
 echo "== examples =="
 export DRVSHIM_CACHE_DIR=${DRVSHIM_CACHE_DIR:-$(mktemp -d /tmp/drvshim-example-cache-XXXXXX)}
 : > "$results/examples.txt"
@@ -81,6 +86,13 @@ fi
 if [[ ${DRVSHIM_SKIP_STAGING_BENCH:-0} != 1 ]]; then
   echo "== staging engine and pinned pool =="
   "$bundle/tools/bench_staging" "$results/bench_staging.md" || status=1
+  # The CPU budget: the process restricted to 1, 2 and 4 CPUs (as a container
+  # CPU limit would), where staging must never be slower than the driver's own path.
+  for cpus in 0 0-1 0-3; do
+    echo "== staging copies with taskset -c $cpus ==" | tee -a "$results/bench_staging_cpus.md"
+    echo "### taskset -c $cpus" >> "$results/bench_staging_cpus.md"
+    taskset -c "$cpus" "$bundle/tools/bench_staging" "$results/bench_staging_cpus.md" copies || status=1
+  done
 fi
 
 if [[ ${DRVSHIM_SKIP_COMPILE_BENCH:-0} != 1 ]]; then
