@@ -1091,10 +1091,18 @@ struct StagingCore {
 
   PinnedPool pool;
   StagingOptions options;
-  // Fewer than two threads cannot beat the driver's own pageable path (one
-  // thread copies pageable memory at 5-9 GB/s on the H200 machine, about what
-  // the driver reaches alone): every copy then goes straight to the driver.
-  const bool staging_pays;
+  // Whether staging can beat the driver's own pageable path with this many
+  // threads, per direction. One thread copies pageable memory at 5-9 GB/s on
+  // the H200 machine; with the process restricted by taskset (2026-12-01, H200,
+  // bench_staging copies): 1 CPU never wins; 2 CPUs win to the host (1.2-1.9x
+  // the driver's path) but not always to the device (16 MiB: 0.9x); 4 CPUs
+  // (3 threads) win both ways (1.3-2.3x). Below these counts every copy goes
+  // straight to the driver. An explicit StagingOptions::threads is the
+  // caller's choice: it stages from two threads either way.
+  static constexpr unsigned kThreadsToStageToDevice = 3;
+  static constexpr unsigned kThreadsToStageToHost = 2;
+  const bool stage_to_device;
+  const bool stage_to_host;
   Stream stream;
   std::mutex copy_mutex;      // one copy at a time: the ring, its events and the crew are per engine
   std::vector<Event> events;  // kMaxInFlight, created at the first staged copy and kept
@@ -1104,8 +1112,12 @@ struct StagingCore {
   StagingStats stats;
 
   StagingCore(const PinnedPool& p, const StagingOptions& o)
-      : pool(p), options(resolved(o)), staging_pays(options.threads >= 2),
-        stream(Stream::create(p.context(), StreamFlags::non_blocking)), crew(staging_pays ? options.threads - 1 : 0, options.spin) {}
+      : pool(p),
+        options(resolved(o)),
+        stage_to_device(options.threads >= (o.threads != 0 ? kThreadsToStageToHost : kThreadsToStageToDevice)),
+        stage_to_host(options.threads >= kThreadsToStageToHost),
+        stream(Stream::create(p.context(), StreamFlags::non_blocking)),
+        crew(stage_to_device || stage_to_host ? options.threads - 1 : 0, options.spin) {}
 
   // The thread count: asked for, or three quarters of the CPUs this process
   // may use (its affinity mask and cgroup quota, not the machine's hardware
@@ -1122,8 +1134,8 @@ struct StagingCore {
   void ensure_usable(const char* api) const { pool.context().device().core()->ensure_usable(api); }
 
   // Whether this copy goes straight to the driver, and counts it.
-  bool direct(const void* host, std::size_t bytes) {
-    bool go_direct = !staging_pays || bytes < options.direct_below;
+  bool direct(const void* host, std::size_t bytes, bool to_device) {
+    bool go_direct = !(to_device ? stage_to_device : stage_to_host) || bytes < options.direct_below;
     if (!go_direct) go_direct = host_is_page_locked(*pool.context().device().core(), host);
     std::lock_guard<std::mutex> lock(stats_mutex);
     ++(go_direct ? stats.direct_copies : stats.staged_copies);
@@ -1388,7 +1400,7 @@ void StagingEngine::copy_to_device(DeviceSpan<std::byte> dst, std::span<const st
   auto& c = *core_;
   c.ensure_usable("StagingEngine::copy_to_device");
   if (src.empty()) return;
-  if (c.direct(src.data(), src.size())) return copy(dst, src);
+  if (c.direct(src.data(), src.size(), true)) return copy(dst, src);
   std::lock_guard<std::mutex> lock(c.copy_mutex);
   detail::stage_to_device(c, dst, src, c.stream.ref(), true);
 }
@@ -1399,7 +1411,7 @@ void StagingEngine::copy_to_host(std::span<std::byte> dst, DeviceSpan<const std:
   auto& c = *core_;
   c.ensure_usable("StagingEngine::copy_to_host");
   if (dst.empty()) return;
-  if (c.direct(dst.data(), dst.size())) return copy(dst, src);
+  if (c.direct(dst.data(), dst.size(), false)) return copy(dst, src);
   std::lock_guard<std::mutex> lock(c.copy_mutex);
   detail::stage_to_host(c, dst, src, c.stream.ref());
 }
@@ -1411,7 +1423,7 @@ void StagingEngine::copy_to_device_async(DeviceSpan<std::byte> dst, std::span<co
   auto& c = *core_;
   c.ensure_usable("StagingEngine::copy_to_device_async");
   if (src.empty()) return;
-  if (c.direct(src.data(), src.size())) {
+  if (c.direct(src.data(), src.size(), true)) {
     // The driver's own pageable path is synchronous for the source, like this form promises.
     return copy_async(stream, dst, src);
   }
@@ -1426,7 +1438,7 @@ void StagingEngine::copy_to_host_async(std::span<std::byte> dst, DeviceSpan<cons
   auto& c = *core_;
   c.ensure_usable("StagingEngine::copy_to_host_async");
   if (dst.empty()) return;
-  if (c.direct(dst.data(), dst.size())) return copy_async(stream, dst, src);
+  if (c.direct(dst.data(), dst.size(), false)) return copy_async(stream, dst, src);
   // Stream-ordered: each chunk's DMA into a staging block, then a host
   // function on the same stream copying it out and returning the block (no
   // driver call inside: host functions must not make any). Stream order makes

@@ -30,7 +30,8 @@ cudaError_t unknown_function(const char* api, const void* func) {
 cudaError_t launch(const char* api, KernelHandle* k, const LaunchRequest& r, void** args, DefaultStream zero) {
   return guarded(api, [&] {
     if (r.grid.x == 0 || r.grid.y == 0 || r.grid.z == 0 || r.block.x == 0 || r.block.y == 0 || r.block.z == 0) {
-      return fail(cudaErrorInvalidConfiguration,
+      // cudart 13.0 answers cudaErrorInvalidValue here (H200, tests/runtime_api/error_codes.cu, 2026-12-01).
+      return fail(cudaErrorInvalidValue,
                   fmt::format("{}: kernel {}: grid {}x{}x{}, block {}x{}x{}: no dimension may be 0", api, k->name,
                               r.grid.x, r.grid.y, r.grid.z, r.block.x, r.block.y, r.block.z));
     }
@@ -45,8 +46,8 @@ cudaError_t launch(const char* api, KernelHandle* k, const LaunchRequest& r, voi
       launch_raw(kernel, config, args);
     } catch (const InvalidArgumentError& e) {
       // drvshim refuses a block larger than the kernel allows before the
-      // driver sees it; cudart calls that an invalid configuration.
-      return fail(cudaErrorInvalidConfiguration, std::string(api) + ": " + e.what());
+      // driver sees it; cudart 13.0 answers cudaErrorInvalidValue (H200, error_codes.cu).
+      return fail(cudaErrorInvalidValue, std::string(api) + ": " + e.what());
     }
     return cudaSuccess;
   });

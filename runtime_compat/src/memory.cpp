@@ -105,7 +105,8 @@ cudaError_t do_copy_2d(const char* api, void* dst, std::size_t dpitch, const voi
                     DefaultStream zero) {
   if (!valid_kind(kind)) return bad_kind(api, kind);
   if (width > dpitch || width > spitch) {
-    return fail(cudaErrorInvalidPitchValue,
+    // cudart 13.0 answers cudaErrorInvalidValue, not ...PitchValue (H200, pitched_2d.cu, 2026-12-01).
+    return fail(cudaErrorInvalidValue,
                 fmt::format("{}: width {} exceeds the pitch (dst {}, src {})", api, width, dpitch, spitch));
   }
   if ((dst == nullptr || src == nullptr) && width != 0 && height != 0) return null_argument(api, "dst or src");

@@ -234,7 +234,19 @@ ContextRef primary(int device, const char* trigger) {
   std::lock_guard<std::mutex> lock(s->mutex);
   if (!s->primary) {
     implicit(trigger, fmt::format("retain the primary context of device {}", device));
-    s->primary.emplace(drv.device(device).retain_primary_context());
+    try {
+      s->primary.emplace(drv.device(device).retain_primary_context());
+    } catch (const CudaError& e) {
+      // A device whose context died of a sticky error (a device-side assert)
+      // cannot make a new one in this process: the driver's retain answers
+      // the sticky code, cudart says cudaErrorDevicesUnavailable (H200,
+      // kernel_assert.cu after cudaDeviceReset, 2026-12-01).
+      if (!is_sticky_error(e.code())) throw;
+      throw CudaError(ErrorDetails{trigger, cudaErrorDevicesUnavailable,  // 46, the driver's number too
+                                   fmt::format("device {}: activating its primary context failed with {} ({})", device,
+                                               e.code_name(), e.code()),
+                                   "the device cannot be used again in this process; restart it", false});
+    }
   }
   return s->primary->ref();
 }

@@ -28,9 +28,11 @@ int main(int argc, char** argv) {
   std::printf("an allocation after it: %s\n", cudaGetErrorName(after));
   std::printf("last error: %s\n", cudaGetErrorName(cudaGetLastError()));
   checkCudaErrors(cudaDeviceReset());
-  checkCudaErrors(cudaMalloc(&more, 16));
-  checkCudaErrors(cudaFree(more));
-  std::printf("after cudaDeviceReset the device works again\n");
+  // On the H200 (cudart 13.0) the device stays unusable in this process after
+  // a device-side assert: cudaErrorDevicesUnavailable (printed, not checked).
+  const cudaError_t again = cudaMalloc(&more, 16);
+  std::printf("an allocation after cudaDeviceReset: %s\n", cudaGetErrorName(again));
+  if (again == cudaSuccess) checkCudaErrors(cudaFree(more));
   if (e != cudaErrorAssert) {
     std::fprintf(stderr, "WRONG RESULT: expected cudaErrorAssert\n");
     return 1;

@@ -104,7 +104,7 @@ TEST_F(RuntimeMemory, PitchedAnd2DCopiesAndMemsets) {
     EXPECT_EQ(cudaMemcpy2D(h.data(), 100, d, pitch, 100, 4, cudaMemcpyDefault), cudaSuccess);
     EXPECT_EQ(h[0], 3);
     EXPECT_EQ(h[10], 9);
-    EXPECT_EQ(cudaMemcpy2D(h.data(), 50, d, pitch, 100, 4, cudaMemcpyDeviceToHost), cudaErrorInvalidPitchValue);
+    EXPECT_EQ(cudaMemcpy2D(h.data(), 50, d, pitch, 100, 4, cudaMemcpyDeviceToHost), cudaErrorInvalidValue);
     EXPECT_EQ(cudaFree(d), cudaSuccess);
   });
 }

@@ -188,9 +188,9 @@ TEST_F(RuntimeCompat, ARegisteredModuleLoadsAtFirstLaunchAndRuns) {
     EXPECT_EQ(hc[63], 3.5f);
     cudaKernel_t none = nullptr;
     EXPECT_EQ(__cudaGetKernel(&none, &unknown), cudaErrorInvalidDeviceFunction);
-    EXPECT_EQ(cudaLaunchKernel(&stub, dim3(1), dim3(2048), args, 0, nullptr), cudaErrorInvalidConfiguration)
+    EXPECT_EQ(cudaLaunchKernel(&stub, dim3(1), dim3(2048), args, 0, nullptr), cudaErrorInvalidValue)
         << "a block larger than the kernel allows is refused before the driver, as cudart names it";
-    EXPECT_EQ(cudaLaunchKernel(&stub, dim3(0), dim3(32), args, 0, nullptr), cudaErrorInvalidConfiguration);
+    EXPECT_EQ(cudaLaunchKernel(&stub, dim3(0), dim3(32), args, 0, nullptr), cudaErrorInvalidValue);
     EXPECT_EQ(cudaLaunchKernel(kernel, dim3(1), dim3(64), args, 0, nullptr), cudaSuccess)
         << "a cudaKernel_t is accepted where a function is";
     for (float* p : {a, b, c}) EXPECT_EQ(cudaFree(p), cudaSuccess);

@@ -496,7 +496,14 @@ TEST_F(StagingSafety, TheCrewNeverOutnumbersTheCpusTheProcessMayUse) {
     two_threads.copy_to_device(bytes_of(dev), std::as_bytes(std::span(src)));
     two_threads.copy_to_host(std::as_writable_bytes(std::span(back)), DeviceSpan<const std::byte>(bytes_of(dev)));
     EXPECT_EQ(back, src);
-    EXPECT_EQ(two_threads.stats().staged_copies, 2u) << "two CPUs: staged";
+    EXPECT_EQ(two_threads.stats().staged_copies, 2u) << "two threads asked for: staged both ways";
+    StagingEngine automatic(pool, StagingOptions{});  // two CPUs, automatic: two threads
+    ASSERT_EQ(automatic.options().threads, 2u);
+    automatic.copy_to_device(bytes_of(dev), std::as_bytes(std::span(src)));
+    automatic.copy_to_host(std::as_writable_bytes(std::span(back)), DeviceSpan<const std::byte>(bytes_of(dev)));
+    EXPECT_EQ(back, src);
+    EXPECT_EQ(automatic.stats().staged_copies, 1u) << "two CPUs, automatic: staged to the host only";
+    EXPECT_EQ(automatic.stats().direct_copies, 1u) << "two threads do not beat the driver to the device";
   }
 }
 

@@ -148,9 +148,11 @@ struct StagingOptions {
   /// Host-side copy threads, the caller counting as one; 0: three quarters of
   /// the CPUs this process may use (its affinity mask and cgroup CPU quota,
   /// read when the engine is made), rounded up, at most 12. Never more than those CPUs:
-  /// a larger number is lowered to it. With fewer than two, staging cannot
-  /// beat the driver's own pageable path, and every copy goes straight to
-  /// the driver (counted as direct).
+  /// a larger number is lowered to it. Where the threads cannot beat the
+  /// driver's own pageable path, copies in that direction go straight to the
+  /// driver (counted as direct): with fewer than two threads, and, when the
+  /// count is automatic, with fewer than three to the device (H200
+  /// measurements in docs/staging.md). An explicit count stages from two.
   unsigned threads = 0;
   /// Copies smaller than this go straight to the driver (its own pageable path).
   std::size_t direct_below = std::size_t{1} << 20;
