@@ -95,8 +95,11 @@ if [[ ${DRVSHIM_SKIP_TRACE_BENCH:-0} != 1 ]]; then
   echo "== overhead: launch loop untraced / summary / full =="
   out="$results/overhead.md"
   : > "$out"
-  "$bundle/tools/bench_trace" --tracer "$tracer" --workload self --repeat 5 --out "$out" || status=1
-  "$bundle/tools/bench_trace" --tracer "$tracer" --workload "cudart:$bundle/tools/bench_launch_cudart" --repeat 5 \
+  # Driver API: rounds interleaved in 5 processes (the decision) and 7 repetitions of whole
+  # processes; cudart: 9 repetitions of whole processes. Medians, 95 % intervals, spread, verdict.
+  "$bundle/tools/bench_trace" --tracer "$tracer" --workload self --processes 5 --rounds 60 --repeat 7 \
+    --out "$out" || status=1
+  "$bundle/tools/bench_trace" --tracer "$tracer" --workload "cudart:$bundle/tools/bench_launch_cudart" --repeat 9 \
     --out "$out" || status=1
   echo "== the recorder's own cost (in-process trace) =="
   "$bundle/tools/bench_trace_recorder" 200000 "$results/recorder.md" || status=1

@@ -28,6 +28,8 @@
 namespace drvshim::trace_interposer {
 
 std::atomic<int> g_mode{kOff};
+// The mode this process started in (kOff: not traced; drvshim_trace_set_mode then refuses).
+std::atomic<int> g_started_mode{kOff};
 std::atomic<bool> g_initialized{false};
 std::atomic<std::uint64_t> g_untraced{0};
 
@@ -99,10 +101,11 @@ void on_fork_child() noexcept {
   const bool parent_initialized = g_initialized.load();
   g_initialized.store(false);
   if (!g_follow_children) {
+    g_started_mode.store(kOff);
     g_mode.store(kOff);
     return;
   }
-  if (g_mode.load() == kOff) return;
+  if (g_started_mode.load() == kOff) return;
   // A child of an initialised parent cannot use CUDA and may _exit at any time: write as it goes.
   if (parent_initialized) recorder::set_synchronous(true);
   recorder::event(recorder::Kind::process, "fork",
@@ -164,6 +167,7 @@ __attribute__((constructor)) void start() noexcept {
                                   ::getppid(), g_real_loaded ? real_path : std::string("(none)"),
                                   mode == kFull ? "full" : "summary", resolved, kFnCount, command_line()));
     }
+    g_started_mode.store(mode);
     g_mode.store(mode);
   } catch (...) {
     g_mode.store(kOff);
@@ -197,7 +201,7 @@ void report_bypassing_drivers(const std::string& real) noexcept {
 }
 
 __attribute__((destructor)) void stop() noexcept {
-  if (g_mode.load() == kOff) return;
+  if (g_started_mode.load() == kOff) return;
   report_bypassing_drivers(real_driver_path());
   if (const auto n = g_untraced.load(); n > 0) {
     recorder::event(recorder::Kind::event, "untraced-summary",
@@ -241,3 +245,13 @@ void untraced_lookup(const char* symbol, int version, unsigned long long flags, 
 }
 
 }  // namespace drvshim::trace_interposer
+
+// For benchmarks (tools/bench/bench_trace.cpp interleaves untraced, summary and full rounds in
+// one process): switches a traced process between summary (1) and full (2) recording, or to
+// forwarding without recording (0). Returns the previous mode; -1, changing nothing, when the
+// process is not traced (no trace file: nothing could be recorded) or `mode` is none of those.
+extern "C" __attribute__((visibility("default"))) int drvshim_trace_set_mode(int mode) noexcept {
+  using namespace drvshim::trace_interposer;
+  if (g_started_mode.load() == kOff || (mode != kOff && mode != kSummary && mode != kFull)) return -1;
+  return g_mode.exchange(mode);
+}
