@@ -55,12 +55,15 @@ void decode_into(State& s, const unsigned char* entry, std::uint64_t tid, Record
 
 void counters_of(State& s, ThreadLog* log) {
   if (log->counters == nullptr) return;
+  double ns_per = 0;  // measured once, at the first slot with calls
   for (std::size_t i = 0; i < log->counter_slots && i < s.counter_slots; ++i) {
-    const std::uint64_t calls = log->counters[2 * i].exchange(0, std::memory_order_relaxed);
+    const std::uint64_t calls = log->counters[i].calls.exchange(0, std::memory_order_relaxed);
     if (calls == 0) continue;
+    if (ns_per == 0) ns_per = ns_per_tick();
     Record r;
     r.ts_ns = now_ns() - s.epoch;
-    r.dur_ns = static_cast<std::int64_t>(log->counters[2 * i + 1].exchange(0, std::memory_order_relaxed));
+    const auto ticks = log->counters[i].ticks.exchange(0, std::memory_order_relaxed);
+    r.dur_ns = static_cast<std::int64_t>(static_cast<double>(ticks) * ns_per + 0.5);
     r.tid = log->tid;
     r.kind = Kind::counts;
     r.api = s.counter_descs[i].api;

@@ -132,6 +132,7 @@ bool file_open() noexcept { return state().file_on.load(); }
 
 void set_counters(const CallDesc* descs, std::size_t n) noexcept {
   State& s = state();
+  calibrate_ticks();
   s.counter_descs = descs;
   s.counter_slots = n;
 }
@@ -203,16 +204,6 @@ void event(Kind kind, std::string_view api, std::string_view detail, std::int64_
   std::memcpy(p + sizeof(h), api.data(), api.size());
   if (!detail.empty()) std::memcpy(p + sizeof(h) + api.size(), detail.data(), detail.size());
   end_entry(s, log, bytes);
-}
-
-void count(std::size_t slot, std::int64_t duration_ns) noexcept {
-  ThreadLog* log = current_log();
-  if (log == nullptr || slot >= log->counter_slots) return;
-  // Only this thread writes its counters: a plain load and store, no locked instruction.
-  auto& calls = log->counters[2 * slot];
-  auto& ns = log->counters[2 * slot + 1];
-  calls.store(calls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  ns.store(ns.load(std::memory_order_relaxed) + static_cast<std::uint64_t>(duration_ns), std::memory_order_relaxed);
 }
 
 // ---- consumers ------------------------------------------------------------------------

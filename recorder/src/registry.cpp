@@ -9,6 +9,9 @@
 #include "state.hpp"
 
 namespace drvshim::recorder::detail {
+
+constinit thread_local Counter* tl_counters = nullptr;
+
 namespace {
 
 thread_local ThreadLog* tl_log = nullptr;
@@ -23,9 +26,13 @@ void on_thread_exit(void* p) noexcept {
   // Unused budget goes back, so a thread pool's exited threads do not shrink the cap.
   state().budget.fetch_add(log->budget, std::memory_order_relaxed);
   log->budget = 0;
+  // A destructor running after this one may still record: it then gets a fresh log. The
+  // counters go first: once the log says exited, the consumer may free them.
+  if (tl_log == log) {
+    tl_log = nullptr;
+    tl_counters = nullptr;
+  }
   log->exited.store(true, std::memory_order_release);
-  // A destructor running after this one may still record: it then gets a fresh log.
-  if (tl_log == log) tl_log = nullptr;
 }
 
 bool g_key_made = false;
@@ -55,13 +62,20 @@ ThreadLog* current_log() noexcept {
   pthread_once(&g_key_once, &make_key);
   (void)pthread_setspecific(g_key, log);
   tl_log = log;
+  tl_counters = log->counters;
   return log;
+}
+
+Counter* counters_slow() noexcept {
+  ThreadLog* log = current_log();
+  return log != nullptr ? log->counters : nullptr;
 }
 
 void forget_current_log() noexcept {
   // The key would otherwise hand the freed log to on_thread_exit.
   if (tl_log != nullptr) (void)pthread_setspecific(g_key, nullptr);
   tl_log = nullptr;
+  tl_counters = nullptr;
   tl_tid = 0;
 }
 

@@ -39,11 +39,8 @@ ThreadLog* ThreadLog::make(std::uint64_t tid, std::size_t counter_slots) noexcep
     return nullptr;
   }
   if (counter_slots > 0) {
-    log->counters = new (std::nothrow) std::atomic<std::uint64_t>[2 * counter_slots];
-    if (log->counters != nullptr) {
-      log->counter_slots = counter_slots;
-      for (std::size_t i = 0; i < 2 * counter_slots; ++i) log->counters[i].store(0, std::memory_order_relaxed);
-    }
+    log->counters = new (std::nothrow) Counter[counter_slots];
+    if (log->counters != nullptr) log->counter_slots = counter_slots;
   }
   return log;
 }

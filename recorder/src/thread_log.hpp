@@ -4,6 +4,8 @@
 // chunk's committed size; a full chunk gets a successor and is never written
 // again, so the consumer frees it once it has read it. Nothing recorded is
 // ever moved.
+#include <drvshim_recorder/recorder.hpp>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -31,7 +33,7 @@ struct ThreadLog {
   ThreadLog& operator=(const ThreadLog&) = delete;
   ~ThreadLog();
 
-  // Creates a log with its first chunk and `counter_slots` pairs of counters; nullptr when out of memory.
+  // Creates a log with its first chunk and `counter_slots` counters; nullptr when out of memory.
   static ThreadLog* make(std::uint64_t tid, std::size_t counter_slots) noexcept;
 
   // ---- producer (the owning thread) ----
@@ -63,7 +65,7 @@ struct ThreadLog {
   std::atomic<Chunk*> spare{nullptr};  // a chunk read to its end, for the producer's next one
   std::atomic<std::uint64_t> dropped{0};
   std::atomic<bool> exited{false};
-  std::atomic<std::uint64_t>* counters = nullptr;  // [2*slot] calls, [2*slot+1] ns
+  Counter* counters = nullptr;  // summary mode's, by slot (durations in ticks)
   std::size_t counter_slots = 0;
 
   // Consumer state.

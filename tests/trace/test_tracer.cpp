@@ -399,6 +399,52 @@ TEST(Tracer, SummaryModeRecordsStateChangesAndCountsTheRest) {
                           [](const Record& r) { return r.kind == Kind::counts && r.api == "cuDeviceGet"; }));
 }
 
+TEST(Tracer, SummaryModeCountsEveryThreadsCallsAndTheirTimeInNanoseconds) {
+  const TraceRun run = trace({"--mode", "summary"}, {kScenarios, "counted"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  const auto& p = run.analysis.processes.at(0);
+  // Four workers that ended before the process, and the main thread.
+  std::vector<std::uint64_t> per_thread;
+  for (const auto& [tid, apis] : p.folded) {
+    const auto it = apis.find("cuDeviceGet");
+    if (it != apis.end()) per_thread.push_back(it->second.calls);
+  }
+  std::sort(per_thread.begin(), per_thread.end());
+  EXPECT_EQ(per_thread, (std::vector<std::uint64_t>{500, 1000, 1000, 1000, 1000})) << run.report;
+  // Each worker's failed call is recorded one by one, with its arguments, inside the process's time.
+  std::size_t failed = 0;
+  for (const auto& r : run.analysis.records) {
+    if (r.kind != Kind::call || r.api != "cuDeviceGet") continue;
+    ++failed;
+    EXPECT_EQ(r.result, 101) << r.args;  // CUDA_ERROR_INVALID_DEVICE
+    EXPECT_NE(r.args.find("99"), std::string::npos) << r.args;
+    EXPECT_GE(r.dur_ns, 0);
+    EXPECT_GE(r.ts_ns, p.start_ns);
+  }
+  EXPECT_EQ(failed, 4u);
+  // The host function slept 50 ms inside cuLaunchHostFunc: the folded time is in ns, not in ticks.
+  const auto main_it = p.folded.find(p.pid);
+  ASSERT_NE(main_it, p.folded.end());
+  const Folded& host = main_it->second.at("cuLaunchHostFunc");
+  EXPECT_EQ(host.calls, 1u);
+  EXPECT_GE(host.total_ns, 50'000'000);
+  EXPECT_LT(host.total_ns, 90'000'000);
+}
+
+TEST(Tracer, TheBenchmarksSwitchChangesTheModeOfATracedProcess) {
+  const TraceRun run = trace({"--mode", "full"}, {kScenarios, "set-mode"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  // Previous modes: full, summary, full; 7 is refused (-1); then off -> full.
+  EXPECT_NE(run.out.find("set_mode: 2 1 2 -1 0"), std::string::npos) << run.out;
+  const auto calls = calls_from(run, "trace_scenarios");
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "cuDeviceGet"), 1) << "one call in full mode";
+  std::uint64_t counted = 0;
+  for (const auto& r : run.records) {
+    if (r.kind == Kind::counts && r.api == "cuDeviceGet") counted += r.count;
+  }
+  EXPECT_EQ(counted, 3u) << "three in summary mode, none while off";
+}
+
 TEST(Tracer, TheChromeTraceParsesWithATrackPerThread) {
   const TraceRun run = trace({}, {kScenarios, "no-context"});
   ASSERT_TRUE(run.chrome.is_object()) << "the Chrome trace does not parse";

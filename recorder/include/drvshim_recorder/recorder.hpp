@@ -54,7 +54,7 @@ std::string set_file(const std::string& path, std::uint64_t max_bytes);
 bool file_open() noexcept;
 
 /// The per-thread call counters of summary mode: slot i counts calls of descs[i].
-/// Set once, before the first record.
+/// Set once, before the first record; also calibrates ticks() (clock.hpp).
 void set_counters(const CallDesc* descs, std::size_t n) noexcept;
 
 /// Writes each record as soon as it is made (a forked child, which may _exit
@@ -78,8 +78,12 @@ void call_words(const CallDesc* desc, const ArgKind* kinds, std::int64_t start_n
 void event(Kind kind, std::string_view api, std::string_view detail, std::int64_t start_ns = 0,
            std::int64_t duration_ns = 0, std::uint64_t rt = 0, int result = 0) noexcept;
 
-/// Summary mode: counts a call of counter slot `slot` without recording it.
-void count(std::size_t slot, std::int64_t duration_ns) noexcept;
+/// Summary mode: counts a call of counter slot `slot` (below the n given to
+/// set_counters()) that took `duration_ticks` (ticks(), clock.hpp) without recording
+/// it. On the hot path of every folded driver call: inline, no lock, no locked
+/// instruction, no allocation (the thread's counters are made with its log, at its
+/// first record or count), no clock read of its own.
+[[gnu::always_inline]] inline void count(std::size_t slot, std::uint64_t duration_ticks) noexcept;
 
 // ---- consumers ---------------------------------------------------------------------
 
@@ -102,9 +106,30 @@ void flush() noexcept;
 void final_flush() noexcept;
 
 namespace detail {
+// One counter slot of a thread: written by that thread only, read by the consumer.
+struct Counter {
+  std::atomic<std::uint64_t> calls{0};
+  std::atomic<std::uint64_t> ticks{0};
+};
+// The calling thread's counters (nullptr until its log exists, and again once it ended).
+extern constinit thread_local Counter* tl_counters;
+// Makes the calling thread's log and returns its counters; nullptr without counters.
+Counter* counters_slow() noexcept;
 // for_each_record's engine: `visit(ctx, record)` for each stored record.
 void visit_records(void (*visit)(void*, const Record&), void* ctx);
 }  // namespace detail
+
+[[gnu::always_inline]] inline void count(std::size_t slot, std::uint64_t duration_ticks) noexcept {
+  detail::Counter* c = detail::tl_counters;
+  if (c == nullptr) [[unlikely]] {
+    c = detail::counters_slow();
+    if (c == nullptr) return;
+  }
+  // Only this thread writes its counters: a plain load and store, no locked instruction.
+  detail::Counter& k = c[slot];
+  k.calls.store(k.calls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  k.ticks.store(k.ticks.load(std::memory_order_relaxed) + duration_ticks, std::memory_order_relaxed);
+}
 
 template <class Visit>
 void for_each_record(Visit&& visit) {

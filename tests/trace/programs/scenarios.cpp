@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -288,6 +289,56 @@ int proc_shim() {
   return count == 1 ? 0 : fail("count", count);
 }
 
+// Summary mode's counters: four threads count 1000 calls each and end before the
+// process does; each also makes one failing call (recorded one by one). The main
+// thread counts 500 calls and one host function that sleeps 50 ms (the fake runs it
+// inside cuLaunchHostFunc), so the folded time of that call is known.
+int counted() {
+  CHECK(cuInit(0));
+  CUcontext ctx = nullptr;
+  CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));
+  CHECK(cuCtxSetCurrent(ctx));
+  std::vector<std::thread> threads;
+  std::vector<int> bad(4, 0);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&bad, t] {
+      CUdevice d = 0;
+      for (int i = 0; i < 1000; ++i) bad[static_cast<std::size_t>(t)] |= cuDeviceGet(&d, 0) != CUDA_SUCCESS;
+      bad[static_cast<std::size_t>(t)] |= cuDeviceGet(&d, 99) != CUDA_ERROR_INVALID_DEVICE;
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int b : bad) {
+    if (b != 0) return fail("a worker's calls", b);
+  }
+  CHECK(cuLaunchHostFunc(nullptr, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(50)); }, nullptr));
+  CUdevice d = 0;
+  for (int i = 0; i < 500; ++i) CHECK(cuDeviceGet(&d, 0));
+  CHECK(cuCtxSynchronize());
+  CHECK(cuCtxSetCurrent(nullptr));
+  CHECK(cuDevicePrimaryCtxRelease(0));
+  return 0;
+}
+
+// The benchmarks' switch (drvshim_trace_set_mode): run in full mode, 3 calls in summary
+// mode, 1 in full, 1 forwarded unrecorded; the answers printed.
+int set_mode() {
+  auto set = reinterpret_cast<int (*)(int)>(dlsym(RTLD_DEFAULT, "drvshim_trace_set_mode"));
+  if (set == nullptr) return fail("drvshim_trace_set_mode not exported", 0);
+  CHECK(cuInit(0));
+  CUdevice d = 0;
+  const int to_summary = set(1);
+  for (int i = 0; i < 3; ++i) CHECK(cuDeviceGet(&d, 0));
+  const int to_full = set(2);
+  CHECK(cuDeviceGet(&d, 0));
+  const int to_off = set(0);
+  CHECK(cuDeviceGet(&d, 0));
+  const int bad = set(7);
+  const int back = set(2);
+  std::printf("set_mode: %d %d %d %d %d\n", to_summary, to_full, to_off, bad, back);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -307,6 +358,8 @@ int main(int argc, char** argv) {
   if (mode == "absolute-path") return absolute_path();
   if (mode == "copied-driver") return copied_driver();
   if (mode == "proc-shim") return proc_shim();
+  if (mode == "counted") return counted();
+  if (mode == "set-mode") return set_mode();
   std::fprintf(stderr, "scenario: unknown mode \"%s\"\n", mode.c_str());
   return 2;
 }

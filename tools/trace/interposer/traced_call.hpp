@@ -1,7 +1,8 @@
 #pragma once
 // The body of every generated wrapper: time the real call, then record it as
 // raw words (no formatting on the caller's thread), or only count it
-// (summary mode, a call that changes no state and succeeded).
+// (summary mode, a call that changes no state and succeeded: timed in ticks,
+// added to this thread's counters).
 #include <cstring>
 #include <type_traits>
 
@@ -116,15 +117,29 @@ inline CUresult traced_with(void* caller, After&& after, A... a) noexcept {
     after(r);
     return r;
   }
+  if constexpr (!kFns[Id].interesting) {
+    if (mode == kSummary) {
+      // Summary mode's hot path (launches, queries, copies): two reads of the tick counter
+      // and two plain adds to this thread's counters; the caller's address, the current
+      // context and the arguments are taken only for a call that failed (recorded one by one).
+      const std::uint64_t t0 = recorder::ticks();
+      const CUresult r = fn(a...);
+      const std::uint64_t ticks = recorder::ticks() - t0;
+      after(r);
+      if (r == CUDA_SUCCESS) [[likely]] {
+        recorder::count(Id, ticks);
+      } else {
+        const auto dur = static_cast<std::int64_t>(static_cast<double>(ticks) * recorder::ns_per_tick());
+        record_call<Id>(caller, recorder::now_ns() - dur, dur, r, a...);
+      }
+      return r;
+    }
+  }
   const std::int64_t t0 = recorder::now_ns();
   const CUresult r = fn(a...);
   const std::int64_t dur = recorder::now_ns() - t0;
   after(r);
-  if (mode == kSummary && !kFns[Id].interesting && r == CUDA_SUCCESS) {
-    recorder::count(Id, dur);
-  } else {
-    record_call<Id>(caller, t0, dur, r, a...);
-  }
+  record_call<Id>(caller, t0, dur, r, a...);
   return r;
 }
 
