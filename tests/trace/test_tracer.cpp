@@ -45,7 +45,7 @@ struct TraceRun {
 
 // Runs `command` under drvshim-trace with the fake behind the interposer.
 TraceRun trace(const std::vector<std::string>& tracer_args, const std::vector<std::string>& command,
-          const std::string& env = "") {
+          const std::string& env = "", const std::string& libcuda = DRVSHIM_TEST_FAKE_PATH) {
   static int counter = 0;
   const fs::path dir = fs::path(DRVSHIM_TEST_WORK_DIR) / "runs" /
                        (std::to_string(::getpid()) + "-" + std::to_string(++counter));
@@ -53,7 +53,7 @@ TraceRun trace(const std::vector<std::string>& tracer_args, const std::vector<st
   const std::string json = (dir / "trace.jsonl").string();
   const std::string chrome = (dir / "trace.json").string();
   const std::string report = (dir / "report.txt").string();
-  std::string cmd = env + " " DRVSHIM_TEST_TRACER " --libcuda " DRVSHIM_TEST_FAKE_PATH " --json " + json +
+  std::string cmd = env + " " DRVSHIM_TEST_TRACER " --libcuda " + libcuda + " --json " + json +
                     " --chrome " + chrome + " --report " + report;
   for (const auto& a : tracer_args) cmd += " " + a;
   cmd += " --";
@@ -382,6 +382,30 @@ TEST(Tracer, ASecondDriverLoadedBesideTheInterposerIsReported) {
            run.analysis.records[k].args.find("/libcuda.so.1): calls through it were not traced") != std::string::npos;
   });
   EXPECT_TRUE(reported) << run.report;
+}
+
+TEST(Tracer, TheRealDriverNamedLibcudaIsNotReportedAsASecondDriver) {
+  // On a machine the real driver is a libcuda.so.1 too. A program that loads the driver with
+  // dlopen (the CUDA Runtime, drvshim) gets the interposer's constructor late, and its exit
+  // handlers then ran before the interposer's destructor: the real driver's path was read from
+  // a destroyed string, and the driver itself named as a bypass in every H200 trace of run 25.
+  const fs::path dir = fs::path(DRVSHIM_TEST_WORK_DIR) / "runs" / ("named-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const fs::path driver = dir / "libcuda.so.1";
+  fs::remove(driver);
+  fs::create_symlink(DRVSHIM_TEST_FAKE_PATH, driver);
+  // Linked with -lcuda (loaded at start), and the static Runtime (dlopen).
+  for (const std::vector<std::string>& command :
+       {std::vector<std::string>{kScenarios, "basic"}, std::vector<std::string>{DRVSHIM_TEST_CUDART_STATIC}}) {
+    const std::string& program = command.front();
+    const TraceRun run = trace({}, command, "", driver.string());
+    ASSERT_FALSE(run.analysis.processes.empty()) << run.err;
+    const auto& p = run.analysis.processes.at(0);
+    EXPECT_EQ(p.driver, driver.string());
+    for (const std::size_t k : p.notices) {
+      EXPECT_NE(run.analysis.records[k].api, "libcuda-bypass") << program << "\n" << run.analysis.records[k].args;
+    }
+  }
 }
 
 // ---- modes and outputs --------------------------------------------------------------------

@@ -38,11 +38,13 @@ namespace {
 // Only constant-initialised objects at namespace scope here (see real_driver_path()).
 bool g_real_loaded = false;
 
-// The real driver's path. A function-local static: start() runs from .init_array, possibly
-// before this file's namespace-scope objects are constructed (which would reset them).
+// The real driver's path. Made on first use: start() runs from .init_array, possibly before
+// this file's namespace-scope objects are constructed (which would reset them). Never
+// destroyed: in a program that loads the driver with dlopen (the CUDA Runtime, drvshim) the
+// exit handlers that destroy function-local statics run before stop(), which reads it.
 std::string& real_driver_path() {
-  static std::string path;
-  return path;
+  static std::string* path = new std::string;
+  return *path;
 }
 
 std::string own_library() {
