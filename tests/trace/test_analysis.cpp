@@ -236,6 +236,71 @@ TEST(TraceModel, WhatWasNeverReleasedIsListedWithItsCreator) {
       << summary;
 }
 
+TEST(TraceModel, UntracedEntryPointsOfAnOlderTraceMakeOneTimelineLineAndAListInTheSummary) {
+  // As drvshim-trace recorded PyTorch on the H200 (run 25): one event per lookup, the CUDA
+  // Runtime, cuBLAS and cuBLASLt each looking up the same entry points the driver resolves
+  // but does not export; cuInit between the first and the second round.
+  const std::vector<std::string> keys = {"cuGLCtxCreate@3020 flags 0", "cuGLMapBufferObject@7000 flags 2",
+                                         "cuEGLStreamConsumerConnect@7000 flags 0", "cuVDPAUGetDevice@3010 flags 0"};
+  Stream s;
+  for (int round = 0; round < 3; ++round) {
+    for (const auto& k : keys) {
+      s.event(Kind::event, "untraced-entry-point",
+              k + " -> 0x7f4655b585e0 is no export of the real driver: calls through it are not traced");
+    }
+    if (round == 0) start(s);
+  }
+  s.event(Kind::event, "untraced-summary", "12 entry point(s) handed out untraced");
+  const auto a = analyse(s.records());
+  const auto& p = a.processes.at(0);
+  EXPECT_EQ(p.untraced, 12u);
+  ASSERT_EQ(p.untraced_entries.size(), 4u);
+  for (const auto& e : p.untraced_entries) EXPECT_EQ(e.lookups, 3u) << e.key;
+  const std::string timeline = format_timeline(a, p, 100);
+  EXPECT_EQ(timeline.find("untraced-entry-point"), std::string::npos) << timeline;
+  EXPECT_EQ(timeline.find("untraced-summary"), std::string::npos) << timeline;
+  const std::string line = "[untraced] 4 entry point(s) the driver resolves but does not export: cuGLCtxCreate, "
+                           "cuGLMapBufferObject, cuEGLStreamConsumerConnect, cuVDPAUGetDevice; calls through them are "
+                           "not traced\n";
+  const auto at = timeline.find(line);
+  ASSERT_NE(at, std::string::npos) << timeline;
+  EXPECT_EQ(timeline.find(line, at + 1), std::string::npos) << "once per process\n" << timeline;
+  EXPECT_LT(at, timeline.find("cuInit")) << "where the first was resolved\n" << timeline;
+  const std::string summary = format_summary(a, p);
+  EXPECT_NE(summary.find("untraced entry points (4; 12 lookup(s))"), std::string::npos) << summary;
+  for (const auto& k : keys) EXPECT_NE(summary.find("    " + k + " (3 lookups)\n"), std::string::npos) << summary;
+}
+
+TEST(TraceModel, AnUntracedEntryPointThatWasCalledKeepsItsOwnLine) {
+  Stream s;
+  s.event(Kind::event, "untraced-entry-point", "cuGLInit@2000 flags 0 -> 0x10 is no export of the real driver")
+      .event(Kind::event, "untraced-entry-point", "cuGLGetDevices@4010 flags 0 -> 0x20 is no export of the real driver")
+      .event(Kind::event, "untraced-entry-point", "cuGLCtxCreate@3020 flags 0 -> 0x30 is no export of the real driver")
+      .event(Kind::event, "untraced-entry-point-called", "cuGLInit@2000 flags 0: 7 call(s) through the pointer")
+      // A forked child calling a pointer its parent looked up: no lookup in its own records.
+      .pid(kPid + 1)
+      .event(Kind::event, "untraced-entry-point-called", "cuGLGetDevices@4010 flags 0: 2 call(s) through the pointer");
+  const auto a = analyse(s.records());
+  ASSERT_EQ(a.processes.size(), 2u);
+  const std::string timeline = format_timeline(a, a.processes[0], 100);
+  EXPECT_NE(timeline.find("[untraced] 2 entry point(s) the driver resolves but does not export: cuGLGetDevices, "
+                          "cuGLCtxCreate; calls through them are not traced"),
+            std::string::npos)
+      << timeline;
+  EXPECT_NE(timeline.find("[untraced] cuGLInit@2000 flags 0: the driver resolves it but does not export it; called 7 "
+                          "time(s) through the pointer handed out, calls not traced"),
+            std::string::npos)
+      << timeline;
+  const std::string child = format_timeline(a, a.processes[1], 100);
+  EXPECT_NE(child.find("[untraced] cuGLGetDevices@4010 flags 0: the driver resolves it but does not export it; called "
+                       "2 time(s)"),
+            std::string::npos)
+      << child;
+  EXPECT_EQ(child.find("entry point(s) the driver resolves"), std::string::npos) << child;
+  EXPECT_NE(format_summary(a, a.processes[0]).find("    cuGLInit@2000 flags 0: called 7 time(s)\n"),
+            std::string::npos);
+}
+
 TEST(TraceModel, CallsOtherThanStateChangesAreFoldedPerThreadAndApi) {
   Stream s;
   start(s);

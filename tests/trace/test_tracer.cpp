@@ -408,6 +408,53 @@ TEST(Tracer, TheRealDriverNamedLibcudaIsNotReportedAsASecondDriver) {
   }
 }
 
+TEST(Tracer, EntryPointsTheDriverResolvesButDoesNotExportAreFoldedIntoOneLineUnlessCalled) {
+  // As on the H200 under PyTorch: the driver resolves cuGL*/cuEGL*/cuVDPAU* that it does not
+  // export, and every library looking them up used to add a timeline line each.
+  const TraceRun run = trace({}, {kScenarios, "untraced"}, "", DRVSHIM_TEST_GL_DRIVER);
+  ASSERT_EQ(run.code, 0) << run.err;
+  EXPECT_NE(run.out.find("gl_init_calls=4"), std::string::npos) << run.out;
+  // The trace: one record per entry point (not per lookup), and the calls counted at exit.
+  std::vector<std::string> listed;
+  std::vector<std::string> called;
+  for (const auto& r : run.records) {
+    if (r.api == "untraced-entry-point") listed.push_back(r.args.substr(0, r.args.find(" -> ")));
+    if (r.api == "untraced-entry-point-called") called.push_back(r.args);
+  }
+  EXPECT_EQ(listed, (std::vector<std::string>{"cuGLInit@2000 flags 0", "cuGLGetDevices@4010 flags 0",
+                                              "cuVDPAUGetDevice@3010 flags 0", "cuGLMapBufferObject@7000 flags 2"}));
+  ASSERT_EQ(called.size(), 1u);
+  EXPECT_EQ(called[0].rfind("cuGLInit@2000 flags 0: 4 call(s)", 0), 0u) << called[0];
+  // The analysis: four entries, five lookups; the three never called share one timeline line.
+  const auto& p = run.analysis.processes.at(0);
+  EXPECT_EQ(p.untraced, 5u);
+  ASSERT_EQ(p.untraced_entries.size(), 4u);
+  EXPECT_EQ(p.untraced_entries[0].calls, 4u);
+  std::size_t folded = 0, distinct = 0;
+  for (const auto& e : p.timeline) {
+    if (e.text.find("3 entry point(s) the driver resolves but does not export: cuGLGetDevices, cuVDPAUGetDevice, "
+                    "cuGLMapBufferObject; calls through them are not traced") != std::string::npos) {
+      ++folded;
+    }
+    if (e.text.find("cuGLInit@2000 flags 0: the driver resolves it but does not export it; called 4 time(s)") !=
+        std::string::npos) {
+      ++distinct;
+    }
+  }
+  EXPECT_EQ(folded, 1u) << run.report;
+  EXPECT_EQ(distinct, 1u) << run.report;
+  const auto lines_with = [&](const std::string& what) {
+    std::size_t n = 0;
+    for (std::size_t at = run.report.find(what); at != std::string::npos; at = run.report.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(lines_with("untraced-entry-point"), 0u) << run.report;
+  // The summary keeps the whole list.
+  EXPECT_NE(run.report.find("untraced entry points (4; 5 lookup(s))"), std::string::npos) << run.report;
+  EXPECT_NE(run.report.find("    cuGLInit@2000 flags 0: called 4 time(s)\n"), std::string::npos) << run.report;
+  EXPECT_NE(run.report.find("    cuGLMapBufferObject@7000 flags 2\n"), std::string::npos) << run.report;
+}
+
 // ---- modes and outputs --------------------------------------------------------------------
 
 TEST(Tracer, SummaryModeRecordsStateChangesAndCountsTheRest) {

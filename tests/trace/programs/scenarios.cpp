@@ -339,6 +339,37 @@ int set_mode() {
   return 0;
 }
 
+// Entry points the driver resolves but does not export (run with the test driver
+// trace_gl_driver): cuGLInit looked up twice and called four times through the pointer,
+// the others looked up and never called.
+int untraced() {
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW);
+  auto gpa = lib != nullptr ? reinterpret_cast<Gpa2>(dlsym(lib, "cuGetProcAddress_v2")) : nullptr;
+  if (gpa == nullptr) return fail("cuGetProcAddress_v2", 0);
+  CHECK(cuInit(0));
+  CUdriverProcAddressQueryResult status{};
+  void* init = nullptr;
+  void* init_again = nullptr;
+  void* devices = nullptr;
+  void* vdpau = nullptr;
+  void* map = nullptr;
+  CHECK(gpa("cuGLInit", &init, 2000, 0, &status));
+  CHECK(gpa("cuGLInit", &init_again, 2000, 0, &status));
+  CHECK(gpa("cuGLGetDevices", &devices, 4010, 0, &status));
+  CHECK(gpa("cuVDPAUGetDevice", &vdpau, 3010, 0, &status));
+  CHECK(gpa("cuGLMapBufferObject", &map, 7000, 2, &status));
+  if (init == nullptr || devices == nullptr || vdpau == nullptr || map == nullptr) return fail("a lookup", 0);
+  if (init != init_again) return fail("one entry point handed out as two pointers", 0);
+  auto gl_init = reinterpret_cast<CUresult (*)(unsigned)>(init);
+  for (int i = 0; i < 3; ++i) CHECK(gl_init(0));
+  // The argument reaches the driver's function as passed, and its answer comes back.
+  if (gl_init(1) != CUDA_ERROR_INVALID_VALUE) return fail("cuGLInit(1) through the pointer", 0);
+  auto calls = fake_fn<int (*)()>("trace_gl_driver_init_calls");
+  if (calls == nullptr) return fail("trace_gl_driver_init_calls", 0);
+  std::printf("gl_init_calls=%d\n", calls());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -360,6 +391,7 @@ int main(int argc, char** argv) {
   if (mode == "proc-shim") return proc_shim();
   if (mode == "counted") return counted();
   if (mode == "set-mode") return set_mode();
+  if (mode == "untraced") return untraced();
   std::fprintf(stderr, "scenario: unknown mode \"%s\"\n", mode.c_str());
   return 2;
 }

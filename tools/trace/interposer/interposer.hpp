@@ -73,8 +73,20 @@ void before_init() noexcept;
 void after_init(CUresult result) noexcept;
 // A call of a function the real driver does not have.
 CUresult missing_function(std::size_t id) noexcept;
-// A lookup returned a pointer that is not one of the real driver's exports.
-void untraced_lookup(const char* symbol, int version, unsigned long long flags, const void* fn) noexcept;
+// A lookup returned a pointer `fn` that is no export of the real driver and names no
+// wrapper: says so (once per symbol, version and flags) and returns what to hand out.
+void* untraced_lookup(const char* symbol, int version, unsigned long long flags, void* fn) noexcept;
+
+// The entries untraced_lookup() handed out (untraced_entries.cpp).
+struct UntracedEntry {
+  void* handed_out;  // a counting trampoline to the driver's function, or that function
+  bool fresh;        // the first lookup of this symbol, version and flags
+};
+UntracedEntry untraced_entry(const void* real, const char* symbol, int version, unsigned long long flags) noexcept;
+// At exit: an event for each entry called through what was handed out, and the summary.
+void report_untraced_calls() noexcept;
+// A forked child counts its own calls.
+void reset_untraced_calls() noexcept;
 
 // CUPTI (optional, cupti_bridge.cpp): starts it when DRVSHIM_TRACE_CUPTI asks; the
 // correlation id of the Runtime-API call the calling thread is inside (0: none).

@@ -108,6 +108,8 @@ void on_fork_child() noexcept {
     return;
   }
   if (g_started_mode.load() == kOff) return;
+  reset_untraced_calls();
+  g_untraced.store(0);
   // A child of an initialised parent cannot use CUDA and may _exit at any time: write as it goes.
   if (parent_initialized) recorder::set_synchronous(true);
   recorder::event(recorder::Kind::process, "fork",
@@ -205,10 +207,7 @@ void report_bypassing_drivers(const std::string& real) noexcept {
 __attribute__((destructor)) void stop() noexcept {
   if (g_started_mode.load() == kOff) return;
   report_bypassing_drivers(real_driver_path());
-  if (const auto n = g_untraced.load(); n > 0) {
-    recorder::event(recorder::Kind::event, "untraced-summary",
-                    fmt::format("{} entry point(s) handed out untraced", n));
-  }
+  report_untraced_calls();
   recorder::final_flush();
 }
 
@@ -238,12 +237,18 @@ void lookup_matched_by_name(const char* symbol, int version, unsigned long long 
                               symbol, version, flags, kFns[id].symbol));
 }
 
-void untraced_lookup(const char* symbol, int version, unsigned long long flags, const void* fn) noexcept {
+void* untraced_lookup(const char* symbol, int version, unsigned long long flags, void* fn) noexcept {
   g_untraced.fetch_add(1, std::memory_order_relaxed);
-  if (g_mode.load(std::memory_order_relaxed) == kOff) return;
-  recorder::event(recorder::Kind::event, "untraced-entry-point",
-                  fmt::format("{}@{} flags {} -> {} is no export of the real driver: calls through it are not traced",
-                              symbol != nullptr ? symbol : "(null)", version, flags, fn));
+  if (g_mode.load(std::memory_order_relaxed) == kOff) return fn;
+  const UntracedEntry entry = untraced_entry(fn, symbol, version, flags);
+  if (entry.fresh) {
+    recorder::event(recorder::Kind::event, "untraced-entry-point",
+                    fmt::format("{}@{} flags {} -> {} is no export of the real driver and has no wrapper: calls "
+                                "through it are not traced{}",
+                                symbol != nullptr ? symbol : "(null)", version, flags, fn,
+                                entry.handed_out != fn ? " (only counted)" : ""));
+  }
+  return entry.handed_out;
 }
 
 }  // namespace drvshim::trace_interposer

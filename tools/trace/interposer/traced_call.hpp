@@ -155,7 +155,8 @@ inline CUresult traced(void* caller, A... a) noexcept {
 
 // cuGetProcAddress (v1 and v2): the pointer the real driver returned is
 // replaced by the wrapper of exactly that variant; a pointer that is no
-// export of the real driver is handed out untraced, and counted.
+// export of the real driver is handed out untraced (through a counting
+// trampoline where there is one: untraced_entries.cpp).
 template <std::size_t Id, class... A>
 inline CUresult hooked(void* caller, const char* symbol, void** pfn, int version, cuuint64_t flags, A... rest) noexcept {
   auto after = [&](CUresult r) {
@@ -168,7 +169,7 @@ inline CUresult hooked(void* caller, const char* symbol, void** pfn, int version
       lookup_matched_by_name(symbol, version, flags, static_cast<std::size_t>(named));
       *pfn = drvshim_trace_wrapper_table[named];
     } else {
-      untraced_lookup(symbol, version, flags, *pfn);
+      *pfn = untraced_lookup(symbol, version, flags, *pfn);
     }
   };
   return traced_with<Id>(caller, after, symbol, pfn, version, flags, rest...);

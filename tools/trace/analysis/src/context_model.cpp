@@ -227,11 +227,13 @@ void Model::step(std::size_t i) {
     case Kind::runtime:
       return;
     case Kind::event:
-      if (r.api == "untraced-entry-point") ++p_.untraced;
-      if (r.api == "libcuda-redirected" || r.api == "libcuda-bypass" || r.api == "untraced-entry-point" ||
-          r.api == "entry-point-by-name" || r.api == "trace-truncated" ||
-          r.api == "missing-entry-point" || r.api == "cupti-unavailable" || r.api == "cupti" ||
-          r.api == "load-failed" || r.api == "untraced-summary") {
+      if (r.api == "untraced-entry-point" || r.api == "untraced-entry-point-called" || r.api == "untraced-summary") {
+        untraced(i);  // one line for them all, at the end
+        return;
+      }
+      if (r.api == "libcuda-redirected" || r.api == "libcuda-bypass" || r.api == "entry-point-by-name" ||
+          r.api == "trace-truncated" || r.api == "missing-entry-point" || r.api == "cupti-unavailable" ||
+          r.api == "cupti" || r.api == "load-failed") {
         p_.notices.push_back(i);
         p_.timeline.push_back({i, ""});
       }
@@ -548,8 +550,73 @@ void Model::call(std::size_t i, ThreadInfo& t) {
   }
 }
 
+UntracedEntryInfo& Model::untraced_entry(const std::string& key, std::size_t index) {
+  for (auto& e : p_.untraced_entries) {
+    if (e.key == key) return e;
+  }
+  UntracedEntryInfo& e = p_.untraced_entries.emplace_back();
+  e.key = key;
+  e.symbol = key.substr(0, key.find('@'));
+  e.first = index;
+  return e;
+}
+
+// "cuGLInit@2000 flags 0 -> 0x7f.. is no export ...": one per lookup (older traces) or per entry;
+// "cuGLInit@2000 flags 0: 3 call(s) through ...": calls counted through a trampoline;
+// "29 entry point(s) handed out untraced (87 lookup(s))": at exit.
+void Model::untraced(std::size_t i) {
+  const Record& r = a_.records[i];
+  if (r.api == "untraced-entry-point") {
+    ++untraced_events_;
+    UntracedEntryInfo& e = untraced_entry(r.args.substr(0, r.args.find(" -> ")), i);
+    ++e.lookups;
+  } else if (r.api == "untraced-entry-point-called") {
+    const auto colon = r.args.find(": ");
+    UntracedEntryInfo& e = untraced_entry(r.args.substr(0, colon), i);
+    e.calls = colon == std::string::npos ? 0 : std::strtoull(r.args.c_str() + colon + 2, nullptr, 10);
+    e.called_index = static_cast<long>(i);
+  } else {
+    const auto open = r.args.find(" (");
+    if (open != std::string::npos) untraced_lookups_ = std::strtoull(r.args.c_str() + open + 2, nullptr, 10);
+  }
+}
+
 void Model::finish() {
   p_.live = std::move(live_);
+  p_.untraced = std::max(untraced_events_, untraced_lookups_);
+  // The entries nobody called: one line where the first was resolved. Those called: a line each.
+  std::vector<const UntracedEntryInfo*> folded;
+  for (const auto& e : p_.untraced_entries) {
+    if (e.calls == 0 && e.lookups > 0) folded.push_back(&e);
+  }
+  if (!folded.empty()) {
+    std::vector<std::string> names;
+    for (const auto* e : folded) {
+      if (std::find(names.begin(), names.end(), e->symbol) == names.end()) names.push_back(e->symbol);
+    }
+    constexpr std::size_t kNamed = 8;
+    std::string list;
+    for (std::size_t k = 0; k < names.size() && k < kNamed; ++k) list += (k == 0 ? "" : ", ") + names[k];
+    if (names.size() > kNamed) list += fmt::format(" and {} more (the summary lists them)", names.size() - kNamed);
+    p_.timeline.push_back(
+        {folded.front()->first, "",
+         fmt::format("[untraced] {} entry point(s) the driver resolves but does not export: {}; calls through them are "
+                     "not traced",
+                     folded.size(), list)});
+    p_.notices.push_back(folded.front()->first);
+  }
+  for (const auto& e : p_.untraced_entries) {
+    if (e.calls == 0) continue;
+    p_.timeline.push_back(
+        {e.lookups > 0 ? e.first : static_cast<std::size_t>(e.called_index), "",
+         fmt::format("[untraced] {}: the driver resolves it but does not export it; called {} time(s) through the "
+                     "pointer handed out, calls not traced",
+                     e.key, e.calls)});
+    p_.notices.push_back(e.lookups > 0 ? e.first : static_cast<std::size_t>(e.called_index));
+  }
+  std::stable_sort(p_.timeline.begin(), p_.timeline.end(),
+                   [](const TimelineEntry& x, const TimelineEntry& y) { return x.index < y.index; });
+  std::sort(p_.notices.begin(), p_.notices.end());
   for (auto& [tid, t] : p_.threads) {
     for (const auto& [lib, balance] : t.push_balance) {
       if (balance == 0) continue;

@@ -31,12 +31,16 @@ class Model {
   void set_top(ThreadInfo& t, std::uintptr_t ctx);
   std::string describe(std::uintptr_t ctx) const;
   void diagnose(const char* id, std::size_t index, std::string title);
+  void untraced(std::size_t index);
+  UntracedEntryInfo& untraced_entry(const std::string& key, std::size_t index);
 
   Analysis& a_;
   ProcessInfo& p_;
   std::vector<ObjectInfo> live_;
   std::size_t first_ = 0;
   std::size_t last_ = 0;
+  std::uint64_t untraced_events_ = 0;   // untraced-entry-point records
+  std::uint64_t untraced_lookups_ = 0;  // as untraced-summary counted them
 };
 
 }  // namespace drvshim::trace_analysis

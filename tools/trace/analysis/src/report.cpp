@@ -78,7 +78,7 @@ std::string format_timeline(const Analysis& a, const ProcessInfo& p, std::size_t
       inside = fmt::format("  [inside {}]", it != runtime_calls.end() ? it->second : "a Runtime-API call");
     }
     out += fmt::format("  {:>12}  tid {:<7} {:<22} {}{}\n", at(a, r.ts_ns), r.tid, r.lib.empty() ? "-" : r.lib,
-                       call_text(r), inside);
+                       e.text.empty() ? call_text(r) : e.text, inside);
     if (!e.note.empty()) out += fmt::format("  {:>12}  {:<30} => {}\n", "", "", e.note);
   }
   if (!p.folded.empty()) {
@@ -164,9 +164,14 @@ std::string format_summary(const Analysis& a, const ProcessInfo& p) {
     out += fmt::format("    {} {}: {}({}) -> {} ({})\n", at(a, r.ts_ns), who(r.tid, r.lib), symbol_of(r), r.args,
                        recorder::result_name(r.result), r.result);
   }
-  if (p.untraced > 0) {
-    out += fmt::format("  untraced: {} entry point(s) were handed out without a wrapper (see the notices)\n",
-                       p.untraced);
+  if (!p.untraced_entries.empty() || p.untraced > 0) {
+    out += fmt::format("  untraced entry points ({}; {} lookup(s)): the driver resolves them but does not export them, "
+                       "so calls through them are not traced\n",
+                       p.untraced_entries.size(), p.untraced);
+    for (const auto& e : p.untraced_entries) {
+      out += fmt::format("    {}{}{}\n", e.key, e.lookups > 1 ? fmt::format(" ({} lookups)", e.lookups) : "",
+                         e.calls > 0 ? fmt::format(": called {} time(s)", e.calls) : "");
+    }
   }
   return out;
 }

@@ -83,6 +83,18 @@ struct Folded {
 struct TimelineEntry {
   std::size_t index;  // into Analysis::records
   std::string note;   // "device 0 primary: inactive -> active, retains 0 -> 1"
+  std::string text{};  // shown instead of the record itself when set (a line standing for several records)
+};
+
+// An entry point the real driver resolved (cuGetProcAddress) but does not export, which the
+// interposer has no wrapper for (cuGL*, cuEGL*, cuVDPAU* in a driver without graphics interop).
+struct UntracedEntryInfo {
+  std::string key;           // "cuGLInit@2000 flags 0": symbol, version and flags asked
+  std::string symbol;        // "cuGLInit"
+  std::size_t first = 0;     // its first untraced-entry-point record
+  std::uint64_t lookups = 0; // untraced-entry-point records for it (one per lookup in older traces)
+  std::uint64_t calls = 0;   // calls through what was handed out (untraced-entry-point-called), when counted
+  long called_index = -1;    // that record, -1 none
 };
 
 struct ProcessInfo {
@@ -109,7 +121,8 @@ struct ProcessInfo {
   std::map<std::uint64_t, std::map<std::string, Folded>> folded;  // tid -> api -> count
   std::vector<TimelineEntry> timeline;
   std::vector<std::size_t> notices;             // events worth showing (redirects, untraced, truncation, CUPTI)
-  std::uint64_t untraced = 0;
+  std::vector<UntracedEntryInfo> untraced_entries;  // in the order first seen
+  std::uint64_t untraced = 0;                   // lookups answered untraced
 };
 
 struct Diagnostic {
