@@ -1,8 +1,15 @@
 // The fake driver functions behind runtime_compat's wider surface: settable
-// kernel attributes, cooperative launches, library globals and managed
-// variables, context limits, stream attributes, pitched and 2D memory,
-// managed-memory hints, peer access, the profiler. Included by fake_cuda.cpp
-// (it uses that file's engine); the proc-table entries are FAKE_RT_PROCS below.
+// kernel attributes, occupancy, library globals and managed variables,
+// context limits, stream attributes, pitched and 2D memory, managed-memory
+// hints, the profiler. (Cooperative launches are in fake_launch.cpp, peer
+// access and peer copies in fake_peer.cpp.)
+#include <algorithm>
+#include <cstring>
+
+#include "fake_engine.hpp"
+
+namespace drvshim::fake {
+namespace {
 
 // Settable function attributes and their bounds on the current device.
 CUresult check_function_attribute(const Engine& e, int device, CUfunction_attribute a, int value) {
@@ -70,25 +77,6 @@ CUresult fake_cuOccupancyAvailableDynamicSMemPerBlock(size_t* bytes, CUfunction 
   }
   *bytes = std::min<size_t>(232448, 233472 / static_cast<size_t>(blocks) - 1024);
   return CUDA_SUCCESS;
-}
-
-// A cooperative launch must fit on the device at once (occupancy x SMs).
-CUresult fake_cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                                        unsigned bz, unsigned shared, CUstream s, void** args) {
-  FAKE_ENTER("cuLaunchCooperativeKernel");
-  FakeCtx* ctx = nullptr;
-  if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
-  if (attr(e, ctx->device, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH) == 0) return CUDA_ERROR_NOT_SUPPORTED;
-  const unsigned threads = bx * by * bz;
-  const unsigned per_sm = threads == 0 ? 0 : std::min(32u, 2048u / threads);
-  if (static_cast<unsigned long long>(gx) * gy * gz >
-      static_cast<unsigned long long>(per_sm) *
-          static_cast<unsigned long long>(attr(e, ctx->device, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT))) {
-    return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
-  }
-  const unsigned grid[3] = {gx, gy, gz};
-  const unsigned block[3] = {bx, by, bz};
-  return do_launch(e, lock, f, grid, block, shared, s, args);
 }
 
 // ---- libraries: globals and managed variables ----------------------------------------------------
@@ -376,32 +364,36 @@ CUresult fake_cuMemHostGetFlags(unsigned* flags, void* p) {
   return CUDA_SUCCESS;
 }
 
-// Peer access and peer copies: the "several GPUs" section of fake_cuda.cpp.
+}  // namespace
 
-#define FAKE_RT_PROCS                                                                                   \
-  {"cuFuncSetAttribute", 9000, erase_fn(&fake_cuFuncSetAttribute)},                                     \
-  {"cuKernelSetAttribute", 12000, erase_fn(&fake_cuKernelSetAttribute)},                                \
-  {"cuFuncSetCacheConfig", 3000, erase_fn(&fake_cuFuncSetCacheConfig)},                                 \
-  {"cuLaunchCooperativeKernel", 9000, erase_fn(&fake_cuLaunchCooperativeKernel)},                       \
-  {"cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", 7000,                                        \
-   erase_fn(&fake_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags)},                               \
-  {"cuOccupancyAvailableDynamicSMemPerBlock", 10020, erase_fn(&fake_cuOccupancyAvailableDynamicSMemPerBlock)}, \
-  {"cuLibraryGetGlobal", 12000, erase_fn(&fake_cuLibraryGetGlobal)},                                    \
-  {"cuLibraryGetManaged", 12000, erase_fn(&fake_cuLibraryGetManaged)},                                  \
-  {"cuLibraryGetModule", 12000, erase_fn(&fake_cuLibraryGetModule)},                                    \
-  {"cuCtxSetLimit", 3010, erase_fn(&fake_cuCtxSetLimit)},                                               \
-  {"cuCtxGetLimit", 3010, erase_fn(&fake_cuCtxGetLimit)},                                               \
-  {"cuCtxResetPersistingL2Cache", 11000, erase_fn(&fake_cuCtxResetPersistingL2Cache)},                  \
-  {"cuProfilerStart", 4000, erase_fn(&fake_cuProfilerStart)},                                           \
-  {"cuProfilerStop", 4000, erase_fn(&fake_cuProfilerStop)},                                             \
-  {"cuStreamSetAttribute", 11000, erase_fn(&fake_cuStreamSetAttribute)},                                \
-  {"cuStreamGetAttribute", 11000, erase_fn(&fake_cuStreamGetAttribute)},                                \
-  {"cuStreamAttachMemAsync", 6000, erase_fn(&fake_cuStreamAttachMemAsync)},                             \
-  {"cuMemAllocPitch", 3020, erase_fn(&fake_cuMemAllocPitch)},                                           \
-  {"cuMemcpy2D", 3020, erase_fn(&fake_cuMemcpy2D)},                                                     \
-  {"cuMemcpy2DAsync", 3020, erase_fn(&fake_cuMemcpy2DAsync)},                                           \
-  {"cuMemsetD2D8", 3020, erase_fn(&fake_cuMemsetD2D8)},                                                 \
-  {"cuMemsetD2D8Async", 3020, erase_fn(&fake_cuMemsetD2D8Async)},                                       \
-  {"cuMemAdvise", 12020, erase_fn(&fake_cuMemAdvise)},                                                  \
-  {"cuMemPrefetchAsync", 12020, erase_fn(&fake_cuMemPrefetchAsync)},                                    \
-  {"cuMemHostGetFlags", 2030, erase_fn(&fake_cuMemHostGetFlags)},
+std::vector<ProcEntry> runtime_support_procs() {
+  return {
+      {"cuFuncSetAttribute", 9000, erase_fn(&fake_cuFuncSetAttribute)},
+      {"cuKernelSetAttribute", 12000, erase_fn(&fake_cuKernelSetAttribute)},
+      {"cuFuncSetCacheConfig", 3000, erase_fn(&fake_cuFuncSetCacheConfig)},
+      {"cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", 7000,
+       erase_fn(&fake_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags)},
+      {"cuOccupancyAvailableDynamicSMemPerBlock", 10020, erase_fn(&fake_cuOccupancyAvailableDynamicSMemPerBlock)},
+      {"cuLibraryGetGlobal", 12000, erase_fn(&fake_cuLibraryGetGlobal)},
+      {"cuLibraryGetManaged", 12000, erase_fn(&fake_cuLibraryGetManaged)},
+      {"cuLibraryGetModule", 12000, erase_fn(&fake_cuLibraryGetModule)},
+      {"cuCtxSetLimit", 3010, erase_fn(&fake_cuCtxSetLimit)},
+      {"cuCtxGetLimit", 3010, erase_fn(&fake_cuCtxGetLimit)},
+      {"cuCtxResetPersistingL2Cache", 11000, erase_fn(&fake_cuCtxResetPersistingL2Cache)},
+      {"cuProfilerStart", 4000, erase_fn(&fake_cuProfilerStart)},
+      {"cuProfilerStop", 4000, erase_fn(&fake_cuProfilerStop)},
+      {"cuStreamSetAttribute", 11000, erase_fn(&fake_cuStreamSetAttribute)},
+      {"cuStreamGetAttribute", 11000, erase_fn(&fake_cuStreamGetAttribute)},
+      {"cuStreamAttachMemAsync", 6000, erase_fn(&fake_cuStreamAttachMemAsync)},
+      {"cuMemAllocPitch", 3020, erase_fn(&fake_cuMemAllocPitch)},
+      {"cuMemcpy2D", 3020, erase_fn(&fake_cuMemcpy2D)},
+      {"cuMemcpy2DAsync", 3020, erase_fn(&fake_cuMemcpy2DAsync)},
+      {"cuMemsetD2D8", 3020, erase_fn(&fake_cuMemsetD2D8)},
+      {"cuMemsetD2D8Async", 3020, erase_fn(&fake_cuMemsetD2D8Async)},
+      {"cuMemAdvise", 12020, erase_fn(&fake_cuMemAdvise)},
+      {"cuMemPrefetchAsync", 12020, erase_fn(&fake_cuMemPrefetchAsync)},
+      {"cuMemHostGetFlags", 2030, erase_fn(&fake_cuMemHostGetFlags)},
+  };
+}
+
+}  // namespace drvshim::fake

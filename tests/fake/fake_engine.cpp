@@ -1,0 +1,160 @@
+// The engine's life: its creation (never destroyed, held across fork), the
+// profile and injected failures read from the environment, reset, the entry
+// every fake driver function takes, and the report written at exit.
+#include <pthread.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "fake_engine.hpp"
+
+namespace drvshim::fake {
+namespace {
+
+Engine* g_engine = nullptr;
+
+}  // namespace
+
+Engine& engine() {
+  static Engine* e = [] {
+    g_engine = new Engine;  // never destroyed: drvshim may call during exit
+    // The engine's lock is held across fork(), so a child never inherits it
+    // locked by a thread that does not exist there.
+    pthread_atfork([] { g_engine->mutex.lock(); }, [] { g_engine->mutex.unlock(); },
+                   [] {
+                     if (g_engine->initialized) g_engine->forked_after_init = true;
+                     g_engine->mutex.unlock();
+                   });
+    return g_engine;
+  }();
+  return *e;
+}
+
+void misuse(Engine& e, const std::string& what) {
+  ++e.misuse;
+  e.last_misuse = what;
+}
+
+void reset_state(Engine& e) {
+  for (auto& [base, a] : e.allocs) std::free(reinterpret_cast<void*>(base));
+  e.allocs.clear();
+  e.registered.clear();
+  for (FakeStream* st : e.streams) delete st;
+  e.streams.clear();
+  for (FakeStream* st : e.free_streams) delete st;
+  e.free_streams.clear();
+  e.legacy_streams.clear();
+  e.recycle_handles = false;
+  e.endless_param_info = false;
+  for (FakeEvent* ev : e.events) delete ev;
+  e.events.clear();
+  for (FakeModule* m : e.modules) {
+    for (FakeFunction* f : m->functions) delete f;
+    delete m;  // its globals were freed with the allocations above
+  }
+  e.modules.clear();
+  for (FakeModule* l : e.libraries) {
+    for (FakeFunction* f : l->functions) delete f;
+    delete l;
+  }
+  e.libraries.clear();
+  for (auto* l : e.links) delete l;
+  e.links.clear();
+  e.launches = 0;
+  e.device_used.assign(e.devices.size(), 0);
+  e.peer_enabled.clear();
+  e.p2p_attributes.clear();
+  e.p2p_attribute_errors.clear();
+  e.peer_unsupported.clear();
+  if (e.profile == "trio") e.peer_unsupported = {{0, 2}, {2, 0}, {1, 2}, {2, 1}};
+  e.initialized = false;
+  e.primaries.assign(e.devices.size(), Primary{});
+  e.live.clear();
+  e.injections.clear();
+  e.proc_status.clear();
+  e.counts.clear();
+  e.log.clear();
+  e.misuse = 0;
+  e.last_misuse.clear();
+  e.deinitialized = false;
+  e.forked_after_init = false;
+  e.calls_while_deinit = 0;
+  ++e.generation;
+}
+
+void ensure_profile_from_env() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    Engine& e = engine();
+    std::lock_guard<std::mutex> lock(e.mutex);
+    const char* env = std::getenv("DRVSHIM_FAKE_PROFILE");
+    if (env == nullptr || !apply_profile(e, env)) apply_profile(e, "discrete");
+    reset_state(e);
+    // DRVSHIM_FAKE_FAIL=api:nth:code[,api:nth:code...]: failures injected from the
+    // start (as drvshim_fake_fail_call), for testing whole programs such as the probe.
+    if (const char* fail = std::getenv("DRVSHIM_FAKE_FAIL"); fail != nullptr) {
+      std::string spec(fail);
+      for (size_t start = 0; start < spec.size();) {
+        const size_t end = std::min(spec.find(',', start), spec.size());
+        const std::string item = spec.substr(start, end - start);
+        const size_t c1 = item.find(':');
+        const size_t c2 = c1 == std::string::npos ? std::string::npos : item.find(':', c1 + 1);
+        if (c2 != std::string::npos) {
+          const int nth = std::atoi(item.c_str() + c1 + 1);
+          e.injections.push_back(Injection{item.substr(0, c1), nth > 0 ? nth - 1 : 0, std::atoi(item.c_str() + c2 + 1)});
+        } else {
+          std::fprintf(stderr, "fake driver: DRVSHIM_FAKE_FAIL item '%s' is not api:nth:code; ignored\n", item.c_str());
+        }
+        start = end + 1;
+      }
+    }
+  });
+}
+
+// Common entry of every fake driver function: log and count the call, then
+// apply the stub profile, the deinitialised switch and injected failures.
+CUresult enter(Engine& e, const char* api, bool needs_init) {
+  e.log.emplace_back(api);
+  ++e.counts[api];
+  if (in_host_function()) {
+    misuse(e, std::string(api) + " called inside a host function");
+    return CUDA_ERROR_NOT_PERMITTED;
+  }
+  if (e.stub) return CUDA_ERROR_STUB_LIBRARY;
+  if (e.deinitialized) {
+    ++e.calls_while_deinit;
+    return CUDA_ERROR_DEINITIALIZED;
+  }
+  for (auto it = e.injections.begin(); it != e.injections.end(); ++it) {
+    if (it->api == api || it->api == "*") {
+      if (it->remaining == 0) {
+        const CUresult code = static_cast<CUresult>(it->code);
+        e.injections.erase(it);
+        return code;
+      }
+      --it->remaining;
+    }
+  }
+  if (e.forked_after_init && (needs_init || std::strcmp(api, "cuInit") == 0)) return CUDA_ERROR_NOT_INITIALIZED;
+  if (needs_init && !e.initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  return CUDA_SUCCESS;
+}
+
+namespace {
+
+struct ExitReport {
+  ~ExitReport() {
+    const char* path = std::getenv("DRVSHIM_FAKE_REPORT");
+    if (path == nullptr || *path == '\0') return;
+    Engine& e = engine();
+    std::FILE* f = std::fopen(path, "w");
+    if (f == nullptr) return;
+    std::fprintf(f, "calls_while_deinitialized %llu\nmisuse %llu\nlive_contexts %zu\n", e.calls_while_deinit,
+                 e.misuse, e.live.size());
+    std::fclose(f);
+  }
+} g_exit_report;
+
+}  // namespace
+}  // namespace drvshim::fake

@@ -1,0 +1,376 @@
+// libdrvshim_fakecuda.so: a fake CUDA driver on host memory. See fake_control.h.
+//
+// The fake driver's engine: the state every area of libdrvshim_fakecuda.so
+// shares, its one lock, the entry every fake driver function takes, and the
+// helpers the areas share (each declared here with the file that defines it).
+// Internal to the fake: the library is built with hidden visibility and
+// exports only what fake_proc_table.cpp and fake_control.cpp define.
+//
+// Entry points are named fake_<api> and reached only through cuGetProcAddress,
+// as drvshim reaches the real driver; the library exports cuDriverGetVersion,
+// cuGetProcAddress(_v2) and the control API. All state sits behind one mutex,
+// except each thread's context stack, which is thread-local like the driver's.
+#pragma once
+
+#include <cuda.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "fake_control.h"
+
+namespace drvshim::fake {
+
+struct FakeDevice {
+  std::string name;
+  int cc_major = 9;
+  int cc_minor = 0;
+  size_t total_mem = 0;
+  unsigned char uuid[16] = {};
+  std::string pci_bus_id;
+  std::map<int, int> attributes;
+  std::map<int, int> attribute_errors;
+};
+
+struct FakeCtx {
+  int device = 0;
+  unsigned flags = 0;
+  bool primary = false;
+  unsigned long long id = 0;
+  int sticky = 0;  // a poisoning error: every later call in this context returns it
+  std::map<int, size_t> limits;      // cuCtxSetLimit values (unset: the defaults in fake_cuda_rt.inc)
+  std::set<FakeCtx*> peers;          // contexts this one enabled peer access to
+  std::map<int, CUstreamAttrValue> default_stream_attrs;  // attributes set on the default streams
+};
+
+struct Primary {
+  int refcount = 0;
+  bool active = false;
+  unsigned flags = 0;
+  FakeCtx* ctx = nullptr;
+  // As the H200's driver (580.159.04) does, a primary context activated again
+  // after its last release or a reset gets the handle it had before.
+  FakeCtx* previous = nullptr;
+};
+
+enum class AllocKind { device, managed, async_pool, pinned, module_global };
+
+struct Alloc {
+  size_t size = 0;
+  AllocKind kind = AllocKind::device;
+  FakeCtx* ctx = nullptr;
+  unsigned flags = 0;
+};
+
+struct Registration {
+  size_t size = 0;
+  unsigned flags = 0;
+  FakeCtx* ctx = nullptr;
+};
+
+struct FakeEvent;
+
+struct HostFn {
+  CUhostFn fn;
+  void* data;
+};
+
+// One record of an event (or an internal marker): done once the stream
+// reached it. Waits keep the record they wait for, so a later re-record of
+// the event does not change what an earlier wait waits for.
+struct RecordState {
+  bool done = false;
+  std::chrono::steady_clock::time_point at;
+};
+
+// Work queued on a stream, run in order once the stream may run (not held,
+// not waiting for a record). Copies, memsets and kernels run under the
+// engine lock; host functions run without it.
+struct FakeOp {
+  enum Kind { work, kernel, record, wait, host_fn } kind = work;
+  std::function<void()> run;             // work (under the engine lock), kernel (without it)
+  std::shared_ptr<RecordState> state;    // record, wait
+  HostFn fn{};                           // host_fn
+};
+
+struct FakeStream {
+  FakeCtx* ctx = nullptr;
+  unsigned flags = 0;
+  int priority = 0;
+  bool legacy = false;             // the context's legacy default stream (handle 0 or CU_STREAM_LEGACY)
+  bool held = false;               // queued work does not run until released (or synchronised)
+  std::deque<FakeOp> queue;        // work not yet run, in order
+  int running = 0;                 // a host function or kernel of this stream runs now (without the engine lock)
+  int fail_with = 0;               // the next query/synchronize reports this asynchronous error
+  std::map<int, CUstreamAttrValue> attrs;  // cuStreamSetAttribute
+};
+
+struct FakeEvent {
+  FakeCtx* ctx = nullptr;
+  unsigned flags = 0;
+  bool recorded = false;
+  std::shared_ptr<RecordState> latest;  // the last record (null: never recorded)
+  bool pending() const { return latest != nullptr && !latest->done; }
+};
+
+struct FakeFunction;
+
+struct FakeModule {
+  FakeCtx* ctx = nullptr;
+  std::vector<FakeFunction*> functions;
+  std::map<std::string, std::pair<uintptr_t, size_t>> globals;
+  // Libraries under lazy loading: a JIT error met when a kernel is first bound
+  // to a context (cuKernelGetFunction), which returns it without a log, as
+  // the H200's driver does.
+  std::string lazy_jit_error;
+  // Libraries from fatbins: the architectures of the images inside (SASS
+  // runs only on its own architecture, PTX on its own or newer ones).
+  bool fatbin = false;
+  std::vector<int> sass_archs;
+  std::vector<int> ptx_archs;
+};
+
+struct FakeFunction {
+  FakeModule* module = nullptr;
+  std::string name;
+  std::vector<std::pair<size_t, size_t>> params;  // offset, size
+  std::map<int, int> attributes;                  // set with cuFuncSetAttribute / cuKernelSetAttribute
+};
+
+struct Injection {
+  std::string api;
+  int remaining;  // calls of `api` still to pass before the failing one
+  int code;
+};
+
+struct Engine {
+  std::mutex mutex;
+  std::condition_variable idle;  // a stream's host function or kernel finished
+  std::string profile = "discrete";
+  int driver_version = 13000;
+  bool stub = false;
+  bool no_device = false;
+  bool initialized = false;
+  std::vector<FakeDevice> devices;
+  std::vector<Primary> primaries;
+  std::set<FakeCtx*> live;
+  std::vector<std::unique_ptr<FakeCtx>> all_contexts;  // never freed: handles stay unique (no ABA)
+  unsigned long long next_ctx_id = 1;
+  std::vector<Injection> injections;
+  std::map<uintptr_t, Alloc> allocs;             // device, managed, stream-ordered and pinned memory, by base
+  std::map<uintptr_t, Registration> registered;  // host registrations, by base
+  std::set<FakeStream*> streams;
+  std::map<FakeCtx*, std::unique_ptr<FakeStream>> legacy_streams;  // each context's legacy default stream
+  bool recycle_handles = false;          // reuse the last destroyed stream's handle (ABA tests)
+  bool endless_param_info = false;       // cuFuncGetParamInfo never reports the end (a broken driver)
+  std::vector<FakeStream*> free_streams;
+  std::set<FakeEvent*> events;
+  std::set<FakeModule*> modules;
+  std::set<FakeModule*> libraries;  // context-independent modules (cuLibraryLoadData)
+  // cuLink states: the "SASS" the fake links is the PTX text itself, which its loaders parse.
+  struct LinkState {
+    std::string image;
+    char* error_log = nullptr;
+    size_t error_cap = 0;
+    // The option arrays cuLinkCreate got: outputs are written at cuLinkComplete.
+    unsigned option_count = 0;
+    CUjit_option* options = nullptr;
+    void** values = nullptr;
+  };
+  std::set<LinkState*> links;
+  std::map<std::string, drvshim_fake_kernel_fn> kernels;  // CPU implementations, by entry name
+  unsigned long long launches = 0;
+  std::vector<size_t> device_used;
+  // Several GPUs (the peer-access section): pairs (device, peer) without a
+  // peer-to-peer path, link attribute overrides and errors by (src, dst,
+  // attribute), and the enabled directions (from context, to context).
+  std::set<std::pair<int, int>> peer_unsupported;
+  std::map<std::tuple<int, int, int>, int> p2p_attributes;
+  std::map<std::tuple<int, int, int>, int> p2p_attribute_errors;
+  std::set<std::pair<FakeCtx*, FakeCtx*>> peer_enabled;
+  std::map<std::string, int> proc_status;
+  std::map<std::string, unsigned long long> counts;
+  std::vector<std::string> log;
+  unsigned long long misuse = 0;
+  std::string last_misuse;
+  std::atomic<bool> deinitialized{false};
+  // In a child forked after cuInit: every call that needs initialisation, and
+  // cuInit itself, answers CUDA_ERROR_NOT_INITIALIZED (the real driver's answer).
+  bool forked_after_init = false;
+  unsigned long long calls_while_deinit = 0;
+  unsigned long long generation = 0;  // bumped by reset; thread stacks from older generations are dropped
+};
+
+// ---- the engine and the common entry (fake_engine.cpp) --------------------------
+
+Engine& engine();
+// Applies DRVSHIM_FAKE_PROFILE and DRVSHIM_FAKE_FAIL once, at the first call into the fake.
+void ensure_profile_from_env();
+// Drops every object of the fake and every counter, keeping the profile's devices.
+void reset_state(Engine& e);
+void misuse(Engine& e, const std::string& what);
+// Common entry of every fake driver function: log and count the call, then
+// apply the stub profile, the deinitialised switch and injected failures.
+CUresult enter(Engine& e, const char* api, bool needs_init = true);
+
+#define FAKE_ENTER_AS(name, needs_init)                       \
+  ensure_profile_from_env();                                  \
+  Engine& e = engine();                                       \
+  std::unique_lock<std::mutex> lock(e.mutex);                 \
+  if (const CUresult r_ = enter(e, name, needs_init); r_ != CUDA_SUCCESS) return r_
+
+#define FAKE_ENTER(name) FAKE_ENTER_AS(name, true)
+
+inline bool valid_device(const Engine& e, CUdevice dev) { return dev >= 0 && static_cast<size_t>(dev) < e.devices.size(); }
+
+// A device attribute of the profile (0 when the profile lacks it).
+inline int attr(const Engine& e, int device, CUdevice_attribute a) {
+  const auto& attrs = e.devices[static_cast<size_t>(device)].attributes;
+  auto it = attrs.find(a);
+  return it == attrs.end() ? 0 : it->second;
+}
+
+inline FakeCtx* as_ctx(CUcontext c) { return reinterpret_cast<FakeCtx*>(c); }
+inline CUcontext as_cu(FakeCtx* c) { return reinterpret_cast<CUcontext>(c); }
+
+inline bool is_live(const Engine& e, FakeCtx* c) { return c != nullptr && e.live.count(c) != 0; }
+
+// ---- profiles (fake_profiles.cpp) ----------------------------------------------------
+
+// Sets the devices and driver version of a profile; false for an unknown name.
+bool apply_profile(Engine& e, const std::string& name);
+
+// ---- contexts (fake_contexts.cpp) ----------------------------------------------------
+
+// This thread's context stack (emptied when the engine was reset since its last use).
+std::vector<FakeCtx*>& ctx_stack(Engine& e);
+FakeCtx* new_ctx(Engine& e, int device, unsigned flags, bool primary);
+// The current context, or the error the driver gives without a usable one.
+CUresult current(Engine& e, FakeCtx** out);
+
+// ---- streams: the queue model (fake_streams.cpp) ----------------------------------
+
+// The stream's context, or the error for an unusable handle.
+CUresult stream_ctx(Engine& e, CUstream s, FakeCtx** out);
+FakeStream* legacy_of(Engine& e, FakeCtx* ctx);
+// The queue a handle's work goes to: a user stream, the context's legacy
+// stream (0 or CU_STREAM_LEGACY), or none (the per-thread default stream:
+// its work runs at once). Call after stream_ctx() succeeded.
+FakeStream* queue_of(Engine& e, CUstream s, FakeCtx* ctx);
+std::vector<FakeStream*> all_queues(Engine& e);
+// Runs what may run, on every stream, until nothing moves (see fake_streams.cpp).
+void pump(Engine& e, std::unique_lock<std::mutex>& lock, const std::set<FakeStream*>& forced = {});
+// Runs `st`'s queue to its end, held or not, with everything it waits for.
+void drain(Engine& e, std::unique_lock<std::mutex>& lock, FakeStream* st);
+// Queues `op` on `st` with the legacy default stream's implicit ordering, then
+// runs what may run. `st` null: the per-thread default stream (runs at once).
+void submit(Engine& e, std::unique_lock<std::mutex>& lock, FakeStream* st, FakeOp op);
+void submit_work(Engine& e, std::unique_lock<std::mutex>& lock, FakeStream* st, std::function<void()> run);
+// Whether work on `st` would have to wait (held, or work already queued).
+bool queued(const FakeStream* st);
+// Whether work on `st` must wait for another stream's queued work through
+// the legacy stream's implicit ordering (see submit()).
+bool must_wait_implicitly(Engine& e, const FakeStream* st);
+// Runs every queue (of `ctx`, or of every context) to its end.
+void drain_everything(Engine& e, std::unique_lock<std::mutex>& lock, FakeCtx* ctx = nullptr);
+// A synchronous operation: ordered after the legacy stream's work (and through
+// it every blocking stream's), and complete on return.
+void run_synchronously(Engine& e, std::unique_lock<std::mutex>& lock, FakeCtx* ctx, std::function<void()> run);
+// A live user stream (not a default stream), or null.
+FakeStream* user_stream(Engine& e, CUstream s);
+// The asynchronous error injected on a stream, reported once; sticky ones poison its context.
+CUresult take_failure(FakeStream* st);
+// Whether this thread runs a host function now (CUDA calls are refused there).
+bool in_host_function();
+
+// ---- memory (fake_memory.cpp) --------------------------------------------------------
+
+// The allocation containing [p, p+n), if any.
+const std::pair<const uintptr_t, Alloc>* find_alloc(const Engine& e, uintptr_t p, size_t n);
+// Whether the device can address [p, p+n): device-side allocations, mapped
+// pinned memory, registered ranges (this fake always has unified addressing).
+bool device_accessible(const Engine& e, uintptr_t p, size_t n);
+CUresult new_alloc(Engine& e, FakeCtx* ctx, size_t size, AllocKind kind, unsigned flags, uintptr_t* out);
+// Whether [p, p+n) is page-locked host memory (pinned or registered).
+bool page_locked(const Engine& e, uintptr_t p, size_t n);
+
+// ---- PTX and the JIT's outputs (fake_ptx.cpp) --------------------------------------
+
+// Parses entries and globals; returns an error text for unreadable PTX.
+std::string parse_ptx(const std::string& ptx, FakeModule& m);
+void write_log(unsigned n, CUjit_option* opts, void** values, CUjit_option buffer, CUjit_option size_opt,
+               const std::string& text);
+// CU_JIT_WALL_TIME "overwrites the option value" with a float (see fake_ptx.cpp).
+void write_wall_time(unsigned n, CUjit_option* opts, void** values, float ms);
+// The info log: a summary line, and with CU_JIT_LOG_VERBOSE ptxas's lines per entry.
+std::string info_log(const FakeModule& m, unsigned n, CUjit_option* opts, void** values);
+
+// ---- modules and libraries (fake_modules.cpp, fake_libraries.cpp) --------------------
+
+// A function of a loaded module or library, or null.
+FakeFunction* live_function(Engine& e, CUfunction f);
+// Whether a library can run on `device`: PTX for it or an older architecture,
+// or SASS for exactly its architecture.
+bool library_runs_on(const Engine& e, const FakeModule& l, int device);
+
+// ---- launches (fake_launch.cpp, fake_cpu_kernels.cpp) --------------------------------
+
+// The CPU implementation the fake runs for a kernel of this name, or null.
+drvshim_fake_kernel_fn builtin_kernel(const std::string& name);
+
+// ---- several GPUs (fake_peer.cpp) ----------------------------------------------------
+
+// Ends every peer access from and to a context that is going away.
+void forget_peer_access(Engine& e, FakeCtx* ctx);
+bool peer_path(const Engine& e, int dev, int peer);
+
+// ---- the proc table (fake_proc_table.cpp) ---------------------------------------------
+
+struct ProcEntry {
+  const char* name;
+  int since;  // the ABI version this variant was introduced in
+  void* fn;
+};
+
+template <class F>
+void* erase_fn(F f) {
+  void* p = nullptr;
+  static_assert(sizeof(f) == sizeof(p));
+  std::memcpy(&p, &f, sizeof(p));
+  return p;
+}
+
+// Each area's entry points for cuGetProcAddress; fake_proc_table.cpp joins them.
+std::vector<ProcEntry> error_procs();
+std::vector<ProcEntry> device_procs();
+std::vector<ProcEntry> context_procs();
+std::vector<ProcEntry> stream_procs();
+std::vector<ProcEntry> event_procs();
+std::vector<ProcEntry> memory_procs();
+std::vector<ProcEntry> copy_procs();
+std::vector<ProcEntry> module_procs();
+std::vector<ProcEntry> link_procs();
+std::vector<ProcEntry> library_procs();
+std::vector<ProcEntry> launch_procs();
+std::vector<ProcEntry> runtime_support_procs();
+std::vector<ProcEntry> peer_procs();
+
+// Entry points called directly from another file: the exported
+// cuDriverGetVersion, and cuGetProcAddress's per-version shim of cuDeviceGetCount.
+CUresult fake_cuDriverGetVersion_impl(int* version);
+CUresult fake_cuDeviceGetCount(int* count);
+
+}  // namespace drvshim::fake

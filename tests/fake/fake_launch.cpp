@@ -1,0 +1,125 @@
+// Kernel launches: checks as the driver makes them (grid, block, dynamic
+// shared memory opt-in, cluster sizes, cooperative grids that must fit at
+// once), then the kernel's CPU implementation, at once or queued on its
+// stream with its arguments copied.
+#include <algorithm>
+#include <memory>
+
+#include "fake_engine.hpp"
+
+namespace drvshim::fake {
+namespace {
+
+CUresult do_launch(Engine& e, std::unique_lock<std::mutex>& lock, CUfunction hf, const unsigned grid[3],
+                   const unsigned block[3], unsigned shared, CUstream s, void** args,
+                   const unsigned cluster[3] = nullptr) {
+  FakeFunction* f = live_function(e, hf);
+  if (f == nullptr) {
+    misuse(e, "launch of a function whose module is unloaded or unknown");
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  FakeCtx* ctx = nullptr;
+  if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
+  // A module's function belongs to the module's context (library kernels have none of their own here).
+  if (f->module->ctx != nullptr && f->module->ctx != ctx) return CUDA_ERROR_INVALID_HANDLE;
+  if (block[0] * block[1] * block[2] > 1024 || grid[0] * grid[1] * grid[2] == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (!f->params.empty() && args == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  // Dynamic shared memory beyond 48 KiB needs the kernel's opt-in
+  // (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES), as on the real driver.
+  const auto dyn = f->attributes.find(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
+  if (shared > (dyn != f->attributes.end() ? static_cast<unsigned>(dyn->second) : 49152u)) return CUDA_ERROR_INVALID_VALUE;
+  ++e.launches;
+  auto it = e.kernels.find(f->name);
+  const drvshim_fake_kernel_fn impl = it != e.kernels.end() ? it->second : builtin_kernel(f->name);
+  if (impl == nullptr) return CUDA_SUCCESS;
+  drvshim_fake_launch launch{{grid[0], grid[1], grid[2]},
+                             {block[0], block[1], block[2]},
+                             shared,
+                             {cluster != nullptr ? cluster[0] : 1u, cluster != nullptr ? cluster[1] : 1u,
+                              cluster != nullptr ? cluster[2] : 1u}};
+  FakeStream* st = queue_of(e, s, ctx);
+  if (!queued(st) && !must_wait_implicitly(e, st)) {
+    lock.unlock();
+    impl(&launch, args);
+    return CUDA_SUCCESS;
+  }
+  // Queued behind other work: the arguments are copied now, as the driver does.
+  auto values = std::make_shared<std::vector<std::vector<unsigned char>>>();
+  for (size_t i = 0; i < f->params.size(); ++i) {
+    const auto* v = static_cast<const unsigned char*>(args[i]);
+    values->emplace_back(v, v + f->params[i].second);
+  }
+  FakeOp op;
+  op.kind = FakeOp::kernel;
+  op.run = [impl, launch, values] {
+    std::vector<void*> pointers;
+    for (auto& v : *values) pointers.push_back(v.data());
+    impl(&launch, pointers.data());
+  };
+  submit(e, lock, st, std::move(op));
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                             unsigned bz, unsigned shared, CUstream s, void** args, void** extra) {
+  FAKE_ENTER("cuLaunchKernel");
+  if (extra != nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  const unsigned grid[3] = {gx, gy, gz};
+  const unsigned block[3] = {bx, by, bz};
+  return do_launch(e, lock, f, grid, block, shared, s, args);
+}
+
+CUresult fake_cuLaunchKernelEx(const CUlaunchConfig* c, CUfunction f, void** args, void** extra) {
+  FAKE_ENTER("cuLaunchKernelEx");
+  if (c == nullptr || extra != nullptr) return CUDA_ERROR_INVALID_VALUE;
+  // Clusters above the portable size (8 blocks) need the kernel's opt-in.
+  for (unsigned i = 0; i < c->numAttrs; ++i) {
+    if (c->attrs[i].id != CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) continue;
+    const auto& d = c->attrs[i].value.clusterDim;
+    FakeFunction* fn = live_function(e, f);
+    const bool opted_in = fn != nullptr && fn->attributes.count(CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED) != 0 &&
+                          fn->attributes[CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED] == 1;
+    if (d.x * d.y * d.z > (opted_in ? 16u : 8u)) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+  }
+  const unsigned grid[3] = {c->gridDimX, c->gridDimY, c->gridDimZ};
+  const unsigned block[3] = {c->blockDimX, c->blockDimY, c->blockDimZ};
+  unsigned cluster[3] = {1, 1, 1};
+  for (unsigned i = 0; i < c->numAttrs; ++i) {
+    if (c->attrs[i].id != CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) continue;
+    cluster[0] = c->attrs[i].value.clusterDim.x;
+    cluster[1] = c->attrs[i].value.clusterDim.y;
+    cluster[2] = c->attrs[i].value.clusterDim.z;
+  }
+  return do_launch(e, lock, f, grid, block, c->sharedMemBytes, c->hStream, args, cluster);
+}
+
+// A cooperative launch must fit on the device at once (occupancy x SMs).
+CUresult fake_cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                        unsigned bz, unsigned shared, CUstream s, void** args) {
+  FAKE_ENTER("cuLaunchCooperativeKernel");
+  FakeCtx* ctx = nullptr;
+  if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
+  if (attr(e, ctx->device, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH) == 0) return CUDA_ERROR_NOT_SUPPORTED;
+  const unsigned threads = bx * by * bz;
+  const unsigned per_sm = threads == 0 ? 0 : std::min(32u, 2048u / threads);
+  if (static_cast<unsigned long long>(gx) * gy * gz >
+      static_cast<unsigned long long>(per_sm) *
+          static_cast<unsigned long long>(attr(e, ctx->device, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT))) {
+    return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+  }
+  const unsigned grid[3] = {gx, gy, gz};
+  const unsigned block[3] = {bx, by, bz};
+  return do_launch(e, lock, f, grid, block, shared, s, args);
+}
+
+}  // namespace
+
+std::vector<ProcEntry> launch_procs() {
+  return {
+      {"cuLaunchKernel", 4000, erase_fn(&fake_cuLaunchKernel)},
+      {"cuLaunchKernelEx", 11060, erase_fn(&fake_cuLaunchKernelEx)},
+      {"cuLaunchCooperativeKernel", 9000, erase_fn(&fake_cuLaunchCooperativeKernel)},
+  };
+}
+
+}  // namespace drvshim::fake

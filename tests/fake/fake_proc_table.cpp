@@ -1,0 +1,119 @@
+// cuGetProcAddress: the one way in to the fake driver functions, as for the
+// real driver (each area lists its entry points with the ABI version each
+// variant appeared in), and the entry points the library exports as libcuda
+// does: cuDriverGetVersion, cuGetProcAddress_v2 (absent from the _nov2
+// variant, DRVSHIM_FAKE_NO_PROC_V2) and the 11.3-11.8 cuGetProcAddress.
+#include <cstdlib>
+#include <cstring>
+
+#include "fake_engine.hpp"
+
+namespace drvshim::fake {
+namespace {
+
+#ifndef DRVSHIM_FAKE_NO_PROC_V2
+CUresult fake_cuGetProcAddress_v2_entry(const char* symbol, void** pfn, int version, cuuint64_t flags,
+                                        CUdriverProcAddressQueryResult* status);
+#endif
+CUresult fake_cuGetProcAddress_v1_entry(const char* symbol, void** pfn, int version, cuuint64_t flags);
+
+// Several entries with one name are ABI variants; the newest one at or below
+// the requested version wins, as in the real driver.
+const std::vector<ProcEntry>& proc_table() {
+  static const std::vector<ProcEntry> table = [] {
+    using Area = std::vector<ProcEntry> (*)();
+    const Area areas[] = {error_procs,  device_procs,  context_procs, stream_procs,         event_procs,
+                          memory_procs, copy_procs,    module_procs,  launch_procs,         library_procs,
+                          link_procs,   peer_procs,    runtime_support_procs};
+    std::vector<ProcEntry> all;
+    for (Area area : areas) {
+      const std::vector<ProcEntry> entries = area();
+      all.insert(all.end(), entries.begin(), entries.end());
+    }
+    // The driver hands out its own lookup too (the CUDA Runtime asks for it).
+    all.push_back({"cuGetProcAddress", 11030, erase_fn(&fake_cuGetProcAddress_v1_entry)});
+#ifndef DRVSHIM_FAKE_NO_PROC_V2
+    all.push_back({"cuGetProcAddress", 12000, erase_fn(&fake_cuGetProcAddress_v2_entry)});
+#endif
+    return all;
+  }();
+  return table;
+}
+
+// DRVSHIM_FAKE_PROC_SHIMS=1: cuDeviceGetCount asked at version 12000 or later comes back
+// as another address than at older versions (a driver may hand out per-version shims;
+// drvshim-trace then maps the lookup by name and version).
+CUresult fake_cuDeviceGetCount_shim(int* count) { return fake_cuDeviceGetCount(count); }
+
+CUresult get_proc(const char* symbol, void** pfn, int version, cuuint64_t flags,
+                  CUdriverProcAddressQueryResult* status, const char* api) {
+  FAKE_ENTER_AS(api, false);
+  if (symbol == nullptr || pfn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (flags > 2) return CUDA_ERROR_INVALID_VALUE;
+  if (version > e.driver_version) return CUDA_ERROR_INVALID_VALUE;
+  *pfn = nullptr;
+  auto set_status = [&](CUdriverProcAddressQueryResult s) {
+    if (status != nullptr) *status = s;
+  };
+  if (auto it = e.proc_status.find(symbol); it != e.proc_status.end() && it->second != 0) {
+    set_status(static_cast<CUdriverProcAddressQueryResult>(it->second));
+    return CUDA_SUCCESS;
+  }
+  const ProcEntry* best = nullptr;
+  bool known = false;
+  for (const auto& entry : proc_table()) {
+    if (std::strcmp(entry.name, symbol) != 0) continue;
+    if (entry.since > e.driver_version) continue;  // newer than this (simulated) driver
+    known = true;
+    if (entry.since <= version && (best == nullptr || entry.since > best->since)) best = &entry;
+  }
+  if (best == nullptr) {
+    set_status(known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+    return CUDA_SUCCESS;
+  }
+  *pfn = best->fn;
+  if (best->fn == erase_fn(&fake_cuDeviceGetCount) && version >= 12000) {
+    if (const char* shims = std::getenv("DRVSHIM_FAKE_PROC_SHIMS"); shims != nullptr && std::strcmp(shims, "1") == 0) {
+      *pfn = erase_fn(&fake_cuDeviceGetCount_shim);
+    }
+  }
+  set_status(CU_GET_PROC_ADDRESS_SUCCESS);
+  return CUDA_SUCCESS;
+}
+
+#ifndef DRVSHIM_FAKE_NO_PROC_V2
+CUresult fake_cuGetProcAddress_v2_entry(const char* symbol, void** pfn, int version, cuuint64_t flags,
+                                        CUdriverProcAddressQueryResult* status) {
+  return get_proc(symbol, pfn, version, flags, status, "cuGetProcAddress");
+}
+#endif
+
+CUresult fake_cuGetProcAddress_v1_entry(const char* symbol, void** pfn, int version, cuuint64_t flags) {
+  return get_proc(symbol, pfn, version, flags, nullptr, "cuGetProcAddress");
+}
+
+}  // namespace
+}  // namespace drvshim::fake
+
+// ---- exported entry points, as libcuda exports them ---------------------------------
+
+extern "C" {
+
+DRVSHIM_FAKE_API CUresult cuDriverGetVersion(int* version) { return drvshim::fake::fake_cuDriverGetVersion_impl(version); }
+
+#ifndef DRVSHIM_FAKE_NO_PROC_V2
+DRVSHIM_FAKE_API CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flags,
+                                              CUdriverProcAddressQueryResult* status) {
+  return drvshim::fake::get_proc(symbol, pfn, version, flags, status, "cuGetProcAddress");
+}
+#endif
+
+// The 11.3-11.8 form (no status). cuda.h maps the name to _v2, so declare it by hand.
+DRVSHIM_FAKE_API CUresult drvshim_fake_cuGetProcAddress_v1(const char* symbol, void** pfn, int version,
+                                                          cuuint64_t flags) __asm__("cuGetProcAddress");
+DRVSHIM_FAKE_API CUresult drvshim_fake_cuGetProcAddress_v1(const char* symbol, void** pfn, int version,
+                                                          cuuint64_t flags) {
+  return drvshim::fake::get_proc(symbol, pfn, version, flags, nullptr, "cuGetProcAddress");
+}
+
+}  // extern "C"

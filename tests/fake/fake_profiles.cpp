@@ -1,0 +1,196 @@
+// The profiles: the devices and driver version each profile models
+// (fake_control.h lists them), with attributes as the real devices report them.
+#include <cstdio>
+#include <cstdlib>
+
+#include "fake_engine.hpp"
+
+namespace drvshim::fake {
+namespace {
+
+FakeDevice h200(int index) {
+  FakeDevice d;
+  d.name = "NVIDIA H200";
+  d.cc_major = 9;
+  d.cc_minor = 0;
+  d.total_mem = 150754820096ull;  // 143771 MiB
+  for (int i = 0; i < 16; ++i) d.uuid[i] = static_cast<unsigned char>(0x10 * (index + 1) + i);
+  char bus[32];
+  std::snprintf(bus, sizeof bus, "00000000:%02X:00.0", 0x18 + index);
+  d.pci_bus_id = bus;
+  d.attributes = {
+      {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 1024},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, 49152},
+      {CU_DEVICE_ATTRIBUTE_WARP_SIZE, 32},
+      {CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK, 65536},
+      {CU_DEVICE_ATTRIBUTE_CLOCK_RATE, 1980000},
+      {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 132},
+      {CU_DEVICE_ATTRIBUTE_INTEGRATED, 0},
+      {CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, 1},
+      {CU_DEVICE_ATTRIBUTE_COMPUTE_MODE, 0},
+      {CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS, 1},
+      {CU_DEVICE_ATTRIBUTE_ECC_ENABLED, 1},
+      {CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, 0x18 + index},
+      {CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, 0},
+      {CU_DEVICE_ATTRIBUTE_TCC_DRIVER, 0},
+      {CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, 3201000},
+      {CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, 6144},
+      {CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, 62914560},
+      {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, 2048},
+      {CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT, 3},
+      {CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, 1},
+      {CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, 0},
+      {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 9},
+      {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0},
+      {CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED, 1},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, 233472},
+      {CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, 1},
+      {CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD, 0},
+      {CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED, 0},
+      {CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS, 0},
+      {CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, 1},
+      {CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM, 1},
+      {CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, 1},
+      {CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED, 1},
+      {CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES, 0},
+      {CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST, 0},
+      {CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED, 1},
+      {CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 1},
+      {CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, 1},
+      // The rest of what cudaGetDeviceProperties reads, as an H200 reports it.
+      {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X, 1024},
+      {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y, 1024},
+      {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z, 64},
+      {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, 2147483647},
+      {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y, 65535},
+      {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z, 65535},
+      {CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY, 65536},
+      {CU_DEVICE_ATTRIBUTE_MAX_PITCH, 2147483647},
+      {CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT, 512},
+      {CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT, 32},
+      {CU_DEVICE_ATTRIBUTE_SURFACE_ALIGNMENT, 512},
+      {CU_DEVICE_ATTRIBUTE_GPU_OVERLAP, 1},
+      {CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT, 0},
+      {CU_DEVICE_ATTRIBUTE_GLOBAL_L1_CACHE_SUPPORTED, 1},
+      {CU_DEVICE_ATTRIBUTE_LOCAL_L1_CACHE_SUPPORTED, 1},
+      {CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR, 65536},
+      {CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED, 1},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, 232448},
+      {CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR, 32},
+      {CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE, 47185920},
+      {CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE, 134213632},
+      {CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK, 1024},
+      {CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD_GROUP_ID, index},
+      {CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED, 1},
+      {CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED, 1},
+  };
+  return d;
+}
+
+FakeDevice tx1() {
+  FakeDevice d;
+  d.name = "NVIDIA Tegra X1";
+  d.cc_major = 5;
+  d.cc_minor = 3;
+  d.total_mem = 4052041728ull;
+  for (int i = 0; i < 16; ++i) d.uuid[i] = static_cast<unsigned char>(0xa0 + i);
+  d.pci_bus_id = "00000000:00:00.0";
+  d.attributes = {
+      {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 1024},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, 49152},
+      {CU_DEVICE_ATTRIBUTE_WARP_SIZE, 32},
+      {CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK, 32768},
+      {CU_DEVICE_ATTRIBUTE_CLOCK_RATE, 998400},
+      {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 2},
+      {CU_DEVICE_ATTRIBUTE_INTEGRATED, 1},
+      {CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, 1},
+      {CU_DEVICE_ATTRIBUTE_COMPUTE_MODE, 0},
+      {CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS, 1},
+      {CU_DEVICE_ATTRIBUTE_ECC_ENABLED, 0},
+      {CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, 0},
+      {CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, 0},
+      {CU_DEVICE_ATTRIBUTE_TCC_DRIVER, 0},
+      {CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, 13000},
+      {CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, 64},
+      {CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, 262144},
+      {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, 2048},
+      {CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT, 1},
+      {CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, 1},
+      {CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, 0},
+      {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 5},
+      {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 3},
+      {CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED, 1},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, 65536},
+      {CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, 1},
+      {CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD, 0},
+      {CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED, 0},
+      {CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS, 0},
+      {CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, 0},
+      {CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM, 0},
+      {CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, 1},
+      {CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED, 0},
+      {CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES, 0},
+      {CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST, 0},
+      {CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED, 0},
+      {CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 0},
+      {CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, 0},
+  };
+  return d;
+}
+
+FakeDevice a100_old() {
+  FakeDevice d = h200(0);
+  d.name = "NVIDIA A100-SXM4-40GB";
+  d.cc_major = 8;
+  d.cc_minor = 0;
+  d.total_mem = 42505273344ull;
+  d.attributes[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR] = 8;
+  d.attributes[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR] = 0;
+  d.attributes[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT] = 108;
+  // Attributes newer than this driver are unknown to it (CUDA_ERROR_INVALID_VALUE).
+  d.attributes.erase(CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH);
+  return d;
+}
+
+}  // namespace
+
+bool apply_profile(Engine& e, const std::string& name) {
+  std::vector<FakeDevice> devices;
+  int version = 13000;
+  bool stub = false;
+  bool no_device = false;
+  if (name == "discrete") {
+    devices = {h200(0)};
+  } else if (name == "tx1") {
+    devices = {tx1()};
+  } else if (name == "dual") {
+    devices = {h200(0), h200(1)};
+  } else if (name == "trio") {
+    devices = {h200(0), h200(1), h200(2)};  // device 2 has no peer-to-peer path to the others (see reset_state)
+  } else if (name == "none") {
+    no_device = true;
+  } else if (name == "stub") {
+    stub = true;
+  } else if (name == "old") {
+    version = 11080;
+    devices = {a100_old()};
+  } else {
+    return false;
+  }
+  // DRVSHIM_FAKE_CC=101: every device reports compute capability 10.1 (newer
+  // than NVRTC's targets, so runtime compilation takes the PTX + link path).
+  if (const char* cc = std::getenv("DRVSHIM_FAKE_CC"); cc != nullptr && std::atoi(cc) > 0) {
+    for (auto& d : devices) {
+      d.attributes[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR] = std::atoi(cc) / 10;
+      d.attributes[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR] = std::atoi(cc) % 10;
+    }
+  }
+  e.profile = name;
+  e.driver_version = version;
+  e.stub = stub;
+  e.no_device = no_device;
+  e.devices = std::move(devices);
+  return true;
+}
+
+}  // namespace drvshim::fake
