@@ -135,10 +135,10 @@ class StagedCopy {
   // its ring bytes; to the host: its bytes). Returns whether one landed.
   bool land() {
     if (landed_ == issued_ || !c_.events[landed_ % StagingCore::kMaxInFlight].ref().query()) return false;
-    landed_bytes_ = dma_end_[landed_ % StagingCore::kMaxInFlight];
+    const std::size_t landed_bytes = dma_end_[landed_ % StagingCore::kMaxInFlight];
     ++landed_;
     const StagingJob& j = job_;
-    job_.open_until.store(j.to_device ? std::min(j.bytes, landed_bytes_ + j.ring_bytes) : landed_bytes_, std::memory_order_release);
+    job_.open_until.store(j.to_device ? std::min(j.bytes, landed_bytes + j.ring_bytes) : landed_bytes, std::memory_order_release);
     return true;
   }
 
@@ -207,7 +207,7 @@ class StagedCopy {
   std::vector<std::size_t> ends_;  // to the host: where each DMA ends
   std::array<std::size_t, StagingCore::kMaxInFlight> dma_end_{};
   std::size_t issued_ = 0, landed_ = 0;  // DMAs
-  std::size_t landed_bytes_ = 0, sent_ = 0, emptied_ = 0, front_ = 0;
+  std::size_t sent_ = 0, emptied_ = 0, front_ = 0;
   bool queued_ = false;  // a DMA may be queued that nobody has waited for
 };
 
