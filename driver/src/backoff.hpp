@@ -10,8 +10,8 @@ namespace drvshim::detail {
 // Waiting for another thread of the same copy: spin briefly (the wait is
 // usually a few microseconds), then give the CPU away, since the thread
 // waited for may need this very CPU (a process restricted to fewer CPUs than
-// it has threads, or other work of the program). Spinning alone made a 256 MiB
-// staged copy on one allowed CPU four times slower than one thread.
+// it has threads, or other work of the program; spinning alone made staged
+// copies on one allowed CPU several times slower: docs/staging.md).
 class Backoff {
  public:
   void wait() noexcept {

@@ -19,7 +19,7 @@ namespace drvshim::detail {
 // for StagingOptions::spin (pausing, and after the first 0.3 ms yielding to
 // any other thread that wants the CPU), then sleep on a futex
 // (std::atomic::wait). Waking a sleeping helper took 50-100 µs on the H200
-// machine's VM (its virtual CPU halted), about a third of a 16 MiB copy.
+// machine's VM (its virtual CPU halted), a large part of a 16 MiB copy.
 // A copy wakes one sleeper, and each helper woken wakes two more: a wake-up
 // is a system call of a few microseconds there, which the conductor should
 // not make a dozen times before its first piece. A copy's first pieces are

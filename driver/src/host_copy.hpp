@@ -21,15 +21,11 @@ namespace drvshim::detail {
 //    and none is read before it is overwritten.
 //  - demote: ordinary stores, each line then pushed from this core's cache to
 //    the shared last-level cache (CLDEMOTE), where a DMA reads it without
-//    pulling it out of a core. On the H200 machine (Xeon, a 16-vCPU VM) this
-//    took 16 MiB copies to the device from 60-64 % of pinned speed with
-//    streaming stores (and ~50 % with ordinary ones) to 72-83 %.
-//  - plain: memcpy. For copies of 32 MiB and more it measured best both ways
-//    (256 MiB to the device: ~87 % against ~75 % with demote; lines that many
-//    leave the cache before their DMA reads them anyway).
-// Every variant fetches the source 4 KiB ahead (one thread copied a source
-// out of cache ~30 % faster with it there: its hardware prefetcher alone
-// keeps too few lines in flight).
+//    pulling it out of a core: the fastest way to the device below 32 MiB.
+//  - plain: memcpy. Best both ways from 32 MiB up: lines that many leave the
+//    cache before their DMA reads them anyway.
+// Every variant fetches the source 4 KiB ahead: a core's hardware prefetcher
+// alone keeps too few lines in flight. (Measurements: docs/staging.md.)
 enum class Kernel { plain, stream, demote };
 
 inline bool cpu_has_cldemote() noexcept {
@@ -103,9 +99,8 @@ constexpr std::size_t kStreamBelow = std::size_t{32} << 20;
 
 // The kernel for a copy: automatically, under kStreamBelow, demote to the
 // device where the CPU has CLDEMOTE (streaming stores elsewhere) and
-// streaming stores into the user's buffer to the host (16 MiB copies to the
-// host: 70-77 % of pinned speed with ordinary stores, 83-86 % streaming);
-// plain from there up.
+// streaming stores into the user's buffer to the host (no read for ownership
+// of lines that are only written); plain from there up.
 inline Kernel kernel_for(bool to_device, std::size_t bytes) noexcept {
   static const bool demote = cpu_has_cldemote();
   switch (stores_mode()) {

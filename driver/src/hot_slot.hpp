@@ -14,8 +14,8 @@ struct PoolEntry;
 // (returned ready at once), kept for its next acquire of that size class.
 // Parking a block there is a plain store and taking it back one exchange, so
 // a reuse on one thread skips the pool's lock, its free list and its
-// counters (two locked instructions and most of the ~25 ns a reuse cost on
-// the H200 machine). The block stays counted as in use by the pool's
+// counters (two locked instructions and most of what a reuse through the lock
+// costs: docs/staging.md). The block stays counted as in use by the pool's
 // counters; stats() moves hot blocks to "cached", and trim(), an acquire
 // that would otherwise allocate, and the pool's last handle take them back
 // with an exchange. Slots belong to the pool (freed with it); a thread finds

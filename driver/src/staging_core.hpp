@@ -28,13 +28,12 @@ struct StagingCore {
   PinnedPool pool;
   StagingOptions options;
   // Whether staging can beat the driver's own pageable path with this many
-  // threads, per direction. One thread copies pageable memory at 5-9 GB/s on
-  // the H200 machine; with the process restricted by taskset (2026-12-01, H200,
-  // bench_staging copies): 1 CPU never wins; 2 CPUs win to the host (1.2-1.9x
-  // the driver's path) but not always to the device (16 MiB: 0.9x); 4 CPUs
-  // (3 threads) win both ways (1.3-2.3x). Below these counts every copy goes
-  // straight to the driver. An explicit StagingOptions::threads is the
-  // caller's choice: it stages from two threads either way.
+  // threads, per direction (one thread copies pageable memory about as fast
+  // as the driver's path alone; with the process restricted to 1, 2 and 4
+  // CPUs, two threads did not always win to the device, three did both ways:
+  // docs/staging.md). Below these counts every copy goes straight to the
+  // driver. An explicit StagingOptions::threads is the caller's choice: it
+  // stages from two threads either way.
   static constexpr unsigned kThreadsToStageToDevice = 3;
   static constexpr unsigned kThreadsToStageToHost = 2;
   const bool stage_to_device;

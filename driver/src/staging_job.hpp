@@ -25,14 +25,12 @@ namespace drvshim::detail {
 // their DMA; to the host: its bytes have landed). DMAs are not tied to
 // pieces. To the device, each DMA takes everything copied in, in order, since
 // the last one: the bus starts after the first 64 KiB, and a DMA never waits
-// for the slowest of a dozen pieces of a big chunk (the first engine's
-// 4 MiB chunks left the bus idle for ~80 µs at a time, H200 timeline in
-// docs/staging.md). To the host the DMAs follow host_dma_ends().
+// for the slowest of a dozen pieces of a big chunk (which left the bus idle
+// between chunks: docs/staging.md). To the host the DMAs follow host_dma_ends().
 struct StagingJob {
   // Pieces stay small: the bytes copied in, in order, lag the pieces handed
-  // out by up to one piece per thread, and a 16 MiB copy to the device
-  // measured 83-84 % of pinned speed with 128 KiB pieces against 80-81 %
-  // with 256 KiB ones (paired runs on the H200 machine; larger copies the same).
+  // out by up to one piece per thread (128 KiB measured faster than 256 KiB:
+  // docs/staging.md).
   static constexpr std::size_t kPieceMax = std::size_t{128} << 10;
   // The conductor copies its pieces in slices this big and looks after the
   // DMAs between them (a whole piece can take 50 µs on a busy memory bus).
@@ -54,9 +52,8 @@ struct StagingJob {
   // Pieces of 64 KiB, one per thread, then kPieceMax; shrinking again to
   // 64 KiB over the last few. A piece is copied by one thread at 5-9 GB/s
   // (H200 machine), so the bytes copied in, in order, grow only as fast as
-  // one piece finishes, and small first pieces start the bus early (a 16 MiB
-  // copy's DMAs ran back to back only from ~60-90 µs with two pieces of each
-  // size up to 256 KiB). The final pieces, copied at the same time by
+  // one piece finishes, and small first pieces start the bus early. The
+  // final pieces, copied at the same time by
   // different threads, finish close together, so the last DMA (to the
   // device) or the work after the last landing (to the host) is small.
   void plan_pieces(std::size_t threads) {
