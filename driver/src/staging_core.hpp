@@ -1,0 +1,82 @@
+#pragma once
+// The shared state of a StagingEngine (staging_engine.hpp): its pool, options,
+// stream, events, crew and counters, and the choice between staging a copy
+// and handing it straight to the driver.
+#include <drvshim/event.hpp>
+#include <drvshim/pinned_pool.hpp>
+#include <drvshim/staging_engine.hpp>
+#include <drvshim/stream.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "copy_crew.hpp"
+#include "core.hpp"
+#include "cpu_budget.hpp"
+
+namespace drvshim::detail {
+
+bool host_is_page_locked(const DriverCore& core, const void* address);
+
+struct StagingCore {
+  // DMAs of one copy that may be queued at once (each with its own event).
+  static constexpr std::size_t kMaxInFlight = 8;
+
+  PinnedPool pool;
+  StagingOptions options;
+  // Whether staging can beat the driver's own pageable path with this many
+  // threads, per direction (one thread copies pageable memory about as fast
+  // as the driver's path alone; with the process restricted to 1, 2 and 4
+  // CPUs, two threads did not always win to the device, three did both ways:
+  // docs/staging.md). Below these counts every copy goes straight to the
+  // driver. An explicit StagingOptions::threads is the caller's choice: it
+  // stages from two threads either way.
+  static constexpr unsigned kThreadsToStageToDevice = 3;
+  static constexpr unsigned kThreadsToStageToHost = 2;
+  const bool stage_to_device;
+  const bool stage_to_host;
+  Stream stream;
+  std::mutex copy_mutex;      // one copy at a time: the ring, its events and the crew are per engine
+  std::vector<Event> events;  // kMaxInFlight, created at the first staged copy and kept
+  std::optional<Event> legacy_mark;  // recorded on the legacy stream by each synchronous copy
+  CopyCrew crew;
+  mutable std::mutex stats_mutex;
+  StagingStats stats;
+
+  StagingCore(const PinnedPool& p, const StagingOptions& o)
+      : pool(p),
+        options(resolved(o)),
+        stage_to_device(options.threads >= (o.threads != 0 ? kThreadsToStageToHost : kThreadsToStageToDevice)),
+        stage_to_host(options.threads >= kThreadsToStageToHost),
+        stream(Stream::create(p.context(), StreamFlags::non_blocking)),
+        crew(stage_to_device || stage_to_host ? options.threads - 1 : 0, options.spin) {}
+
+  // The thread count: asked for, or three quarters of the CPUs this process
+  // may use (its affinity mask and cgroup quota, not the machine's hardware
+  // threads), rounded up, at most 12; never more than those CPUs.
+  static StagingOptions resolved(StagingOptions o) {
+    const unsigned cpus = usable_cpus();
+    if (o.threads == 0) o.threads = std::clamp((cpus * 3 + 3) / 4, 1u, 12u);
+    o.threads = std::min(o.threads, cpus);
+    return o;
+  }
+
+  // Before any lock: in a forked child (a lock may be held by a thread that
+  // is not there) and inside a host function, the engine is refused.
+  void ensure_usable(const char* api) const { pool.context().device().core()->ensure_usable(api); }
+
+  // Whether this copy goes straight to the driver, and counts it.
+  bool direct(const void* host, std::size_t bytes, bool to_device) {
+    bool go_direct = !(to_device ? stage_to_device : stage_to_host) || bytes < options.direct_below;
+    if (!go_direct) go_direct = host_is_page_locked(*pool.context().device().core(), host);
+    std::lock_guard<std::mutex> lock(stats_mutex);
+    ++(go_direct ? stats.direct_copies : stats.staged_copies);
+    if (!go_direct) stats.bytes_staged += bytes;
+    return go_direct;
+  }
+};
+
+}  // namespace drvshim::detail

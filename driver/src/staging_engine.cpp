@@ -1,0 +1,157 @@
+// StagingEngine (staging_engine.hpp): checks its arguments, sends small and
+// page-locked copies straight to the driver, and stages the rest
+// (staged_copy.cpp), one copy at a time per engine.
+#include <drvshim/error.hpp>
+#include <drvshim/memory.hpp>
+#include <drvshim/pinned_pool.hpp>
+#include <drvshim/staging_engine.hpp>
+#include <drvshim/stream.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <span>
+
+#include "log_internal.hpp"
+#include "pool_core.hpp"
+#include "ring_plan.hpp"
+#include "staged_copy.hpp"
+#include "staging_core.hpp"
+
+namespace drvshim {
+namespace detail {
+namespace {
+
+// An engine serves the context of its pool: its stream, its ordering after
+// that context's legacy default stream and its events all live there. Memory
+// or a stream of another context (another device) would be copied on the
+// wrong device's stream and ordered after the wrong device's work.
+void check_engine_context(const char* api, const StagingCore& c, const ContextRef& memory, const StreamRef* stream) {
+  const ContextRef& own = c.pool.context();
+  const ContextRef* other = memory.address() != own.address() ? &memory
+                            : (stream != nullptr && stream->context().address() != own.address()) ? &stream->context()
+                                                                                                  : nullptr;
+  if (other == nullptr) return;
+  throw InvalidArgumentError(
+      api,
+      fmt::format("the {} is in context 0x{:x} on device {}; this engine's pool serves context 0x{:x} on device {}",
+                  other == &memory ? "device memory" : "stream", other->address(), other->device().ordinal(),
+                  own.address(), own.device().ordinal()),
+      "use one PinnedPool and StagingEngine per context (per device); plain copies (drvshim::copy) work with any "
+      "context");
+}
+
+void check_sizes(const char* api, std::size_t dst, std::size_t src) {
+  if (dst != src) {
+    throw InvalidArgumentError(api, fmt::format("destination has {} bytes, source {}", dst, src),
+                               "pass spans of the same size");
+  }
+}
+
+}  // namespace
+
+}  // namespace detail
+
+StagingEngine::StagingEngine(const PinnedPool& pool, StagingOptions options) {
+  if (options.depth == 1 || options.threads > 64 || (options.chunk_bytes != 0 && options.chunk_bytes < (64 << 10)) ||
+      options.spin.count() < 0) {
+    throw InvalidArgumentError(
+        "StagingEngine",
+        fmt::format("chunk_bytes {}, depth {}, threads {}, spin {} µs", options.chunk_bytes, options.depth, options.threads,
+                    options.spin.count()),
+        "use chunk_bytes of 0 (automatic) or at least 65536, a depth of 0 (automatic) or at least 2, 0 (automatic) to 64 "
+        "threads, and a spin of 0 or more");
+  }
+  core_ = std::make_shared<detail::StagingCore>(pool, options);
+}
+
+const StagingOptions& StagingEngine::options() const noexcept { return core_->options; }
+const PinnedPool& StagingEngine::pool() const noexcept { return core_->pool; }
+
+StagingStats StagingEngine::stats() const {
+  core_->ensure_usable("StagingEngine::stats");
+  std::lock_guard<std::mutex> lock(core_->stats_mutex);
+  return core_->stats;
+}
+
+void StagingEngine::copy_to_device(DeviceSpan<std::byte> dst, std::span<const std::byte> src) const {
+  detail::check_sizes("StagingEngine::copy_to_device", dst.size_bytes(), src.size());
+  detail::check_engine_context("StagingEngine::copy_to_device", *core_, dst.context(), nullptr);
+  auto& c = *core_;
+  c.ensure_usable("StagingEngine::copy_to_device");
+  if (src.empty()) return;
+  if (c.direct(src.data(), src.size(), true)) return copy(dst, src);
+  std::lock_guard<std::mutex> lock(c.copy_mutex);
+  detail::stage_to_device(c, dst, src, c.stream.ref(), true);
+}
+
+void StagingEngine::copy_to_host(std::span<std::byte> dst, DeviceSpan<const std::byte> src) const {
+  detail::check_sizes("StagingEngine::copy_to_host", dst.size(), src.size_bytes());
+  detail::check_engine_context("StagingEngine::copy_to_host", *core_, src.context(), nullptr);
+  auto& c = *core_;
+  c.ensure_usable("StagingEngine::copy_to_host");
+  if (dst.empty()) return;
+  if (c.direct(dst.data(), dst.size(), false)) return copy(dst, src);
+  std::lock_guard<std::mutex> lock(c.copy_mutex);
+  detail::stage_to_host(c, dst, src, c.stream.ref());
+}
+
+void StagingEngine::copy_to_device_async(DeviceSpan<std::byte> dst, std::span<const std::byte> src,
+                                         const StreamRef& stream) const {
+  detail::check_sizes("StagingEngine::copy_to_device_async", dst.size_bytes(), src.size());
+  detail::check_engine_context("StagingEngine::copy_to_device_async", *core_, dst.context(), &stream);
+  auto& c = *core_;
+  c.ensure_usable("StagingEngine::copy_to_device_async");
+  if (src.empty()) return;
+  if (c.direct(src.data(), src.size(), true)) {
+    // The driver's own pageable path is synchronous for the source, like this form promises.
+    return copy_async(stream, dst, src);
+  }
+  std::lock_guard<std::mutex> lock(c.copy_mutex);
+  detail::stage_to_device(c, dst, src, stream, false);
+}
+
+void StagingEngine::copy_to_host_async(std::span<std::byte> dst, DeviceSpan<const std::byte> src,
+                                       const StreamRef& stream) const {
+  detail::check_sizes("StagingEngine::copy_to_host_async", dst.size(), src.size_bytes());
+  detail::check_engine_context("StagingEngine::copy_to_host_async", *core_, src.context(), &stream);
+  auto& c = *core_;
+  c.ensure_usable("StagingEngine::copy_to_host_async");
+  if (dst.empty()) return;
+  if (c.direct(dst.data(), dst.size(), false)) return copy_async(stream, dst, src);
+  // Stream-ordered: each chunk's DMA into a staging block, then a host
+  // function on the same stream copying it out and returning the block (no
+  // driver call inside: host functions must not make any). Stream order makes
+  // a block reusable once its host function has run.
+  const std::size_t chunk = detail::ring_for(c.options, dst.size()).top;
+  // The chunk being queued: its DMA may be queued although its host function
+  // is not, so its block must not go back to the pool before the stream has
+  // passed that DMA.
+  std::shared_ptr<PinnedBlock> block;
+  try {
+    for (std::size_t offset = 0; offset < dst.size(); offset += chunk) {
+      const std::size_t n = std::min(chunk, dst.size() - offset);
+      block = std::make_shared<PinnedBlock>(c.pool.acquire(n));
+      copy_async(stream, std::span<std::byte>(block->data(), n), src.subspan(offset, n));
+      std::byte* out = dst.data() + offset;
+      stream.launch_host_func([block, out, n] {
+        std::memcpy(out, block->data(), n);
+        detail::PoolCore::release_in_host_func(*block);
+      });
+    }
+  } catch (...) {
+    // Wait for the stream before reporting: the queued DMAs land before their
+    // blocks are reused, and no host function of this call writes into `dst`
+    // after it returned (its contents are then unspecified). The wait's own
+    // error is dropped: the first one is on its way.
+    try {
+      stream.synchronize();
+    } catch (...) {
+    }
+    throw;
+  }
+}
+
+}  // namespace drvshim
