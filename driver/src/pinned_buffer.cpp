@@ -6,23 +6,17 @@
 #include "context_scope.hpp"
 #include "core.hpp"
 #include "core_of.hpp"
-#include "flags_text.hpp"
 #include "log_internal.hpp"
 #include "memory_errors.hpp"
 
 namespace drvshim {
-
-std::string to_string(HostAllocFlags flags) {
-  return detail::flags_text(static_cast<unsigned>(flags),
-                            {{0x1, "portable"}, {0x2, "device_map"}, {0x4, "write_combined"}});
-}
 
 PinnedBuffer::PinnedBuffer(ContextRef context, void* data, std::size_t bytes, HostAllocFlags flags) noexcept
     : context_(std::move(context)), data_(data), bytes_(bytes), flags_(flags) {}
 
 PinnedBuffer PinnedBuffer::allocate(const ContextRef& context, std::size_t bytes, HostAllocFlags flags) {
   detail::require_bytes("PinnedBuffer::allocate", bytes);
-  if ((static_cast<unsigned>(flags) & ~0x7u) != 0) {
+  if ((static_cast<unsigned>(flags) & ~known_flag_bits<HostAllocFlags>()) != 0) {
     throw InvalidArgumentError("PinnedBuffer::allocate", fmt::format("unknown flag bits in {}", to_string(flags)),
                                "use HostAllocFlags::portable, device_map and write_combined");
   }

@@ -6,16 +6,10 @@
 #include "context_scope.hpp"
 #include "core.hpp"
 #include "core_of.hpp"
-#include "flags_text.hpp"
 #include "log_internal.hpp"
 #include "memory_errors.hpp"
 
 namespace drvshim {
-
-std::string to_string(HostRegisterFlags flags) {
-  return detail::flags_text(static_cast<unsigned>(flags),
-                            {{0x1, "portable"}, {0x2, "device_map"}, {0x4, "io_memory"}, {0x8, "read_only"}});
-}
 
 RegisteredRange::RegisteredRange(ContextRef context, void* data, std::size_t bytes, HostRegisterFlags flags) noexcept
     : context_(std::move(context)), data_(data), bytes_(bytes), flags_(flags) {}
@@ -28,7 +22,7 @@ RegisteredRange RegisteredRange::register_range(const ContextRef& context, void*
     throw InvalidArgumentError(api, "a range of 0 bytes cannot be registered",
                                "register at least one byte; the driver itself answers CUDA_ERROR_INVALID_VALUE");
   }
-  if ((static_cast<unsigned>(flags) & ~0xFu) != 0) {
+  if ((static_cast<unsigned>(flags) & ~known_flag_bits<HostRegisterFlags>()) != 0) {
     throw InvalidArgumentError(api, fmt::format("unknown flag bits in {}", to_string(flags)));
   }
   const Device& dev = context.device();

@@ -1,10 +1,9 @@
 #pragma once
 /// @file memory_flags.hpp
 /// The typed flags of page-locked host memory: cuMemHostAlloc's
-/// (HostAllocFlags) and cuMemHostRegister's (HostRegisterFlags).
-#include <drvshim/export.hpp>
-
-#include <string>
+/// (HostAllocFlags) and cuMemHostRegister's (HostRegisterFlags); `|`, `&`,
+/// has() and to_string() come from flags.hpp.
+#include <drvshim/flags.hpp>
 
 namespace drvshim {
 
@@ -15,14 +14,12 @@ enum class HostAllocFlags : unsigned {
   device_map = 0x2,      ///< mapped into the device address space (zero-copy)
   write_combined = 0x4,  ///< write-combined: fast for the device to read, very slow for the host to read
 };
-constexpr HostAllocFlags operator|(HostAllocFlags a, HostAllocFlags b) noexcept {
-  return static_cast<HostAllocFlags>(static_cast<unsigned>(a) | static_cast<unsigned>(b));
-}
-constexpr bool has(HostAllocFlags set, HostAllocFlags flag) noexcept {
-  return (static_cast<unsigned>(set) & static_cast<unsigned>(flag)) != 0;
-}
-/// "portable|device_map", or "none".
-DRVSHIM_API std::string to_string(HostAllocFlags flags);
+template <>
+struct FlagTraits<HostAllocFlags> {
+  static constexpr FlagName names[] = {{0x1, "portable"}, {0x2, "device_map"}, {0x4, "write_combined"}};
+  static constexpr unsigned zero_mask = ~0u;
+  static constexpr const char* zero_name = "none";
+};
 
 /// Flags of cuMemHostRegister (CU_MEMHOSTREGISTER_*).
 enum class HostRegisterFlags : unsigned {
@@ -32,13 +29,11 @@ enum class HostRegisterFlags : unsigned {
   io_memory = 0x4,
   read_only = 0x8,
 };
-constexpr HostRegisterFlags operator|(HostRegisterFlags a, HostRegisterFlags b) noexcept {
-  return static_cast<HostRegisterFlags>(static_cast<unsigned>(a) | static_cast<unsigned>(b));
-}
-constexpr bool has(HostRegisterFlags set, HostRegisterFlags flag) noexcept {
-  return (static_cast<unsigned>(set) & static_cast<unsigned>(flag)) != 0;
-}
-/// "portable|device_map", or "none".
-DRVSHIM_API std::string to_string(HostRegisterFlags flags);
+template <>
+struct FlagTraits<HostRegisterFlags> {
+  static constexpr FlagName names[] = {{0x1, "portable"}, {0x2, "device_map"}, {0x4, "io_memory"}, {0x8, "read_only"}};
+  static constexpr unsigned zero_mask = ~0u;
+  static constexpr const char* zero_name = "none";
+};
 
 }  // namespace drvshim
