@@ -114,26 +114,6 @@ std::string HostMappingSummary::verdict() const {
   return out;
 }
 
-std::string to_string(ContextFlags flags) {
-  const unsigned bits = static_cast<unsigned>(flags);
-  static constexpr std::pair<unsigned, const char*> kNames[] = {
-      {0x01, "sched_spin"}, {0x02, "sched_yield"}, {0x04, "sched_blocking_sync"}, {0x08, "map_host"},
-      {0x10, "lmem_resize_to_max"}, {0x20, "coredump_enable"}, {0x40, "user_coredump_enable"},
-      {0x80, "sync_memops"}};
-  std::string out;
-  unsigned known = 0;
-  for (const auto& [bit, name] : kNames) {
-    known |= bit;
-    if ((bits & bit) != 0) {
-      if (!out.empty()) out += '|';
-      out += name;
-    }
-  }
-  if ((bits & 0x07) == 0) out = out.empty() ? "sched_auto" : "sched_auto|" + out;
-  if ((bits & ~known) != 0) out += fmt::format("{}0x{:x}", out.empty() ? "" : "|", bits & ~known);
-  return out;
-}
-
 Device Driver::device(int ordinal) const {
   const int count = device_count();
   if (ordinal < 0 || ordinal >= count) {

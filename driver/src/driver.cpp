@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "core.hpp"
+#include "dl_open.hpp"
 #include "env.hpp"
 #include "log_internal.hpp"
 #include "trace_internal.hpp"
@@ -206,22 +207,6 @@ namespace {
 
 std::string version_text(int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); }
 
-std::string dl_error_text() {
-  const char* e = dlerror();
-  return e != nullptr ? std::string(e) : std::string("unknown dlopen error");
-}
-
-std::string real_path_of(void* handle, const std::string& fallback) {
-  link_map* map = nullptr;
-  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name != nullptr &&
-      *map->l_name != '\0') {
-    char resolved[PATH_MAX];
-    if (realpath(map->l_name, resolved) != nullptr) return resolved;
-    return map->l_name;
-  }
-  return fallback;
-}
-
 template <class Fn>
 Fn symbol(void* handle, const char* name) {
   void* p = dlsym(handle, name);
@@ -307,21 +292,14 @@ Driver Driver::load(const LoadOptions& options) {
   auto core = std::make_shared<DriverCore>();
   core->fork_generation = current_fork_generation();
   std::vector<std::string> errors;
-  for (const auto& path : candidates) {
-    dlerror();
-    void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (h != nullptr) {
-      core->handle = h;
-      core->requested_path = path;
-      break;
-    }
-    errors.push_back(dl_error_text());
-  }
+  auto opened = dlopen_first(candidates, errors);
+  core->handle = opened.handle;
+  core->requested_path = std::move(opened.path);
   if (core->handle == nullptr) {
     trace::mark("load-failed", fmt::format("tried {} path(s)", candidates.size()));
     throw DriverNotFoundError(candidates, errors);
   }
-  core->loaded_path = real_path_of(core->handle, core->requested_path);
+  core->loaded_path = loaded_file(core->handle, core->requested_path);
   if (env::flag("DRVSHIM_SYNC_EACH_OP", false)) {
     core->sync_each_op = true;
     logf(log::Level::warn, "DRVSHIM_SYNC_EACH_OP=1: every submitted operation is followed by a synchronisation");

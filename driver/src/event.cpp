@@ -5,7 +5,7 @@
 
 #include "context_scope.hpp"
 #include "core.hpp"
-#include "flags_text.hpp"
+#include "core_of.hpp"
 #include "log_internal.hpp"
 #include "view_checks.hpp"
 
@@ -23,14 +23,9 @@ struct EventState {
 namespace {
 
 CUevent native_event(std::uintptr_t h) noexcept { return reinterpret_cast<CUevent>(h); }
-const detail::DriverCore& core_of(const ContextRef& ctx) noexcept { return *ctx.device().core(); }
+using detail::core_of;
 
 }  // namespace
-
-std::string to_string(EventFlags flags) {
-  return detail::flags_text(static_cast<unsigned>(flags),
-                            {{0x1, "blocking_sync"}, {0x2, "disable_timing"}, {0x4, "interprocess"}});
-}
 
 std::uintptr_t EventRef::native() const noexcept { return state_->handle; }
 EventFlags EventRef::flags() const noexcept { return state_->flags; }
@@ -130,7 +125,7 @@ Event Event::create(const ContextRef& context, EventFlags flags) {
     throw InvalidArgumentError("Event::create", "an interprocess event must also disable timing",
                                "use EventFlags::interprocess | EventFlags::disable_timing");
   }
-  if ((static_cast<unsigned>(flags) & ~0x7u) != 0) {
+  if ((static_cast<unsigned>(flags) & ~known_flag_bits<EventFlags>()) != 0) {
     throw InvalidArgumentError("Event::create", fmt::format("unknown flag bits 0x{:x}", static_cast<unsigned>(flags)));
   }
   const auto& core = core_of(context);

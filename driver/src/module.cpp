@@ -12,6 +12,7 @@
 
 #include "context_scope.hpp"
 #include "core.hpp"
+#include "core_of.hpp"
 #include "jit_capture.hpp"
 #include "log_internal.hpp"
 #include "trace_internal.hpp"
@@ -20,7 +21,7 @@
 namespace drvshim {
 namespace {
 
-const detail::DriverCore& core_of(const ContextRef& ctx) noexcept { return *ctx.device().core(); }
+using detail::core_of;
 CUfunction fn(const Kernel& k) noexcept { return reinterpret_cast<CUfunction>(k.native()); }
 CUmodule mod(std::uintptr_t h) noexcept { return reinterpret_cast<CUmodule>(h); }
 

@@ -1,5 +1,6 @@
 // Several GPUs: the link between two devices, peer access as an owned step,
 // and copies between the memory of two contexts (docs/DESIGN.md, "Several GPUs").
+#include <drvshim/copy.hpp>
 #include <drvshim/peer.hpp>
 
 #include <pthread.h>

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "dl_open.hpp"
 #include "env.hpp"
 #include "nvrtc_functions.hpp"
 #include "nvrtc_internal.hpp"
@@ -40,28 +41,6 @@ struct NvrtcCore {
 };
 
 namespace {
-
-std::string path_of(void* handle, const std::string& fallback) {
-  link_map* map = nullptr;
-  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name != nullptr && *map->l_name != '\0') {
-    char resolved[PATH_MAX];
-    return realpath(map->l_name, resolved) != nullptr ? std::string(resolved) : std::string(map->l_name);
-  }
-  return fallback;
-}
-
-void* open_first(const std::vector<std::string>& candidates, std::string& opened, std::vector<std::string>& errors) {
-  for (const auto& path : candidates) {
-    dlerror();
-    if (void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) {
-      opened = path;
-      return h;
-    }
-    const char* e = dlerror();
-    errors.emplace_back(e != nullptr ? e : "unknown dlopen error");
-  }
-  return nullptr;
-}
 
 bool has_file(const std::string& path) { return access(path.c_str(), R_OK) == 0; }
 
@@ -258,9 +237,11 @@ Nvrtc Nvrtc::load(const NvrtcLoadOptions& options) {
   const std::vector<std::string> candidates = detail::nvrtc_candidates(options);
   auto core = std::make_shared<detail::NvrtcCore>();
   std::vector<std::string> errors;
-  core->handle = detail::open_first(candidates, core->requested_path, errors);
-  if (core->handle == nullptr) throw NvrtcNotFoundError("NVRTC", candidates, errors);
-  core->loaded_path = detail::path_of(core->handle, core->requested_path);
+  auto opened = detail::dlopen_first(candidates, errors);
+  if (opened.handle == nullptr) throw NvrtcNotFoundError("NVRTC", candidates, errors);
+  core->handle = opened.handle;
+  core->requested_path = std::move(opened.path);
+  core->loaded_path = detail::loaded_file(core->handle, core->requested_path);
 
   std::vector<std::string> missing;
 #define DRVSHIM_X(name, need)                                                     \
@@ -290,10 +271,12 @@ Nvrtc Nvrtc::load(const NvrtcLoadOptions& options) {
   const std::string builtins = fmt::format("libnvrtc-builtins.so.{}.{}", core->major, core->minor);
   std::vector<std::string> builtin_candidates = {builtins, dir + builtins};
   std::vector<std::string> builtin_errors;
-  std::string opened;
-  core->builtins = detail::open_first(builtin_candidates, opened, builtin_errors);
-  if (core->builtins == nullptr) throw NvrtcNotFoundError("NVRTC's builtins library", builtin_candidates, builtin_errors);
-  core->builtins_path = detail::path_of(core->builtins, opened);
+  const auto builtins_lib = detail::dlopen_first(builtin_candidates, builtin_errors);
+  if (builtins_lib.handle == nullptr) {
+    throw NvrtcNotFoundError("NVRTC's builtins library", builtin_candidates, builtin_errors);
+  }
+  core->builtins = builtins_lib.handle;
+  core->builtins_path = detail::loaded_file(core->builtins, builtins_lib.path);
   core->cuda_include = detail::find_cuda_include(core->loaded_path);
   return Nvrtc(std::move(core));
 }

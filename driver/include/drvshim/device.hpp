@@ -3,6 +3,7 @@
 /// Devices: identity, attributes as tri-state values, the host-mapping
 /// capability summary, and the primary context's state and flags.
 #include <drvshim/export.hpp>
+#include <drvshim/flags.hpp>
 
 #include <array>
 #include <cstdint>
@@ -135,11 +136,17 @@ enum class ContextFlags : unsigned {
   user_coredump_enable = 0x40,
   sync_memops = 0x80,
 };
-constexpr ContextFlags operator|(ContextFlags a, ContextFlags b) noexcept {
-  return static_cast<ContextFlags>(static_cast<unsigned>(a) | static_cast<unsigned>(b));
-}
-/// The flags in symbolic form: "sched_blocking_sync|map_host", or "sched_auto".
-DRVSHIM_API std::string to_string(ContextFlags flags);
+/// to_string() names the scheduling field even when it is empty:
+/// "sched_auto|map_host", "sched_blocking_sync", "sched_auto".
+template <>
+struct FlagTraits<ContextFlags> {
+  static constexpr FlagName names[] = {
+      {0x01, "sched_spin"},         {0x02, "sched_yield"},     {0x04, "sched_blocking_sync"},
+      {0x08, "map_host"},           {0x10, "lmem_resize_to_max"}, {0x20, "coredump_enable"},
+      {0x40, "user_coredump_enable"}, {0x80, "sync_memops"}};
+  static constexpr unsigned zero_mask = 0x07;  // the scheduling policy
+  static constexpr const char* zero_name = "sched_auto";
+};
 
 /// The primary context's state, as cuDevicePrimaryCtxGetState reports it;
 /// reading it never creates the context.

@@ -4,6 +4,7 @@
 /// view (EventRef), elapsed time as std::chrono durations, and a small timer.
 #include <drvshim/context.hpp>
 #include <drvshim/export.hpp>
+#include <drvshim/flags.hpp>
 #include <drvshim/stream.hpp>
 
 #include <chrono>
@@ -24,14 +25,12 @@ enum class EventFlags : unsigned {
   disable_timing = 0x2,  ///< no timestamps: cheaper, but elapsed() refuses it
   interprocess = 0x4,    ///< shareable between processes; needs disable_timing
 };
-constexpr EventFlags operator|(EventFlags a, EventFlags b) noexcept {
-  return static_cast<EventFlags>(static_cast<unsigned>(a) | static_cast<unsigned>(b));
-}
-constexpr bool has(EventFlags set, EventFlags flag) noexcept {
-  return (static_cast<unsigned>(set) & static_cast<unsigned>(flag)) != 0;
-}
-/// "blocking_sync|disable_timing", or "none".
-DRVSHIM_API std::string to_string(EventFlags flags);
+template <>
+struct FlagTraits<EventFlags> {
+  static constexpr FlagName names[] = {{0x1, "blocking_sync"}, {0x2, "disable_timing"}, {0x4, "interprocess"}};
+  static constexpr unsigned zero_mask = ~0u;
+  static constexpr const char* zero_name = "none";
+};
 
 /// Milliseconds as the driver measures them (about half a microsecond resolution).
 using Milliseconds = std::chrono::duration<double, std::milli>;

@@ -7,7 +7,7 @@
 /// parameter layout before the driver sees them, and a raw launch.
 #include <drvshim/context.hpp>
 #include <drvshim/export.hpp>
-#include <drvshim/memory.hpp>
+#include <drvshim/device_span.hpp>
 #include <drvshim/stream.hpp>
 
 #include <array>

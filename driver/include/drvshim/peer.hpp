@@ -13,7 +13,7 @@
 #include <drvshim/device.hpp>
 #include <drvshim/error.hpp>
 #include <drvshim/export.hpp>
-#include <drvshim/memory.hpp>
+#include <drvshim/device_span.hpp>
 #include <drvshim/stream.hpp>
 
 #include <cstdint>

@@ -5,6 +5,7 @@
 /// explicit, named values.
 #include <drvshim/context.hpp>
 #include <drvshim/export.hpp>
+#include <drvshim/flags.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -25,6 +26,12 @@ enum class StreamStatus {
 enum class StreamFlags : unsigned {
   blocking = 0x0,      ///< synchronises with the legacy default stream (CU_STREAM_DEFAULT)
   non_blocking = 0x1,  ///< does not (CU_STREAM_NON_BLOCKING)
+};
+template <>
+struct FlagTraits<StreamFlags> {
+  static constexpr FlagName names[] = {{0x1, "non_blocking"}};
+  static constexpr unsigned zero_mask = ~0u;
+  static constexpr const char* zero_name = "blocking";
 };
 
 /// The valid priority range of a context's device: lower numbers are higher

@@ -1,0 +1,143 @@
+#pragma once
+/// @file copy.hpp
+/// Copies and fills of device memory, synchronous and on a stream: typed
+/// (between DeviceSpans and host spans) and 2D (pitched rows).
+///
+/// Synchronous forms return when the copy is complete (cuMemcpy*).
+/// Asynchronous forms queue it on `stream` (cuMemcpy*Async): the host memory
+/// must stay valid and unchanged until the stream reaches the copy; it is
+/// truly asynchronous only for page-locked host memory. Every operation makes
+/// the memory's context current for the call (docs/DESIGN.md, "context policy").
+#include <drvshim/context.hpp>
+#include <drvshim/device_span.hpp>
+#include <drvshim/export.hpp>
+#include <drvshim/stream.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace drvshim {
+
+namespace detail {
+// The untyped operations behind the typed templates below. `stream` is null
+// for the synchronous forms.
+DRVSHIM_API void copy_to_device(const ContextRef& ctx, DevicePtr dst, std::size_t dst_bytes, std::uint64_t dst_id,
+                                const void* src, std::size_t bytes, const StreamRef* stream);
+DRVSHIM_API void copy_to_host(const ContextRef& ctx, void* dst, std::size_t dst_bytes, DevicePtr src,
+                              std::size_t bytes, std::uint64_t src_id, const StreamRef* stream);
+DRVSHIM_API void copy_device_to_device(const ContextRef& ctx, DevicePtr dst, std::size_t dst_bytes,
+                                       std::uint64_t dst_id, DevicePtr src, std::size_t bytes, std::uint64_t src_id,
+                                       const StreamRef* stream);
+// Device to device between two contexts (usually two devices) through
+// unified addressing; defined with the peer copies (peer.cpp).
+DRVSHIM_API void copy_across_contexts(const ContextRef& dst_ctx, DevicePtr dst, std::size_t dst_bytes,
+                                      std::uint64_t dst_id, const ContextRef& src_ctx, DevicePtr src,
+                                      std::size_t bytes, std::uint64_t src_id, const StreamRef* stream);
+DRVSHIM_API void fill_device(const ContextRef& ctx, DevicePtr dst, std::size_t count, std::size_t element_size,
+                             std::uint32_t pattern, std::uint64_t id, const StreamRef* stream);
+}  // namespace detail
+
+// ---- typed copies and fills -------------------------------------------------------------
+// Each copies src.size() elements and throws InvalidArgumentError, before
+// calling the driver, when dst is smaller.
+
+/// Host to device, synchronous.
+template <class T>
+void copy(DeviceSpan<T> dst, std::span<const T> src) {
+  detail::copy_to_device(dst.context(), dst.address(), dst.size_bytes(), dst.owner_id(), src.data(), src.size_bytes(),
+                         nullptr);
+}
+/// Device to host, synchronous.
+template <class T>
+void copy(std::span<T> dst, DeviceSpan<const T> src) {
+  detail::copy_to_host(src.context(), dst.data(), dst.size_bytes(), src.address(), src.size_bytes(), src.owner_id(),
+                       nullptr);
+}
+/// Device to device, synchronous (with respect to the host for the copy's completion).
+/// Between two contexts (two devices: a unified-address copy) both devices
+/// must have unified addressing (InvalidArgumentError otherwise, naming
+/// copy_peer, which needs none); dst's context is made current.
+template <class T>
+void copy(DeviceSpan<T> dst, DeviceSpan<const T> src) {
+  if (dst.context().address() != src.context().address()) {
+    return detail::copy_across_contexts(dst.context(), dst.address(), dst.size_bytes(), dst.owner_id(), src.context(),
+                                        src.address(), src.size_bytes(), src.owner_id(), nullptr);
+  }
+  detail::copy_device_to_device(dst.context(), dst.address(), dst.size_bytes(), dst.owner_id(), src.address(),
+                                src.size_bytes(), src.owner_id(), nullptr);
+}
+/// Host to device on a stream.
+template <class T>
+void copy_async(const StreamRef& stream, DeviceSpan<T> dst, std::span<const T> src) {
+  detail::copy_to_device(dst.context(), dst.address(), dst.size_bytes(), dst.owner_id(), src.data(), src.size_bytes(),
+                         &stream);
+}
+/// Device to host on a stream.
+template <class T>
+void copy_async(const StreamRef& stream, std::span<T> dst, DeviceSpan<const T> src) {
+  detail::copy_to_host(src.context(), dst.data(), dst.size_bytes(), src.address(), src.size_bytes(), src.owner_id(),
+                       &stream);
+}
+/// Device to device on a stream. Between two contexts (see copy() above) the
+/// stream must belong to one of them (InvalidArgumentError otherwise).
+template <class T>
+void copy_async(const StreamRef& stream, DeviceSpan<T> dst, DeviceSpan<const T> src) {
+  if (dst.context().address() != src.context().address()) {
+    return detail::copy_across_contexts(dst.context(), dst.address(), dst.size_bytes(), dst.owner_id(), src.context(),
+                                        src.address(), src.size_bytes(), src.owner_id(), &stream);
+  }
+  detail::copy_device_to_device(dst.context(), dst.address(), dst.size_bytes(), dst.owner_id(), src.address(),
+                                src.size_bytes(), src.owner_id(), &stream);
+}
+
+/// Sets every element to `value` with cuMemsetD8/D16/D32 (by sizeof(T): 1, 2 or 4).
+template <class T>
+void fill(DeviceSpan<T> dst, T value) {
+  static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4, "fill works on 8-, 16- and 32-bit elements");
+  std::uint32_t pattern = 0;
+  __builtin_memcpy(&pattern, &value, sizeof(T));
+  detail::fill_device(dst.context(), dst.address(), dst.size(), sizeof(T), pattern, dst.owner_id(), nullptr);
+}
+/// fill() on a stream (cuMemsetD*Async).
+template <class T>
+void fill_async(const StreamRef& stream, DeviceSpan<T> dst, T value) {
+  static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4, "fill works on 8-, 16- and 32-bit elements");
+  std::uint32_t pattern = 0;
+  __builtin_memcpy(&pattern, &value, sizeof(T));
+  detail::fill_device(dst.context(), dst.address(), dst.size(), sizeof(T), pattern, dst.owner_id(), &stream);
+}
+
+// ---- 2D copies and fills ------------------------------------------------------------------
+
+/// Where one side of a 2D copy lives.
+enum class MemorySide {
+  host,    ///< host memory (pageable or page-locked)
+  device,  ///< device memory
+  unified, ///< either: the driver decides from the address (unified addressing)
+};
+
+/// A 2D copy (cuMemcpy2D): `height` rows of `width_bytes`, rows `src_pitch`
+/// and `dst_pitch` bytes apart.
+struct Copy2D {
+  const void* src = nullptr;
+  std::size_t src_pitch = 0;
+  MemorySide src_side = MemorySide::unified;
+  void* dst = nullptr;
+  std::size_t dst_pitch = 0;
+  MemorySide dst_side = MemorySide::unified;
+  std::size_t width_bytes = 0;
+  std::size_t height = 0;
+};
+
+/// cuMemCpy2D in `context`, or cuMemcpy2DAsync on `stream`. Throws
+/// InvalidArgumentError, before calling the driver, when a pitch is smaller
+/// than the width or a pointer is null; CudaError for what the driver refuses.
+DRVSHIM_API void copy_2d(const ContextRef& context, const Copy2D& copy, const StreamRef* stream = nullptr);
+
+/// cuMemsetD2D8 (or its Async form on `stream`): sets `height` rows of
+/// `width_bytes` bytes, `pitch` bytes apart, to `value`.
+DRVSHIM_API void fill_2d(const ContextRef& context, DevicePtr dst, std::size_t pitch, std::uint8_t value,
+                         std::size_t width_bytes, std::size_t height, const StreamRef* stream = nullptr);
+
+}  // namespace drvshim

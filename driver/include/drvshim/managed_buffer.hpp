@@ -1,0 +1,77 @@
+#pragma once
+/// @file managed_buffer.hpp
+/// Managed (unified) memory from cuMemAllocManaged (ManagedBuffer) and the
+/// hints that place it: advise() and prefetch_async().
+#include <drvshim/context.hpp>
+#include <drvshim/device_span.hpp>
+#include <drvshim/error.hpp>
+#include <drvshim/export.hpp>
+#include <drvshim/stream.hpp>
+
+#include <cstddef>
+#include <new>
+
+namespace drvshim {
+
+/// Managed (unified) memory from cuMemAllocManaged (move-only owner),
+/// accessible from host and device.
+class DRVSHIM_API ManagedBuffer {
+ public:
+  /// cuMemAllocManaged with `attach` (global: every stream and device; host:
+  /// not accessible from devices until attached to a stream). Throws
+  /// UnsupportedError when the device's managed_memory attribute is not 1,
+  /// InvalidArgumentError for MemoryAttach::single (only streams take it).
+  static ManagedBuffer allocate(const ContextRef& context, std::size_t bytes,
+                                MemoryAttach attach = MemoryAttach::global);
+
+  ManagedBuffer(ManagedBuffer&& other) noexcept;
+  ManagedBuffer& operator=(ManagedBuffer&& other) noexcept;
+  ManagedBuffer(const ManagedBuffer&) = delete;
+  ManagedBuffer& operator=(const ManagedBuffer&) = delete;
+  ~ManagedBuffer();
+
+  explicit operator bool() const noexcept { return address_ != 0; }
+  DevicePtr address() const noexcept { return address_; }
+  void* data() const noexcept { return reinterpret_cast<void*>(address_); }
+  std::size_t size() const noexcept { return bytes_; }
+  template <class T>
+  DeviceSpan<T> as() const {
+    return DeviceSpan<T>(context_, address_, bytes_ / sizeof(T), 0);
+  }
+  void free();
+  Status free(std::nothrow_t) noexcept;
+
+ private:
+  ManagedBuffer(ContextRef context, DevicePtr address, std::size_t bytes) noexcept;
+  ContextRef context_;
+  DevicePtr address_;
+  std::size_t bytes_;
+};
+
+/// A place memory can live or be accessed from (CUmemLocation).
+struct MemoryLocation {
+  enum class Type : int { device = 1, host = 2, host_numa = 3, host_numa_current = 4 };
+  Type type = Type::device;
+  int id = 0;  ///< the device ordinal (or NUMA node) for device / host_numa
+};
+
+/// Advice about managed memory (CUmem_advise).
+enum class MemoryAdvice : int {
+  set_read_mostly = 1,
+  unset_read_mostly = 2,
+  set_preferred_location = 3,
+  unset_preferred_location = 4,
+  set_accessed_by = 5,
+  unset_accessed_by = 6,
+};
+
+/// cuMemAdvise (the CUDA 12.2 form with a location) on managed memory
+/// [address, address + bytes). Throws DriverTooOldError without it.
+DRVSHIM_API void advise(const ContextRef& context, DevicePtr address, std::size_t bytes, MemoryAdvice advice,
+                        MemoryLocation location);
+
+/// cuMemPrefetchAsync (the CUDA 12.2 form) of managed memory to `location`,
+/// ordered on `stream`. Throws DriverTooOldError without it.
+DRVSHIM_API void prefetch_async(const StreamRef& stream, DevicePtr address, std::size_t bytes, MemoryLocation location);
+
+}  // namespace drvshim

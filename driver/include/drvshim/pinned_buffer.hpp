@@ -1,0 +1,90 @@
+#pragma once
+/// @file pinned_buffer.hpp
+/// Page-locked host memory from cuMemHostAlloc (PinnedBuffer), and mapped
+/// zero-copy memory allocated with DEVICEMAP that kernels read through its
+/// device address (MappedBuffer).
+#include <drvshim/context.hpp>
+#include <drvshim/device_span.hpp>
+#include <drvshim/error.hpp>
+#include <drvshim/export.hpp>
+#include <drvshim/memory_flags.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <new>
+#include <span>
+
+namespace drvshim {
+
+/// Page-locked host memory from cuMemHostAlloc (move-only owner).
+class DRVSHIM_API PinnedBuffer {
+ public:
+  /// cuMemHostAlloc. Throws InvalidArgumentError for 0 bytes or unknown flag
+  /// bits, OutOfMemoryError when the host cannot pin that much.
+  static PinnedBuffer allocate(const ContextRef& context, std::size_t bytes, HostAllocFlags flags = HostAllocFlags::none);
+
+  PinnedBuffer(PinnedBuffer&& other) noexcept;
+  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept;
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  ~PinnedBuffer();
+
+  explicit operator bool() const noexcept { return data_ != nullptr; }
+  void* data() const noexcept { return data_; }
+  std::size_t size() const noexcept { return bytes_; }
+  HostAllocFlags flags() const noexcept { return flags_; }
+  const ContextRef& context() const noexcept { return context_; }
+  /// The memory as a typed host span (size must be a multiple of sizeof(T)).
+  template <class T>
+  std::span<T> as() const {
+    check_view_of(sizeof(T));
+    return std::span<T>(static_cast<T*>(data_), bytes_ / sizeof(T));
+  }
+
+  /// cuMemFreeHost; the owner becomes empty.
+  void free();
+  Status free(std::nothrow_t) noexcept;
+
+ protected:
+  PinnedBuffer(ContextRef context, void* data, std::size_t bytes, HostAllocFlags flags) noexcept;
+  void check_view_of(std::size_t element_size) const;
+
+ private:
+  ContextRef context_;
+  void* data_;
+  std::size_t bytes_;
+  HostAllocFlags flags_;
+};
+
+/// Mapped (zero-copy) host memory: a pinned allocation made with DEVICEMAP,
+/// readable by kernels through its device address (move-only owner).
+class DRVSHIM_API MappedBuffer : public PinnedBuffer {
+ public:
+  /// cuMemHostAlloc with DEVICEMAP (plus `extra` flags), then
+  /// cuMemHostGetDevicePointer. Throws UnsupportedError, before allocating,
+  /// when the device's can_map_host_memory is not 1.
+  static MappedBuffer allocate(const ContextRef& context, std::size_t bytes, HostAllocFlags extra = HostAllocFlags::none);
+
+  /// The device address of the memory.
+  DevicePtr device_address() const noexcept { return device_; }
+  /// Whether host and device addresses are identical (unified addressing).
+  bool pointers_identical() const noexcept { return device_ == reinterpret_cast<std::uintptr_t>(data()); }
+  /// A typed device view, for kernels and copies.
+  template <class T>
+  DeviceSpan<T> device_as() const {
+    check_view_of(sizeof(T));
+    return DeviceSpan<T>(context(), device_, size() / sizeof(T), 0);
+  }
+
+ private:
+  MappedBuffer(PinnedBuffer&& pinned, DevicePtr device) noexcept;
+  DevicePtr device_;
+};
+
+/// cuMemHostGetFlags: the flags of page-locked memory from cuMemHostAlloc as
+/// the driver reports them (on unified-addressing systems it may add
+/// device_map / portable to what was asked for). Throws CudaError
+/// (CUDA_ERROR_INVALID_VALUE) for other memory.
+DRVSHIM_API unsigned host_allocation_flags(const ContextRef& context, const void* host);
+
+}  // namespace drvshim

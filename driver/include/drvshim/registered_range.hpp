@@ -1,0 +1,61 @@
+#pragma once
+/// @file registered_range.hpp
+/// Existing host memory page-locked with cuMemHostRegister (RegisteredRange),
+/// with the device's capability checked first.
+#include <drvshim/context.hpp>
+#include <drvshim/device_span.hpp>
+#include <drvshim/error.hpp>
+#include <drvshim/export.hpp>
+#include <drvshim/memory_flags.hpp>
+
+#include <cstddef>
+#include <new>
+
+namespace drvshim {
+
+/// Existing host memory page-locked with cuMemHostRegister (move-only owner;
+/// unregisters on destruction). The memory itself stays the caller's.
+class DRVSHIM_API RegisteredRange {
+ public:
+  /// Checks host_register_supported (and read_only_host_register_supported for
+  /// READ_ONLY) on the context's device, then cuMemHostRegister_v2. Where
+  /// registration is unsupported (a Jetson TX1, for one) throws
+  /// UnsupportedError naming the device, the attribute and the way out (a
+  /// mapped pinned allocation, MappedBuffer). Throws InvalidArgumentError for a
+  /// null pointer or 0 bytes; CudaError for what the driver refuses
+  /// (CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED for overlapping ranges).
+  static RegisteredRange register_range(const ContextRef& context, void* data, std::size_t bytes,
+                                        HostRegisterFlags flags = HostRegisterFlags::none);
+
+  RegisteredRange(RegisteredRange&& other) noexcept;
+  RegisteredRange& operator=(RegisteredRange&& other) noexcept;
+  RegisteredRange(const RegisteredRange&) = delete;
+  RegisteredRange& operator=(const RegisteredRange&) = delete;
+  ~RegisteredRange();
+
+  explicit operator bool() const noexcept { return data_ != nullptr; }
+  void* data() const noexcept { return data_; }
+  std::size_t size() const noexcept { return bytes_; }
+  HostRegisterFlags flags() const noexcept { return flags_; }
+  /// The device address (cuMemHostGetDevicePointer). Throws InvalidArgumentError
+  /// unless registered with DEVICEMAP or on a device with unified addressing.
+  DevicePtr device_address() const;
+
+  /// cuMemHostUnregister; the owner becomes empty.
+  void unregister();
+  Status unregister(std::nothrow_t) noexcept;
+
+ private:
+  RegisteredRange(ContextRef context, void* data, std::size_t bytes, HostRegisterFlags flags) noexcept;
+  ContextRef context_;
+  void* data_;
+  std::size_t bytes_;
+  HostRegisterFlags flags_;
+};
+
+/// cuMemHostUnregister of memory registered elsewhere (by another library,
+/// say). Returns the driver's result: CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED
+/// (713) for memory that is not registered.
+DRVSHIM_API Status unregister_host_range(const ContextRef& context, void* data) noexcept;
+
+}  // namespace drvshim

@@ -1,0 +1,12 @@
+#pragma once
+// The driver state behind an object: the one way library code reaches the
+// DriverCore of a context.
+#include <drvshim/context.hpp>
+
+#include "core.hpp"
+
+namespace drvshim::detail {
+
+inline const DriverCore& core_of(const ContextRef& ctx) noexcept { return *ctx.device().core(); }
+
+}  // namespace drvshim::detail
