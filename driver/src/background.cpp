@@ -585,9 +585,15 @@ namespace {
   throw InvalidArgumentError(api, "this BackgroundInit is empty (moved from)");
 }
 
+// In a forked child the helper thread does not exist: waiting for it would never end.
+void check_not_forked(const BackgroundState& s, const char* api) {
+  if (s.fork_generation != detail::current_fork_generation()) throw UsedAfterForkError(api);
+}
+
 // Waits for step `i` for `api`; returns normally when it is done, throws its
 // error when it failed or was skipped because of a failure.
 void need(const BackgroundState& s, std::size_t i, const char* api) {
+  check_not_forked(s, api);
   const StepGate& g = s.gate(i);
   g.await(api);
   if (g.rethrow_if_failed()) return;
@@ -694,6 +700,7 @@ void BackgroundInit::wait(std::string_view name) const {
 
 void BackgroundInit::wait() const {
   if (!state_) throw_moved_from("BackgroundInit::wait");
+  check_not_forked(*state_, "BackgroundInit::wait");
   for (std::size_t i = 0; i < state_->steps.size(); ++i) state_->gate(i).await("BackgroundInit::wait");
   for (std::size_t i = 0; i < state_->steps.size(); ++i) {
     const StepGate& g = state_->gate(i);
@@ -708,6 +715,7 @@ void BackgroundInit::wait() const {
 
 bool BackgroundInit::wait_for(std::chrono::nanoseconds timeout) const noexcept {
   if (!state_) return true;
+  if (state_->fork_generation != detail::current_fork_generation()) return finished();
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (const auto& g : state_->steps) {
     std::unique_lock<std::mutex> lock(g->mutex);

@@ -41,8 +41,9 @@
 /// helper thread and releases what the steps made (modules, libraries, primary
 /// contexts, then its share of the Driver). Copies of the Driver stay valid. At
 /// process exit a live handle's helper thread is stopped after its current step
-/// before the driver's own exit handlers run; in a forked child the handle makes
-/// no driver call (the thread does not exist there) and leaks its state.
+/// before the driver's own exit handlers run; in a forked child the thread does
+/// not exist: the accessors throw UsedAfterForkError instead of waiting, and the
+/// handle makes no driver call and leaks its state.
 #include <drvshim/context.hpp>
 #include <drvshim/driver.hpp>
 #include <drvshim/export.hpp>
