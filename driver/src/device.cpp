@@ -2,6 +2,7 @@
 #include <drvshim/device.hpp>
 #include <drvshim/driver.hpp>
 
+#include "background_wait.hpp"
 #include "core.hpp"
 #include "log_internal.hpp"
 #include "trace_internal.hpp"
@@ -260,6 +261,8 @@ void Device::set_primary_context_flags(ContextFlags flags) const {
 }
 
 PrimaryContext Device::retain_primary_context() const {
+  // A BackgroundInit retaining this context: wait for it (its error is thrown once), then retain again.
+  detail::wait_for_background_retain(*core_, ordinal_, "Device::retain_primary_context");
   const PrimaryContextState before = primary_context_state();
   CUcontext ctx = nullptr;
   DRVSHIM_TRY(*core_, cuDevicePrimaryCtxRetain, device_objects(*this), &ctx, handle_);

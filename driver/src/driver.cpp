@@ -8,6 +8,7 @@
 #include <climits>
 #include <cstdlib>
 
+#include "background_wait.hpp"
 #include "core.hpp"
 #include "dl_open.hpp"
 #include "env.hpp"
@@ -193,7 +194,11 @@ void DriverCore::ensure_usable(const char* api) const {
 
 void DriverCore::require_init(const char* api) const {
   ensure_usable(api);
-  if (!initialized.load(std::memory_order_acquire)) throw MissingStepError(api, "Driver::init()");
+  if (!initialized.load(std::memory_order_acquire)) [[unlikely]] {
+    // A BackgroundInit running cuInit for this driver: wait for it (its error is thrown).
+    wait_for_background_init(*this, api, StepNeed::use);
+    if (!initialized.load(std::memory_order_acquire)) throw MissingStepError(api, "Driver::init()");
+  }
 }
 
 void DriverCore::require_function(Api id, const char* feature) const {
@@ -377,6 +382,8 @@ void Driver::init() {
   using namespace detail;
   core_->ensure_usable("Driver::init");
   if (core_->initialized.load(std::memory_order_acquire)) return;
+  // A BackgroundInit running cuInit for this driver: wait for it (its error is thrown once).
+  wait_for_background_init(*core_, "Driver::init", StepNeed::redo);
   std::lock_guard<std::mutex> lock(core_->init_mutex);
   if (core_->initialized.load(std::memory_order_acquire)) return;
   const std::int64_t t0 = trace_now_ns();

@@ -50,7 +50,7 @@ const std::vector<Variable>& variables() noexcept {
       {"DRVSHIM_CACHE_READONLY", "1/true/yes/on or 0/false/no/off", "off", false},
       {"DRVSHIM_CACHE_MAXSIZE", "a byte count such as 1073741824, 512M or 2G", "1 GiB", false},
       {"DRVSHIM_STAGING_STORES", "auto, stream, demote, plain", "auto", false},
-      {"DRVSHIM_RT_POLICY", "lazy, eager", "lazy", false},
+      {"DRVSHIM_RT_POLICY", "lazy, eager, background", "lazy", false},
       {"DRVSHIM_RT_TRACE", "1/true/yes/on or 0/false/no/off", "off", false},
       {"DRVSHIM_TRACE_MAX_BYTES", "a byte count such as 1G or 512M; 0 for no cap", "1 GiB", false},
       // Set by drvshim-trace for the interposer and the programs it traces (tools/trace).

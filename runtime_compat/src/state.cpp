@@ -4,6 +4,8 @@
 // header (log_internal.hpp: the runtime logs through drvshim's logger).
 #include "state.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -132,6 +134,13 @@ struct Runtime {
   std::atomic<int> policy{-1};
   std::mutex driver_mutex;                    // guards `driver` (load, cuInit) and `slots`
   std::optional<Driver> driver;
+  // The background policy's set-up (started when the library loads, or by
+  // set_policy), and the devices whose primary context the runtime took from
+  // it or gave back. Lock order: driver_mutex, a slot's mutex, then this one.
+  std::mutex background_mutex;
+  std::optional<BackgroundInit> background;
+  std::vector<int> background_consumed;
+  bool background_blocked = false;  // during shutdown(): its last step must not start another
   std::atomic<const Driver*> ready{nullptr};  // set once loaded and initialised
   std::atomic<bool> eager_done{false};
   std::vector<std::unique_ptr<DeviceSlot>> slots;  // one per device, made once cuInit succeeded
@@ -153,19 +162,56 @@ DeviceSlot* slot(int device) noexcept {
 }
 
 void do_eager(const char* trigger);
+void start_background(const char* trigger) noexcept;
+
+// The driver the background set-up loaded (waiting for its load step, which
+// throws the load's error), or nullopt when there is no background set-up.
+std::optional<Driver> background_driver() {
+  auto& r = runtime();
+  std::lock_guard<std::mutex> lock(r.background_mutex);
+  if (!r.background) return std::nullopt;
+  return r.background->driver();
+}
+
+// Takes the background set-up's retain of `device`'s primary context (waiting
+// for its step; its error is thrown, once), or nullopt when there is none to take.
+std::optional<PrimaryContext> take_background_primary(int device) {
+  auto& r = runtime();
+  std::lock_guard<std::mutex> lock(r.background_mutex);
+  if (!r.background || device != 0 ||
+      std::find(r.background_consumed.begin(), r.background_consumed.end(), device) != r.background_consumed.end()) {
+    return std::nullopt;
+  }
+  // Consumed whatever happens: after a failure the next call retains it itself.
+  r.background_consumed.push_back(device);
+  try {
+    return r.background->take_primary_context(device);
+  } catch (const Error&) {
+    // Skipped because cuInit failed: that failure was the first call's to
+    // report, and the runtime initialised since. A failed retain is this call's.
+    const BackgroundInit& bg = *r.background;
+    if (bg.step(bg.find(fmt::format("primary-context {}", device))).state == InitStepState::skipped) return std::nullopt;
+    throw;
+  }
+}
 
 // Loads libcuda and runs cuInit, once; a failure is reported to every caller until one succeeds.
+// Under the background policy both are the background set-up's (the calls wait for what is left).
 const Driver& load_and_init(const char* trigger) {
   auto& r = runtime();
   std::lock_guard<std::mutex> lock(r.driver_mutex);
   if (const Driver* d = r.ready.load(std::memory_order_acquire)) return *d;
   if (!r.driver) {
-    implicit(trigger, "load libcuda");
-    r.driver.emplace(Driver::load());
+    if (auto from_background = background_driver()) {
+      r.driver.emplace(std::move(*from_background));
+    } else {
+      implicit(trigger, "load libcuda");
+      r.driver.emplace(Driver::load());
+    }
   }
   if (!r.driver->initialized()) {
     implicit(trigger, "cuInit");
-    r.driver->init();
+    r.driver->init();  // the background's cuInit: waits for it, and its error is thrown here once
   }
   if (r.slots.empty()) {
     const int n = r.driver->device_count();
@@ -177,27 +223,68 @@ const Driver& load_and_init(const char* trigger) {
 
 }  // namespace
 
+namespace {
+
+constexpr const char* kPolicyNames[] = {"lazy", "eager", "background"};
+
+// DRVSHIM_RT_POLICY, read once: lazy, eager or background in any case; anything
+// else is reported (the value and what is accepted) and the lazy default applies.
+int policy_from_environment() noexcept {
+  const char* env = std::getenv("DRVSHIM_RT_POLICY");
+  if (env == nullptr || *env == '\0') return 0;
+  std::string value(env);
+  for (char& c : value) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (int i = 0; i < 3; ++i) {
+    if (value == kPolicyNames[i]) return i;
+  }
+  logf(log::Level::warn, "DRVSHIM_RT_POLICY=\"{}\" is not one of the choices; accepted: lazy, eager, background; using "
+                         "the default: lazy",
+       env);
+  return 0;
+}
+
+}  // namespace
+
 Policy current_policy() noexcept {
   auto& r = runtime();
   int p = r.policy.load();
   if (p < 0) {
-    const char* env = std::getenv("DRVSHIM_RT_POLICY");
-    p = env != nullptr && std::strcmp(env, "eager") == 0 ? 1 : 0;
+    p = policy_from_environment();
     r.policy.store(p);
   }
-  return p == 1 ? Policy::eager : Policy::lazy;
+  return p == 1 ? Policy::eager : p == 2 ? Policy::background : Policy::lazy;
 }
 
 const Driver& driver(const char* trigger) {
   auto& r = runtime();
   if (const Driver* d = r.ready.load(std::memory_order_acquire); d != nullptr) return *d;
-  if (current_policy() == Policy::eager && !r.eager_done.exchange(true)) do_eager(trigger);
+  const Policy p = current_policy();
+  if (p == Policy::eager && !r.eager_done.exchange(true)) do_eager(trigger);
+  // After shutdown() the background set-up starts again at the first call (where it is eager in effect).
+  if (p == Policy::background) start_background(trigger);
   return load_and_init(trigger);
 }
 
 const Driver& initialised_driver(const char* trigger) {
-  if (const Driver* d = runtime().ready.load(std::memory_order_acquire); d != nullptr) return *d;
-  return load_and_init(trigger);
+  const Driver* d = runtime().ready.load(std::memory_order_acquire);
+  if (d == nullptr) d = &load_and_init(trigger);
+  // A call that configures the device before its primary context exists
+  // (cudaSetDeviceFlags, cudaGetDeviceFlags): the background set-up's early
+  // activation is given back, so the device is configured as under the lazy policy.
+  std::optional<PrimaryContext> early;
+  try {
+    early = take_background_primary(thread().device);
+  } catch (const Error& e) {
+    // Not this call's step: the first call that uses the context retains it itself.
+    logf(log::Level::info, "runtime_compat: {}: the background set-up's retain failed: {}", trigger, e.what());
+  }
+  if (early) {
+    implicit(trigger, fmt::format("give back the background set-up's retain of device {}'s primary context "
+                                  "(configured before its first use)",
+                                  thread().device));
+    early->release();
+  }
+  return *d;
 }
 
 const Driver& loaded_driver(const char* trigger) {
@@ -205,8 +292,12 @@ const Driver& loaded_driver(const char* trigger) {
   if (const Driver* d = r.ready.load(std::memory_order_acquire); d != nullptr) return *d;
   std::lock_guard<std::mutex> lock(r.driver_mutex);
   if (!r.driver) {
-    implicit(trigger, "load libcuda");
-    r.driver.emplace(Driver::load());
+    if (auto from_background = background_driver()) {
+      r.driver.emplace(std::move(*from_background));
+    } else {
+      implicit(trigger, "load libcuda");
+      r.driver.emplace(Driver::load());
+    }
   }
   return *r.driver;
 }
@@ -233,9 +324,14 @@ ContextRef primary(int device, const char* trigger) {
   }
   std::lock_guard<std::mutex> lock(s->mutex);
   if (!s->primary) {
-    implicit(trigger, fmt::format("retain the primary context of device {}", device));
     try {
-      s->primary.emplace(drv.device(device).retain_primary_context());
+      if (auto from_background = take_background_primary(device)) {
+        implicit(trigger, fmt::format("take the primary context of device {} from the background set-up", device));
+        s->primary.emplace(std::move(*from_background));
+      } else {
+        implicit(trigger, fmt::format("retain the primary context of device {}", device));
+        s->primary.emplace(drv.device(device).retain_primary_context());
+      }
     } catch (const CudaError& e) {
       // A device whose context died of a sticky error (a device-side assert)
       // cannot make a new one in this process: the driver's retain answers
@@ -311,6 +407,13 @@ cudaError_t sticky_error(int device) noexcept {
 }
 
 void reset_device(int device) {
+  // A retain the background set-up made and the program never used goes too:
+  // a reset leaves the primary context inactive, as under the other policies.
+  try {
+    if (auto early = take_background_primary(device)) early->release();
+  } catch (const Error& e) {
+    logf(log::Level::info, "runtime_compat: cudaDeviceReset: the background set-up's retain failed: {}", e.what());
+  }
   DeviceSlot* s = slot(device);
   if (s == nullptr) return;
   drop_objects(device);
@@ -378,6 +481,38 @@ void do_eager(const char* trigger) {
   load_all_fatbins(trigger);
 }
 
+// The background set-up's last step: the registered fatbins, on a driver the
+// background initialised (a failed cuInit is left for the first call to report).
+void background_fatbins() {
+  auto& r = runtime();
+  {
+    std::lock_guard<std::mutex> lock(r.background_mutex);
+    if (!r.background) return;
+    if (r.background->step(r.background->find("init")).state != InitStepState::done) return;
+  }
+  load_all_fatbins("the background set-up");
+}
+
+// The eager set-up on a helper thread (drvshim::BackgroundInit): load, cuInit,
+// device 0's primary context (the default device, as the eager set-up), then
+// the fatbins registered by then (later ones load at their first launch).
+void start_background(const char* trigger) noexcept {
+  auto& r = runtime();
+  std::lock_guard<std::mutex> lock(r.background_mutex);
+  if (r.background || r.background_blocked || r.ready.load(std::memory_order_acquire) != nullptr) return;
+  try {
+    BackgroundInitOptions options;
+    options.primary_contexts = {0};
+    options.tasks.push_back(BackgroundTask{"rt-fatbins", &background_fatbins});
+    logf(log::Level::info, "runtime_compat: background set-up starts ({})", trigger);
+    trace::mark("rt-background", trigger);
+    r.background_consumed.clear();
+    r.background.emplace(BackgroundInit::start(std::move(options)));
+  } catch (const std::exception& e) {
+    logf(log::Level::warn, "runtime_compat: the background set-up could not start ({}); the first call sets up", e.what());
+  }
+}
+
 }  // namespace
 
 }  // namespace drvshim::rt::impl
@@ -401,6 +536,16 @@ struct TraceAtExit {
 };
 const TraceAtExit g_trace_at_exit;
 
+// DRVSHIM_RT_POLICY=background: the set-up starts on a helper thread as the
+// library loads (after the trace above is on), while the program starts up.
+struct BackgroundAtLoad {
+  BackgroundAtLoad() {
+    using namespace drvshim::rt::impl;
+    if (current_policy() == drvshim::rt::Policy::background) start_background("libdrvshim_cudart load");
+  }
+};
+const BackgroundAtLoad g_background_at_load;
+
 }  // namespace
 
 // ---- the C++ controls (runtime_compat.hpp) ------------------------------------------------------------
@@ -409,7 +554,10 @@ namespace drvshim::rt {
 
 using namespace impl;
 
-void set_policy(Policy p) noexcept { runtime().policy.store(p == Policy::eager ? 1 : 0); }
+void set_policy(Policy p) noexcept {
+  runtime().policy.store(p == Policy::eager ? 1 : p == Policy::background ? 2 : 0);
+  if (p == Policy::background) start_background("rt::set_policy");
+}
 Policy policy() noexcept { return current_policy(); }
 
 int setup() {
@@ -423,6 +571,17 @@ int setup() {
 void shutdown() noexcept {
   auto& r = runtime();
   try {
+    // The background set-up first: its destruction waits for its step in
+    // progress (its last step uses the runtime's state), outside the lock it takes.
+    std::optional<BackgroundInit> background;
+    {
+      std::lock_guard<std::mutex> lock(r.background_mutex);
+      background = std::move(r.background);
+      r.background.reset();
+      r.background_consumed.clear();
+      r.background_blocked = true;
+    }
+    background.reset();
     drop_objects(std::nullopt);
     unload_fatbins();
     std::lock_guard<std::mutex> lock(r.driver_mutex);
@@ -441,6 +600,8 @@ void shutdown() noexcept {
   t_current = CurrentCache{};
   r.eager_done.store(false);
   r.policy.store(-1);
+  std::lock_guard<std::mutex> lock(r.background_mutex);
+  r.background_blocked = false;
 }
 
 std::string last_error_detail() { return thread().detail; }

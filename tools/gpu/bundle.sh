@@ -9,7 +9,8 @@ bundle=$root/.gpu-bundle
 "$root/tools/setup-deps.sh"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build" -j"$(nproc)" --target drvshim drvshim-probe drvshim_gpu_tests drvshim_gpu_interop init_order zero_copy_vadd pinned_stream_copy nvrtc_kernel bench_transfers bench_launch drvshim_bench_launch_cudart bench_compile bench_staging bench_peer drvshim_gpu_kernels drvshim_cudart drvshim_runtime_api_programs \
-  drvshim-trace drvshim_trace_interposer drvshim_trace_audit bench_trace bench_trace_recorder trace_cudart_programs
+  drvshim-trace drvshim_trace_interposer drvshim_trace_audit bench_trace bench_trace_recorder trace_cudart_programs \
+  bench_startup drvshim_bench_startup_programs
 rm -rf "$bundle"
 mkdir -p "$bundle/driver" "$bundle/tools" "$bundle/tests" "$bundle/examples" "$bundle/runtime_compat"
 # Real files, not links: the device tool carries links only as links.
@@ -23,6 +24,8 @@ cp -a "$build/examples/init_order" "$build/examples/zero_copy_vadd" "$build/exam
 cp -a "$build/tools/bench_transfers" "$build/tools/bench_launch" "$build/tools/bench_launch_cudart" "$bundle/tools/"
 cp -a "$build/tools/bench_compile" "$build/tools/bench_staging" "$build/tools/bench_peer" "$bundle/tools/"
 cp -a "$root/tools/bench/bench_launch_cudacore.py" "$root/tools/bench/bench_compile_cupy.py" "$bundle/tools/"
+# bench_startup (tools/gpu/run-startup-bench.sh) and its two nvcc builds (static cudart; -cudart none).
+cp -a "$build/tools/bench_startup" "$build/tools/bench_startup_cudart" "$build/tools/bench_startup_rt" "$bundle/tools/"
 cp -a "$build/tests/kernels" "$bundle/tests/"
 # drvshim-trace: the command, its interposer and audit module (lib/ next to it), the
 # benchmarks, the cudart programs, and the toolkit's CUPTI in case the GPU machine has none.
@@ -40,7 +43,7 @@ strip --strip-debug "$bundle/driver/libdrvshim.so.0" "$bundle/tools/drvshim-prob
   "$bundle/tests/drvshim_gpu_interop" "$bundle/examples/init_order" "$bundle/tools/bench_transfers" \
   "$bundle/tools/bench_launch" "$bundle/tools/bench_compile" "$bundle/tools/bench_staging" "$bundle/tools/bench_peer" \
   "$bundle/tools/trace/drvshim-trace" "$bundle/tools/trace/lib/libcuda.so.1" "$bundle/tools/trace/lib/libdrvshim_trace_audit.so" \
-  "$bundle/tools/bench_trace" "$bundle/tools/bench_trace_recorder"
+  "$bundle/tools/bench_trace" "$bundle/tools/bench_trace_recorder" "$bundle/tools/bench_startup"
 git -C "$root" rev-parse HEAD > "$bundle/COMMIT"
 git -C "$root" diff --quiet HEAD || echo "(with uncommitted changes)" >> "$bundle/COMMIT"
 echo "bundle: $(du -sh "$bundle" | cut -f1) at $bundle (commit $(git -C "$root" rev-parse --short HEAD))"

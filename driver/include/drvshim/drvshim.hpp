@@ -1,6 +1,7 @@
 #pragma once
 /// @file drvshim.hpp
 /// Umbrella header: the whole public API of libdrvshim.
+#include <drvshim/background.hpp>
 #include <drvshim/compile_cache.hpp>
 #include <drvshim/context.hpp>
 #include <drvshim/device.hpp>
@@ -12,6 +13,7 @@
 #include <drvshim/memory.hpp>
 #include <drvshim/module.hpp>
 #include <drvshim/nvrtc.hpp>
+#include <drvshim/nvrtc_warmup.hpp>
 #include <drvshim/peer.hpp>
 #include <drvshim/staging.hpp>
 #include <drvshim/stream.hpp>

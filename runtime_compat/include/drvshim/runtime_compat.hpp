@@ -11,8 +11,13 @@
 /// libcuda, cuInit, retaining a primary context, making it current, loading a
 /// registered fatbin — happens at the first call that needs it; under the
 /// eager policy all of them happen together at the first call (or at
-/// setup()). Every implicit step is logged at info level naming the call that
-/// triggered it, and marked in the trace ("rt-implicit").
+/// setup()); under the background policy the eager set-up (load, cuInit,
+/// device 0's primary context, the fatbins registered by then) starts on a
+/// helper thread when libdrvshim_cudart.so loads (drvshim::BackgroundInit),
+/// and the first call that needs a step finds it done or waits for what is
+/// left, visibly ("background-wait" in the trace); a step's error is returned
+/// by that first call. Every implicit step is logged at info level naming the
+/// call that triggered it, and marked in the trace ("rt-implicit").
 ///
 /// This header holds the controls a C++ program or test uses next to the
 /// Runtime API; they are exported by libdrvshim_cudart.so.
@@ -22,9 +27,12 @@
 
 namespace drvshim::rt {
 
-/// The Runtime's lazy policy, or everything set up at once.
-enum class Policy { lazy, eager };
-/// Sets the policy for the calls that follow (default: DRVSHIM_RT_POLICY=eager|lazy, else lazy).
+/// The Runtime's lazy policy, everything set up at once at the first call, or
+/// that set-up started in the background when the library loads.
+enum class Policy { lazy, eager, background };
+/// Sets the policy for the calls that follow (default: DRVSHIM_RT_POLICY=lazy|eager|background,
+/// else lazy). Setting background starts the background set-up now, unless the
+/// runtime is set up already or a background set-up runs.
 DRVSHIM_API void set_policy(Policy policy) noexcept;
 DRVSHIM_API Policy policy() noexcept;
 /// The eager set-up, now: load, cuInit, retain and make current the calling
