@@ -14,7 +14,8 @@ constexpr uintptr_t kPerThreadStream = 0x2;
 
 // Set while this thread runs a host function: the driver forbids CUDA calls
 // there ("may result in CUDA_ERROR_NOT_PERMITTED"); the fake always refuses them.
-thread_local int t_in_host_fn = 0;
+// initial-exec: see t_stack in fake_contexts.cpp (LeakSanitizer and dynamic TLS).
+[[gnu::tls_model("initial-exec")]] thread_local int t_in_host_fn = 0;
 struct InHostFn {
   InHostFn() { ++t_in_host_fn; }
   ~InHostFn() { --t_in_host_fn; }
