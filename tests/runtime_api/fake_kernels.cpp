@@ -70,6 +70,13 @@ void matrix_mul32(const Launch* l, void** args) {
   }
 }
 
+// ---- context_state.cu ------------------------------------------------------------------------------
+
+void touch(const Launch* l, void** args) {
+  auto* p = arg<int*>(args, 0);
+  for (unsigned i = 0; i < l->block[0]; ++i) p[i] = static_cast<int>(i);
+}
+
 // ---- simple_callbacks.cu, per_thread_stream.cu, threads_per_device.cu, ... ---------------------------
 
 void increment(const Launch* l, void** args) {
@@ -308,6 +315,7 @@ const Registration kKernels[] = {
     {"_Z9scale_addIfEvPT_PKS0_i", &scale_add_f},
     {"_Z10matrix_mulILi32EEvPfPKfS2_ii", &matrix_mul32},
     {"_Z9incrementPiii", &increment},
+    {"_Z5touchPi", &touch},
     {"_Z9set_valuePiii", &set_value},
     {"_Z12fill_patternPiii", &fill_pattern},
     {"_Z11scale_chunkPfif", &scale_chunk},
