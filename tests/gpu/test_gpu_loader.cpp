@@ -1,5 +1,9 @@
 // The loader against the real driver: the whole table resolves, cuInit runs.
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdio>
+#include <string>
 
 #include "gpu_env.hpp"
 
@@ -40,3 +44,36 @@ TEST(GpuLoader, DevicesReportIdentityAndHostMapping) {
 }
 
 }  // namespace
+
+// A child forked from a process that initialised CUDA cannot initialise it
+// again: on the real driver cuInit answers CUDA_ERROR_NOT_INITIALIZED there,
+// and drvshim keeps that code and says why (fork after init; start the child
+// with exec). The fake models it; this is the contract case on the real driver.
+TEST(GpuLoader, AChildForkedAfterInitIsToldWhyCuInitFails) {
+  DRVSHIM_REQUIRE_GPU(drv);
+  (void)drv;
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int code = 0;
+    try {
+      auto fresh = drvshim::Driver::load();
+      fresh.init();
+      code = 1;
+    } catch (const drvshim::CudaError& e) {
+      std::printf("[ child    ] %s\n", e.what());
+      if (e.code() != 3 /* CUDA_ERROR_NOT_INITIALIZED */) code = 2;
+      else if (std::string(e.what()).find("forked") == std::string::npos) code = 3;
+    } catch (const drvshim::Error& e) {
+      std::printf("[ child    ] other error: %s\n", e.what());
+      code = 4;
+    }
+    std::fflush(nullptr);
+    _exit(code);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: init worked in the child, 2: code lost, 3: message, 4: another error kind";
+}
