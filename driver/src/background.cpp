@@ -363,8 +363,9 @@ void run_step(BackgroundState& s, StepGate& g) {
 void skip_rest(BackgroundState& s, std::size_t from, const char* why) {
   for (std::size_t i = from; i < s.steps.size(); ++i) {
     StepGate& g = s.gate(i);
-    settle(g, InitStepState::skipped, nullptr, why);
+    // Traced before the gate opens, so whoever waited for the step finds its record.
     trace_span("background-step", fmt::format("{}: skipped ({})", g.name, why), trace_now_ns(), 0);
+    settle(g, InitStepState::skipped, nullptr, why);
   }
 }
 
@@ -387,8 +388,8 @@ void run_all(BackgroundState& s) noexcept {
       }
       if (!ok) {
         const std::string why = fmt::format("{} did not succeed", cause.name);
-        settle(g, InitStepState::skipped, error, why);
         trace_span("background-step", fmt::format("{}: skipped ({})", g.name, why), trace_now_ns(), 0);
+        settle(g, InitStepState::skipped, error, why);
         continue;
       }
     }
@@ -401,9 +402,11 @@ void run_all(BackgroundState& s) noexcept {
     try {
       run_step(s, g);
       const std::int64_t took = trace_now_ns() - t0;
-      settle(g, InitStepState::done, nullptr, {});
+      // Logged and traced before the gate opens: a caller that waited for the
+      // step (and then reads the trace) finds its record.
       logf(log::Level::info, "background step {} done in {:.3f} ms", g.name, ms(took));
       trace_span("background-step", fmt::format("{}: done in {:.3f} ms", g.name, ms(took)), t0, took);
+      settle(g, InitStepState::done, nullptr, {});
     } catch (...) {
       const std::int64_t took = trace_now_ns() - t0;
       std::exception_ptr error = std::current_exception();
