@@ -35,12 +35,14 @@ std::vector<CUcontext> g_seen;  // contexts in the order first seen: #1, #2, ...
 using GetProcAddress = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
 GetProcAddress g_get_proc = nullptr;
 
-// Through cuGetProcAddress, as the CUDA Runtime itself finds the driver's entry points.
+// Through cuGetProcAddress, as the CUDA Runtime itself finds the driver's
+// entry points, each at the version whose signature is declared above (CUDA
+// 13 answers "cuCtxGetDevice" at 13000 with the two-argument form).
 template <class F>
-bool resolve(const char* name, F& fn) {
+bool resolve(const char* name, int version, F& fn) {
   void* p = nullptr;
   CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-  if (g_get_proc(name, &p, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &found) != CUDA_SUCCESS || p == nullptr) {
+  if (g_get_proc(name, &p, version, CU_GET_PROC_ADDRESS_DEFAULT, &found) != CUDA_SUCCESS || p == nullptr) {
     std::fprintf(stderr, "WRONG RESULT: context_state: the driver has no %s\n", name);
     return false;
   }
@@ -60,9 +62,9 @@ bool open_driver() {
     std::fprintf(stderr, "WRONG RESULT: context_state: the driver has no cuGetProcAddress_v2\n");
     return false;
   }
-  return resolve("cuInit", g_cu.init) && resolve("cuDeviceGet", g_cu.device_get) &&
-         resolve("cuDevicePrimaryCtxGetState", g_cu.primary_state) && resolve("cuCtxGetCurrent", g_cu.get_current) &&
-         resolve("cuCtxGetDevice", g_cu.ctx_device) &&
+  return resolve("cuInit", 2000, g_cu.init) && resolve("cuDeviceGet", 2000, g_cu.device_get) &&
+         resolve("cuDevicePrimaryCtxGetState", 7000, g_cu.primary_state) &&
+         resolve("cuCtxGetCurrent", 4000, g_cu.get_current) && resolve("cuCtxGetDevice", 2000, g_cu.ctx_device) &&
          g_cu.init(0) == CUDA_SUCCESS;  // cuInit makes no context: the runtimes' own calls still decide
 }
 
