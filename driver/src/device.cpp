@@ -260,6 +260,14 @@ void Device::set_primary_context_flags(ContextFlags flags) const {
   trace::mark("set-primary-context-flags", fmt::format("device {}: {}", ordinal_, to_string(flags)));
 }
 
+void Device::change_primary_context_flags(ContextFlags flags) const {
+  const PrimaryContextState state = primary_context_state();
+  DRVSHIM_TRY(*core_, cuDevicePrimaryCtxSetFlags,
+              fmt::format("device {}, flags {}", ordinal_, to_string(flags)), handle_, static_cast<unsigned>(flags));
+  trace::mark("set-primary-context-flags", fmt::format("device {}: {}{}", ordinal_, to_string(flags),
+                                                       state.active ? " (the context is active)" : ""));
+}
+
 PrimaryContext Device::retain_primary_context() const {
   // A BackgroundInit retaining this context: wait for it (its error is thrown once), then retain again.
   detail::wait_for_background_retain(*core_, ordinal_, "Device::retain_primary_context");

@@ -338,9 +338,16 @@ DRVSHIM_CUDART cudaError_t cudaSetDeviceFlags(unsigned flags) {
                                                      "cudaDeviceSyncMemops (0x80)",
                                                      flags));
     }
-    // The primary context's flags; once it is active with others, cudart
-    // answers cudaErrorSetOnActiveProcess, and so does drvshim's refusal.
-    initialised_driver("cudaSetDeviceFlags").device(thread().device).set_primary_context_flags(static_cast<ContextFlags>(flags));
+    // As cudart 13.0 on the H200 (tests/runtime_api/context_state.cu): the
+    // primary context's flags change even when it is active, and the device is
+    // then initialised, its primary context current on this thread. Mapping
+    // host memory is implicit (cudaGetDeviceFlags adds it): the driver is not
+    // asked for it, and cuDevicePrimaryCtxGetState shows no 0x8 under cudart.
+    const int device = thread().device;
+    initialised_driver("cudaSetDeviceFlags")
+        .device(device)
+        .change_primary_context_flags(static_cast<ContextFlags>(flags & ~static_cast<unsigned>(cudaDeviceMapHost)));
+    (void)make_current(device, "cudaSetDeviceFlags");
     return cudaSuccess;
   });
 }

@@ -262,7 +262,15 @@ DRVSHIM_CUDART cudaError_t cudaFreeAsync_ptsz(void* ptr, cudaStream_t stream) {
 }
 
 DRVSHIM_CUDART cudaError_t cudaFree(void* ptr) {
-  if (ptr == nullptr) return cudaSuccess;  // as cudart
+  // cudaFree(nullptr) frees nothing but, as under cudart 13.0 on the H200,
+  // initialises the device: its primary context active and current on this
+  // thread (again after a cudaDeviceReset; the classic way to set up early).
+  if (ptr == nullptr) {
+    return guarded("cudaFree", [&] {
+      (void)context("cudaFree(nullptr)");
+      return cudaSuccess;
+    });
+  }
   return guarded("cudaFree", [&] {
     auto& memory = registries().device_memory;
     const auto address = reinterpret_cast<std::uintptr_t>(ptr);

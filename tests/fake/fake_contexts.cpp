@@ -283,6 +283,17 @@ namespace {
 CUresult fake_cuCtxGetDevice(CUdevice* dev) {
   FAKE_ENTER("cuCtxGetDevice");
   if (dev == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  // A primary context released or reset under this thread stays its current
+  // context, and the H200's driver still names its device (context_state).
+  auto& stack = ctx_stack(e);
+  if (!stack.empty() && !is_live(e, stack.back())) {
+    for (std::size_t d = 0; d < e.primaries.size(); ++d) {
+      if (e.primaries[d].previous == stack.back()) {
+        *dev = static_cast<CUdevice>(d);
+        return CUDA_SUCCESS;
+      }
+    }
+  }
   FakeCtx* ctx = nullptr;
   if (const CUresult r = current(e, &ctx); r != CUDA_SUCCESS) return r;
   *dev = ctx->device;

@@ -260,6 +260,13 @@ int drvshim_fake_primary_active(int device) {
   return valid_device(e, device) ? (e.primaries[static_cast<size_t>(device)].active ? 1 : 0) : -1;
 }
 
+int drvshim_fake_primary_flags(int device) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  return valid_device(e, device) ? static_cast<int>(e.primaries[static_cast<size_t>(device)].flags) : -1;
+}
+
 void drvshim_fake_activate_primary_externally(int device, unsigned flags) {
   ensure_profile_from_env();
   Engine& e = engine();

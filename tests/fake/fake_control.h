@@ -126,9 +126,11 @@ DRVSHIM_FAKE_API int drvshim_fake_drop_allocations(void);
 
 /* Live non-primary contexts (leak check). */
 DRVSHIM_FAKE_API int drvshim_fake_live_contexts(void);
-/* A device's primary context: retain count and whether it is active. */
+/* A device's primary context: retain count, whether it is active, its flags
+   (as cuDevicePrimaryCtxGetState reports them; -1 for a bad device). */
 DRVSHIM_FAKE_API int drvshim_fake_primary_refcount(int device);
 DRVSHIM_FAKE_API int drvshim_fake_primary_active(int device);
+DRVSHIM_FAKE_API int drvshim_fake_primary_flags(int device);
 /* Simulates another component (such as the CUDA Runtime) activating the
  * primary context with `flags`: one retain that drvshim does not own. */
 DRVSHIM_FAKE_API void drvshim_fake_activate_primary_externally(int device, unsigned flags);

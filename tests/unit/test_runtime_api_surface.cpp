@@ -16,18 +16,27 @@ namespace {
 
 using RuntimeDevice = RuntimeCompatTest;
 
-TEST_F(RuntimeDevice, FlagsAreThePrimaryContextsAndRefusedOnceItIsActiveWithOthers) {
+// As cudart 13.0 on the H200 (tests/runtime_api/context_state.expected):
+// cudaSetDeviceFlags sets the primary context's flags and initialises the
+// device (active, current on this thread); on an active context it changes
+// them; cudaDeviceMapHost is implicit and never reaches the driver.
+TEST_F(RuntimeDevice, FlagsAreThePrimaryContextsAndSettingThemInitialisesTheDevice) {
   on_thread([] {
     EXPECT_EQ(cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync), cudaSuccess);
-    EXPECT_EQ(drvshim_fake_primary_active(0), 0) << "setting flags activates nothing";
+    EXPECT_EQ(drvshim_fake_primary_active(0), 1) << "cudaSetDeviceFlags initialises the device";
+    EXPECT_EQ(drvshim_fake_primary_refcount(0), 1);
     unsigned flags = 0;
     EXPECT_EQ(cudaGetDeviceFlags(&flags), cudaSuccess);
     EXPECT_EQ(flags, static_cast<unsigned>(cudaDeviceScheduleBlockingSync | cudaDeviceMapHost));
     EXPECT_EQ(cudaSetDevice(0), cudaSuccess);
-    EXPECT_EQ(cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync), cudaSuccess) << "the flags it already has";
-    EXPECT_EQ(cudaSetDeviceFlags(cudaDeviceScheduleSpin), cudaErrorSetOnActiveProcess);
+    EXPECT_EQ(drvshim_fake_primary_refcount(0), 1) << "one retain for the runtime";
+    EXPECT_EQ(cudaSetDeviceFlags(cudaDeviceScheduleSpin | cudaDeviceMapHost), cudaSuccess) << "changed while active";
+    EXPECT_EQ(cudaGetDeviceFlags(&flags), cudaSuccess);
+    EXPECT_EQ(flags, static_cast<unsigned>(cudaDeviceScheduleSpin | cudaDeviceMapHost));
+    EXPECT_EQ(drvshim_fake_primary_flags(0), static_cast<int>(cudaDeviceScheduleSpin)) << "map host not passed on";
     EXPECT_EQ(cudaSetDeviceFlags(0x3), cudaErrorInvalidValue) << "two scheduling policies";
     EXPECT_EQ(cudaSetDeviceFlags(0x100), cudaErrorInvalidValue);
+    EXPECT_EQ(drvshim_fake_primary_flags(0), static_cast<int>(cudaDeviceScheduleSpin)) << "bad flags change nothing";
   });
 }
 

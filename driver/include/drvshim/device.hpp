@@ -207,6 +207,13 @@ class DRVSHIM_API Device {
   /// with other flags (another component, such as the CUDA Runtime, activated
   /// it first); setting the flags it already has is a no-op.
   void set_primary_context_flags(ContextFlags flags) const;
+  /// Sets the primary context's flags (cuDevicePrimaryCtxSetFlags_v2) whether
+  /// it is active or not, as the CUDA Runtime's cudaSetDeviceFlags does (on
+  /// the H200 with driver 580 the new scheduling policy shows at once in
+  /// cuDevicePrimaryCtxGetState). Every other user of the active context sees
+  /// the change: prefer set_primary_context_flags. Throws CudaError when the
+  /// driver refuses the flags.
+  void change_primary_context_flags(ContextFlags flags) const;
   /// Retains the primary context (cuDevicePrimaryCtxRetain), activating it if
   /// needed. Logs, and marks in the trace, when it was already active:
   /// adopt-primary-context when another component activated it,
