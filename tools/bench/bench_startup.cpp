@@ -78,7 +78,7 @@ bool first_kernel(const std::vector<drvshim::ContextRef>& contexts, const drvshi
     const drvshim::Kernel kernel = library.kernel(ctx, "scale");
     buffers.push_back(drvshim::DeviceBuffer::allocate(ctx, n * sizeof(float)));
     drvshim::copy(buffers.back().as<float>(), std::span<const float>(host));
-    drvshim::launch(kernel, {{(n + 255) / 256}, {256}}, buffers.back().address(), 2.0f, n, 1u);
+    drvshim::launch(kernel, drvshim::LaunchConfig{{(n + 255) / 256}, {256}, 0, {}, {}}, buffers.back().address(), 2.0f, n, 1u);
   }
   for (std::size_t d = 0; d < buffers.size(); ++d) {
     std::vector<float> back(n, 0.0f);
