@@ -2,8 +2,7 @@
 /// @file nvrtc.hpp
 /// NVRTC, loaded at run time like the driver (never linked): its library, its
 /// version, the GPU architectures it can compile for, and compilation
-/// (Nvrtc::compile, CompileOptions). The compile cache (compile_cache.hpp)
-/// sits on top of it.
+/// (Nvrtc::compile, CompileOptions); the compile cache is compile_cache.hpp.
 #include <drvshim/error.hpp>
 #include <drvshim/export.hpp>
 
