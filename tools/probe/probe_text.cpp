@@ -1,6 +1,8 @@
 // drvshim-probe: the text rendering (probe_text.hpp).
 #include "probe_text.hpp"
 
+#include "probe_checks.hpp"
+
 #include <cstdio>
 #include <functional>
 #include <string>

@@ -1,6 +1,7 @@
 // The context-state model's per-call rules (Model::call): which calls need a
 // current context, which create and release which objects, and how each call
 // changes the model. The walk itself is in context_model.cpp.
+#include <drvshim_recorder/json_line.hpp>
 #include <drvshim_trace/api_info.hpp>
 #include <drvshim_trace/diagnostics.hpp>
 #include <drvshim_trace/model.hpp>
