@@ -18,8 +18,8 @@
 namespace drvshim::detail {
 
 // Room for each log of a JIT of `image`. ptxas's verbose info log takes about
-// 300 bytes per function plus its name two or three times (16 KiB, the
-// earlier fixed size, held about 55 kernels on the H200), so PTX gets 512
+// 300 bytes per function plus its name two or three times (a fixed 16 KiB
+// holds about 55 kernels on the H200), so PTX gets 512
 // bytes and four times the name for every .entry and .func it declares, on
 // top of a 16 KiB base. Other images are JIT-compiled only when they carry
 // PTX for another architecture (fatbins): they get 64 KiB. A log that still

@@ -3,8 +3,8 @@
 // (the wait logged and traced), failures injected into cuInit and the retain
 // surfacing at the handle and at the first call that needs the step,
 // destruction while cuInit still runs, many threads waiting at once, the
-// NVRTC warm-up task, exit with a live handle, and runtime_compat's
-// background policy.
+// NVRTC warm-up task, exit with a live handle. runtime_compat's background
+// policy: test_runtime_compat_background.cpp.
 #include <dirent.h>
 #include <fcntl.h>
 #include <spawn.h>
@@ -20,12 +20,14 @@
 #include <future>
 #include <thread>
 
+#include "background_test_support.hpp"
 #include "rt_fixture.hpp"
 
 extern char** environ;
 
 using namespace drvshim;
 using namespace drvshim_test;
+using namespace background_test;
 
 namespace {
 
@@ -52,26 +54,6 @@ std::vector<std::byte> image_of(const char* text) {
 }
 
 // Sets an environment variable for a scope (the fake reads DRVSHIM_FAKE_INIT_DELAY_MS at each first cuInit).
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-};
-
-// The trace events named `event`, as their detail text.
-std::vector<trace::Record> events(const std::string& event) {
-  std::vector<trace::Record> out;
-  for (const auto& r : trace::records()) {
-    if (r.kind == trace::Kind::event && r.api == event) out.push_back(r);
-  }
-  return out;
-}
-
 std::size_t thread_count() {
   std::size_t n = 0;
   if (DIR* d = opendir("/proc/self/task")) {
@@ -532,83 +514,6 @@ TEST_F(Background, ExitingWhileAStepRunsWaitsForTheStep) {
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status << "\n" << text;
   EXPECT_NE(text.find("slow task finished"), std::string::npos) << "exit waited for the running step:\n" << text;
-}
-
-// ---- runtime_compat's background policy -------------------------------------------------------
-
-using RuntimeBackground = RuntimeCompatTest;
-
-TEST_F(RuntimeBackground, TheFirstCallTakesWhatTheBackgroundSetUpMadeAndWaitsOnlyForWhatIsLeft) {
-  static std::atomic<int> runs{0};
-  drvshim_fake_register_kernel("rt_bg_count", [](const drvshim_fake_launch*, void**) { ++runs; });
-  Registered fatbin(FatbinBuilder().ptx(ptx_kernel("rt_bg_count", 0)).build());
-  static const char stub = 0;
-  fatbin.function(&stub, "rt_bg_count");
-  fatbin.end();
-  const ScopedEnv slow("DRVSHIM_FAKE_INIT_DELAY_MS", "300");
-  trace::enable(true);
-  rt::set_policy(rt::Policy::background);  // starts the set-up now, as the library's load does
-  EXPECT_EQ(rt::policy(), rt::Policy::background);
-  on_thread([] {
-    int count = 0;
-    EXPECT_EQ(cudaGetDeviceCount(&count), cudaSuccess);  // waits for cuInit on the helper thread
-    EXPECT_EQ(count, 1);
-    void* p = nullptr;
-    EXPECT_EQ(cudaMalloc(&p, 256), cudaSuccess);
-    EXPECT_EQ(drvshim_fake_primary_refcount(0), 1) << "the background's retain, taken over: not a second one";
-    EXPECT_EQ(cudaLaunchKernel(&stub, dim3(1), dim3(1), nullptr, 0, nullptr), cudaSuccess);
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    EXPECT_EQ(cudaFree(p), cudaSuccess);
-  });
-  EXPECT_EQ(runs.load(), 1);
-  EXPECT_EQ(drvshim_fake_call_count("cuInit"), 1u);
-  EXPECT_EQ(drvshim_fake_call_count("cuDevicePrimaryCtxRetain"), 1u);
-  EXPECT_EQ(drvshim_fake_call_count("cuLibraryLoadData"), 1u) << "the fatbin was loaded once, in the background";
-  const auto waits = events("background-wait");
-  EXPECT_NE(std::find_if(waits.begin(), waits.end(),
-                         [](const trace::Record& w) { return w.args.rfind("Driver::init waited ", 0) == 0; }),
-            waits.end())
-      << "the first call waited for the background cuInit";
-  // The launch waited for the fatbins through the registry's lock, not the
-  // step's gate: the helper may record the step's end just after.
-  for (int i = 0; i < 500 && events("background-step").size() < 4; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  std::vector<std::string> step_names;
-  for (const auto& s : events("background-step")) step_names.push_back(s.args.substr(0, s.args.find(':')));
-  EXPECT_EQ(step_names, (std::vector<std::string>{"load", "init", "primary-context 0", "task rt-fatbins"}));
-  const auto steps = implicit_steps();
-  EXPECT_NE(std::find(steps.begin(), steps.end(),
-                      "cudaMalloc -> take the primary context of device 0 from the background set-up"),
-            steps.end());
-}
-
-TEST_F(RuntimeBackground, ABackgroundCuInitFailureIsTheFirstCallsErrorAndTheNextCallRetries) {
-  drvshim_fake_fail_call("cuInit", 1, CUDA_ERROR_OPERATING_SYSTEM);
-  rt::set_policy(rt::Policy::background);
-  on_thread([] {
-    int count = 0;
-    EXPECT_EQ(cudaGetDeviceCount(&count), cudaErrorOperatingSystem) << "the original error, as cudart's number";
-    EXPECT_NE(rt::last_error_detail().find("cuInit"), std::string::npos) << rt::last_error_detail();
-    EXPECT_EQ(cudaGetDeviceCount(&count), cudaSuccess) << "the next call initialises again itself";
-    EXPECT_EQ(count, 1);
-    void* p = nullptr;
-    EXPECT_EQ(cudaMalloc(&p, 256), cudaSuccess) << "the skipped retain is made at first use";
-    EXPECT_EQ(cudaFree(p), cudaSuccess);
-  });
-  EXPECT_EQ(drvshim_fake_call_count("cuInit"), 2u);
-}
-
-TEST_F(RuntimeBackground, DeviceFlagsSetBeforeFirstUseApplyAsUnderTheLazyPolicy) {
-  rt::set_policy(rt::Policy::background);
-  on_thread([] {
-    EXPECT_EQ(cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync), cudaSuccess)
-        << "the background's early activation is given back";
-    EXPECT_EQ(cudaSetDevice(0), cudaSuccess);
-    unsigned flags = 0;
-    EXPECT_EQ(cudaGetDeviceFlags(&flags), cudaSuccess);
-    EXPECT_EQ(flags & cudaDeviceScheduleMask, static_cast<unsigned>(cudaDeviceScheduleBlockingSync));
-  });
 }
 
 }  // namespace

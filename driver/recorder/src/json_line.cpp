@@ -1,6 +1,8 @@
-// The JSON-lines form of a record. Hand-written (no JSON library in the
-// recorder's hosts): keys in a fixed order, strings escaped, bytes that are
-// not UTF-8 written as \u00XX so every line parses.
+// The JSON-lines form of a record, rendered straight into the writer's reused
+// buffer: keys in a fixed order, strings escaped, bytes that are not UTF-8
+// written as \u00XX so every line parses and keeps every byte. Not through
+// nlohmann-json: it throws on (or replaces) bytes that are not UTF-8 and has no
+// call that escapes into a buffer (docs/DESIGN.md, "The in-process recorder").
 #include <drvshim_recorder/json_line.hpp>
 
 #include <fmt/format.h>

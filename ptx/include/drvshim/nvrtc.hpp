@@ -1,8 +1,8 @@
 #pragma once
 /// @file nvrtc.hpp
 /// NVRTC, loaded at run time like the driver (never linked): its library, its
-/// version and the GPU architectures it can compile for. The compile API lands
-/// with the NVRTC issue; this is the loader the probe reports on.
+/// version, the GPU architectures it can compile for, and compilation
+/// (Nvrtc::compile, CompileOptions); the compile cache is compile_cache.hpp.
 #include <drvshim/error.hpp>
 #include <drvshim/export.hpp>
 

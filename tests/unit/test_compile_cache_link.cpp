@@ -1,0 +1,65 @@
+// The NVRTC compile cache's PTX -> SASS link path, against the fake driver.
+#include "compile_cache_test_support.hpp"
+
+using namespace cache_test;
+
+namespace {
+
+void adds_cpu(const drvshim_fake_launch* l, void** args) {
+  auto* p = *static_cast<int* const*>(args[0]);
+  for (unsigned i = 0; i < l->block[0]; ++i) p[i] += 1;
+}
+
+class CompileCacheLink : public PrimaryContextTest {};
+
+// A device newer than NVRTC's newest target: PTX, linked to SASS by the
+// driver, and that SASS is what the cache keeps (keyed by driver and device).
+TEST_F(CompileCacheLink, PtxForANewerDeviceIsLinkedOnceAndTheLinkedImageCached) {
+  drvshim_fake_register_kernel("add", &adds_cpu);
+  drvshim_fake_set_attribute(0, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 10);
+  drvshim_fake_set_attribute(0, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 1);
+  TempDir dir;
+  const auto nv = load_nvrtc();
+  KernelSource p = program(1);
+  p.options.arch.clear();  // chosen from the device
+  const auto links_before = drvshim_fake_call_count("cuLinkComplete");
+  CachedCompile first = CompileCache(nv, in(dir / "c")).compile_for(ctx(), p);
+  EXPECT_EQ(first.outcome, CacheOutcome::compiled);
+  EXPECT_TRUE(first.linked);
+  EXPECT_TRUE(first.result.cubin);
+  EXPECT_NE(std::find(first.result.options.begin(), first.result.options.end(), "--gpu-architecture=compute_100"),
+            first.result.options.end());
+  EXPECT_EQ(drvshim_fake_call_count("cuLinkComplete"), links_before + 1);
+  EXPECT_EQ(drvshim_fake_call_count("cuLinkDestroy"), drvshim_fake_call_count("cuLinkCreate"));
+
+  CompileCache fresh(NvrtcLoadOptions{}, in(dir / "c"));
+  const auto second = fresh.compile_for(ctx(), p);
+  EXPECT_FALSE(fresh.nvrtc_loaded()) << "the toolchain memo names NVRTC's targets; a hit needs no compiler";
+  EXPECT_EQ(second.outcome, CacheOutcome::disk_hit);
+  EXPECT_TRUE(second.linked);
+  EXPECT_EQ(drvshim_fake_call_count("cuLinkComplete"), links_before + 1) << "a hit does not link again";
+  EXPECT_NE(second.key, fresh.compile(program(1)).key) << "the linked entry is keyed apart from the plain PTX";
+
+  auto m = Module::load(ctx(), second.result.image);
+  std::vector<int> v(32);
+  std::iota(v.begin(), v.end(), 0);
+  auto buf = DeviceBuffer::allocate(ctx(), v.size() * sizeof(int));
+  copy(buf.as<int>(), std::span<const int>(v));
+  launch(m.kernel("add"), LaunchConfig{{1}, {32}, 0, {}, {}}, buf.address());
+  copy(std::span<int>(v), DeviceSpan<const int>(buf.as<int>()));
+  EXPECT_EQ(v[31], 32);
+}
+
+TEST_F(CompileCacheLink, ALinkFailureCarriesTheJitLogAndLeavesNoLinkState) {
+  const std::string bad = ".version 8.0\n.target sm_90\n.visible .entry broken( {\n";
+  const auto e = expect_throw<CudaError>(
+      [&] { (void)link_ptx(ctx(), std::as_bytes(std::span<const char>(bad.data(), bad.size())), "broken.ptx"); });
+  EXPECT_NE(std::string(e.what()).find("cuLinkAddData"), std::string::npos) << e.what();
+  EXPECT_NE(std::string(e.what()).find("broken.ptx"), std::string::npos) << e.what();
+  EXPECT_EQ(drvshim_fake_call_count("cuLinkDestroy"), drvshim_fake_call_count("cuLinkCreate"));
+  const std::string not_ptx = "\x7f" "ELF....";
+  expect_throw<InvalidArgumentError>(
+      [&] { (void)link_ptx(ctx(), std::as_bytes(std::span<const char>(not_ptx.data(), not_ptx.size())), "x"); });
+}
+
+}  // namespace
