@@ -83,6 +83,8 @@ Module::Module(Module&&) noexcept = default;
 Module& Module::operator=(Module&&) noexcept = default;
 Module::~Module() = default;
 
+Module::operator bool() const noexcept { return handle_.held(); }
+
 ModuleFormat Module::format() const noexcept { return handle_.get().state->format; }
 const JitLog& Module::jit_log() const noexcept { return handle_.get().state->log; }
 std::uint64_t Module::globals_owner_id() const noexcept {
