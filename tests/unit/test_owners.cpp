@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <cstdint>
 #include <functional>
 #include <new>
@@ -219,6 +220,43 @@ TEST_F(Owners, ViewsCompareEqualWhenTheyNameTheSameThing) {
   EXPECT_EQ(buf.as<std::uint32_t>(), buf.as<std::uint32_t>());
   EXPECT_NE(buf.as<std::uint32_t>(), buf.as<std::uint32_t>().subspan(1, 3));
   EXPECT_EQ(buf.as<std::uint32_t>().subspan(1, 3), buf.as<std::uint32_t>().subspan(1, 3));
+}
+
+constexpr const char* kPtx = R"(
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry twice(
+    .param .u64 twice_param_0
+)
+{
+    ret;
+}
+)";
+
+std::span<const std::byte> ptx_bytes() { return std::as_bytes(std::span<const char>(kPtx, std::strlen(kPtx))); }
+
+// A Kernel is equal to itself and its copies; two lookups are two kernels.
+// Moving a Module or Library keeps the code loaded once, unloaded once.
+TEST_F(Owners, KernelsCompareByLookupAndCodeOwnersMoveLikeTheRest) {
+  auto module = Module::load(ctx(), ptx_bytes());
+  const Kernel k = module.kernel("twice");
+  const Kernel copy_of_k = k;
+  EXPECT_EQ(k, copy_of_k);
+  EXPECT_NE(k, module.kernel("twice"));
+  auto moved = std::move(module);
+  EXPECT_FALSE(module);
+  EXPECT_TRUE(moved);
+  EXPECT_TRUE(module.unload(std::nothrow).ok()) << "an empty Module unloads nothing";
+  auto library = Library::load(*drv_, ptx_bytes());
+  auto library2 = std::move(library);
+  EXPECT_FALSE(library);
+  EXPECT_TRUE(library2);
+  drvshim_fake_clear_call_log();
+  library2.unload();
+  moved.unload();
+  EXPECT_EQ(calls_to("cuLibraryUnload"), 1);
+  EXPECT_EQ(calls_to("cuModuleUnload"), 0) << "its Kernels keep the module loaded";
 }
 
 // ---- the public surface -------------------------------------------------------------------------------
