@@ -13,7 +13,7 @@
 namespace drvshim {
 
 AsyncDeviceBuffer::AsyncDeviceBuffer(StreamRef stream, DevicePtr address, std::size_t bytes) noexcept
-    : stream_(std::move(stream)), address_(address), bytes_(bytes) {}
+    : handle_({std::move(stream), address, bytes, detail::new_owner_id()}) {}
 
 AsyncDeviceBuffer AsyncDeviceBuffer::allocate(const StreamRef& stream, std::size_t bytes) {
   detail::require_bytes("AsyncDeviceBuffer::allocate", bytes);
@@ -38,44 +38,47 @@ AsyncDeviceBuffer AsyncDeviceBuffer::allocate(const StreamRef& stream, std::size
   return AsyncDeviceBuffer(stream, ptr, bytes);
 }
 
-AsyncDeviceBuffer::AsyncDeviceBuffer(AsyncDeviceBuffer&& o) noexcept
-    : stream_(o.stream_), address_(std::exchange(o.address_, 0)), bytes_(std::exchange(o.bytes_, 0)) {}
+AsyncDeviceBuffer::AsyncDeviceBuffer(AsyncDeviceBuffer&&) noexcept = default;
+AsyncDeviceBuffer& AsyncDeviceBuffer::operator=(AsyncDeviceBuffer&&) noexcept = default;
+AsyncDeviceBuffer::~AsyncDeviceBuffer() = default;
 
-AsyncDeviceBuffer& AsyncDeviceBuffer::operator=(AsyncDeviceBuffer&& o) noexcept {
-  if (this != &o) {
-    (void)free(std::nothrow);
-    stream_ = o.stream_;
-    address_ = std::exchange(o.address_, 0);
-    bytes_ = std::exchange(o.bytes_, 0);
-  }
-  return *this;
+void AsyncDeviceBuffer::check_view_of(std::size_t element_size) const {
+  detail::check_whole_view("AsyncDeviceBuffer::as", "this AsyncDeviceBuffer is empty (moved from or freed)",
+                           handle_.held(), size(), element_size);
 }
 
-AsyncDeviceBuffer::~AsyncDeviceBuffer() { (void)free(std::nothrow); }
-
-void AsyncDeviceBuffer::free() { free(stream_); }
+void AsyncDeviceBuffer::free() { handle_.release(); }
 
 void AsyncDeviceBuffer::free(const StreamRef& on) {
-  if (address_ == 0) return;
-  detail::check_stream_view(on, "AsyncDeviceBuffer::free");
-  const auto& core = detail::core_of(stream_.context());
-  detail::ContextScope scope(core, on.context().address(), "AsyncDeviceBuffer::free");
-  DRVSHIM_TRY(core, cuMemFreeAsync, fmt::format("0x{:x}, {}", address_, on.name()), address_,
-              reinterpret_cast<CUstream>(on.native()));
-  address_ = 0;
+  if (handle_.held()) detail::AsyncDeviceBufferTraits::release_on(handle_.get(), on);
 }
 
-Status AsyncDeviceBuffer::free(std::nothrow_t) noexcept {
-  if (address_ == 0) return {};
-  const auto address = std::exchange(address_, 0);
-  const auto& core = detail::core_of(stream_.context());
-  if (!core.cleanup_allowed_in(stream_.context().address())) return {};
+Status AsyncDeviceBuffer::free(std::nothrow_t) noexcept { return handle_.release(std::nothrow); }
+
+namespace detail {
+
+void AsyncDeviceBufferTraits::release_or_throw(value_type& v) { release_on(v, v.stream); }
+
+void AsyncDeviceBufferTraits::release_on(value_type& v, const StreamRef& on) {
+  check_stream_view(on, "AsyncDeviceBuffer::free");
+  const auto& core = core_of(v.stream.context());
+  ContextScope scope(core, on.context().address(), "AsyncDeviceBuffer::free");
+  DRVSHIM_TRY(core, cuMemFreeAsync, fmt::format("0x{:x}, {}", v.address, on.name()), v.address,
+              reinterpret_cast<CUstream>(on.native()));
+  v.address = 0;
+  retire_owner_id(v.id);
+}
+
+Status AsyncDeviceBufferTraits::release(value_type& v) noexcept {
+  const auto address = std::exchange(v.address, 0);
+  retire_owner_id(v.id);
+  const auto& core = core_of(v.stream.context());
+  if (!core.cleanup_allowed_in(v.stream.context().address())) return {};
   try {
-    detail::ContextScope scope(core, stream_.context().address(), "AsyncDeviceBuffer::free");
+    ContextScope scope(core, v.stream.context().address(), "AsyncDeviceBuffer::free");
     // Its stream may be gone (known in debug builds): the legacy default stream then orders the free.
-    const std::uintptr_t on = detail::owner_alive(stream_.owner_id())
-                                  ? stream_.native()
-                                  : StreamRef::legacy_default(stream_.context()).native();
+    const std::uintptr_t on = owner_alive(v.stream.owner_id()) ? v.stream.native()
+                                                               : StreamRef::legacy_default(v.stream.context()).native();
     const CUresult r = DRVSHIM_CU(core, cuMemFreeAsync, address, reinterpret_cast<CUstream>(on));
     core.note_result(r);
     return Status("cuMemFreeAsync", static_cast<int>(r));
@@ -83,4 +86,6 @@ Status AsyncDeviceBuffer::free(std::nothrow_t) noexcept {
     return Status("cuCtxPushCurrent", e.code() != 0 ? e.code() : CUDA_ERROR_UNKNOWN);
   }
 }
+
+}  // namespace detail
 }  // namespace drvshim

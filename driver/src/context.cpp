@@ -139,128 +139,122 @@ ScopedCurrentContext::~ScopedCurrentContext() {
 // ---- PrimaryContext ---------------------------------------------------------------
 
 PrimaryContext::PrimaryContext(Device device, std::uintptr_t address, bool adopted) noexcept
-    : device_(std::move(device)), address_(address), adopted_(adopted) {}
+    : handle_({std::move(device), address, adopted}) {}
 
-PrimaryContext::PrimaryContext(PrimaryContext&& other) noexcept
-    : device_(other.device_), address_(std::exchange(other.address_, 0)), adopted_(other.adopted_) {}
-
-PrimaryContext& PrimaryContext::operator=(PrimaryContext&& other) noexcept {
-  if (this != &other) {
-    (void)release(std::nothrow);
-    device_ = other.device_;
-    address_ = std::exchange(other.address_, 0);
-    adopted_ = other.adopted_;
-  }
-  return *this;
-}
-
-PrimaryContext::~PrimaryContext() { (void)release(std::nothrow); }
+PrimaryContext::PrimaryContext(PrimaryContext&&) noexcept = default;
+PrimaryContext& PrimaryContext::operator=(PrimaryContext&&) noexcept = default;
+PrimaryContext::~PrimaryContext() = default;
 
 ContextRef PrimaryContext::ref() const {
-  if (address_ == 0) {
+  const auto& v = handle_.get();
+  if (v.address == 0) {
     throw InvalidArgumentError("PrimaryContext::ref", "this PrimaryContext is empty (moved from or released)",
                                "retain the primary context again with Device::retain_primary_context()");
   }
-  return ContextRef(device_, address_, true);
+  return ContextRef(v.device, v.address, true);
 }
 
-void PrimaryContext::release() {
-  if (address_ != 0) device_.core()->ensure_usable("PrimaryContext::release");  // the no-throw twin skips silently
-  const Status s = release(std::nothrow);
-  if (!s.ok()) {
-    detail::raise(*device_.core(), s.code(), s.api(), fmt::format("primary context of device {}", device_.ordinal()));
-  }
+void PrimaryContext::release() { handle_.release(); }
+
+Status PrimaryContext::release(std::nothrow_t) noexcept { return handle_.release(std::nothrow); }
+
+namespace detail {
+
+void PrimaryContextTraits::release_or_throw(value_type& v) {
+  v.device.core()->ensure_usable("PrimaryContext::release");  // the no-throw twin skips silently
+  const Status s = release(v);
+  if (!s.ok()) raise(*v.device.core(), s.code(), s.api(), fmt::format("primary context of device {}", v.device.ordinal()));
 }
 
-Status PrimaryContext::release(std::nothrow_t) noexcept {
-  if (address_ == 0) return {};
-  const auto address = std::exchange(address_, 0);
-  const auto& core = *device_.core();
+Status PrimaryContextTraits::release(value_type& v) noexcept {
+  const auto address = std::exchange(v.address, 0);
+  const auto& core = *v.device.core();
   if (!core.cleanup_allowed()) {
     // Exit, fork or a deinitialised driver: the retain dies with the process.
-    detail::logf(log::Level::debug, "device {}: primary context 0x{:x} not released (process exiting, forked or driver deinitialised)",
-                device_.ordinal(), address);
+    logf(log::Level::debug, "device {}: primary context 0x{:x} not released (process exiting, forked or driver deinitialised)",
+                v.device.ordinal(), address);
     return {};
   }
-  const CUresult r = DRVSHIM_CU(core, cuDevicePrimaryCtxRelease, device_.native());
+  const CUresult r = DRVSHIM_CU(core, cuDevicePrimaryCtxRelease, v.device.native());
   core.note_result(r);
   if (r == CUDA_SUCCESS) {
     std::uint64_t left = 0;
     {
       std::lock_guard<std::mutex> lock(core.ledger_mutex);
-      auto& ledger = device_.core()->ledgers[device_.ordinal()];
+      auto& ledger = v.device.core()->ledgers[v.device.ordinal()];
       ++ledger.releases;
       left = ledger.retains - ledger.releases;
     }
     // With several devices the trace shows each primary context's whole life:
     // activate (or adopt) at the first retain, this at every release.
     trace::mark("release-primary-context",
-                fmt::format("device {}, context 0x{:x}, drvshim's retains left {}", device_.ordinal(), address, left));
+                fmt::format("device {}, context 0x{:x}, drvshim's retains left {}", v.device.ordinal(), address, left));
     // A poisoned primary context is gone once its last retain (anyone's) is
     // released; its next activation gets a fresh context at the same address.
     if (core.any_poisoned.load() && core.is_poisoned(address)) {
       unsigned flags = 0;
       int active = 1;
-      if (DRVSHIM_CU(core, cuDevicePrimaryCtxGetState, device_.native(), &flags, &active) == CUDA_SUCCESS && active == 0) {
+      if (DRVSHIM_CU(core, cuDevicePrimaryCtxGetState, v.device.native(), &flags, &active) == CUDA_SUCCESS && active == 0) {
         core.forget_poison(address);
       }
     }
   } else {
-    detail::logf(log::Level::warn, "device {}: cuDevicePrimaryCtxRelease failed with {} ({})", device_.ordinal(),
+    logf(log::Level::warn, "device {}: cuDevicePrimaryCtxRelease failed with {} ({})", v.device.ordinal(),
                 result_name(static_cast<int>(r)), static_cast<int>(r));
   }
   return Status("cuDevicePrimaryCtxRelease", static_cast<int>(r));
 }
 
+}  // namespace detail
+
 // ---- Context ----------------------------------------------------------------------
 
-Context::Context(Device device, std::uintptr_t address) noexcept : device_(std::move(device)), address_(address) {}
+Context::Context(Device device, std::uintptr_t address) noexcept : handle_({std::move(device), address}) {}
 
-Context::Context(Context&& other) noexcept : device_(other.device_), address_(std::exchange(other.address_, 0)) {}
-
-Context& Context::operator=(Context&& other) noexcept {
-  if (this != &other) {
-    (void)destroy(std::nothrow);
-    device_ = other.device_;
-    address_ = std::exchange(other.address_, 0);
-  }
-  return *this;
-}
-
-Context::~Context() { (void)destroy(std::nothrow); }
+Context::Context(Context&&) noexcept = default;
+Context& Context::operator=(Context&&) noexcept = default;
+Context::~Context() = default;
 
 ContextRef Context::ref() const {
-  if (address_ == 0) {
+  const auto& v = handle_.get();
+  if (v.address == 0) {
     throw InvalidArgumentError("Context::ref", "this Context is empty (moved from or destroyed)",
                                "create a new one with Device::create_context()");
   }
-  return ContextRef(device_, address_, false);
+  return ContextRef(v.device, v.address, false);
 }
 
-void Context::destroy() {
-  const auto address = address_;
-  if (address != 0) device_.core()->ensure_usable("Context::destroy");  // the no-throw twin skips silently
-  const Status s = destroy(std::nothrow);
+void Context::destroy() { handle_.release(); }
+
+Status Context::destroy(std::nothrow_t) noexcept { return handle_.release(std::nothrow); }
+
+namespace detail {
+
+void ContextTraits::release_or_throw(value_type& v) {
+  const auto address = v.address;
+  v.device.core()->ensure_usable("Context::destroy");  // the no-throw twin skips silently
+  const Status s = release(v);
   if (!s.ok()) {
-    detail::raise(*device_.core(), s.code(), s.api(), fmt::format("context 0x{:x} on device {}", address, device_.ordinal()));
+    raise(*v.device.core(), s.code(), s.api(), fmt::format("context 0x{:x} on device {}", address, v.device.ordinal()));
   }
 }
 
-Status Context::destroy(std::nothrow_t) noexcept {
-  if (address_ == 0) return {};
-  const auto address = std::exchange(address_, 0);
-  const auto& core = *device_.core();
+Status ContextTraits::release(value_type& v) noexcept {
+  const auto address = std::exchange(v.address, 0);
+  const auto& core = *v.device.core();
   if (!core.cleanup_allowed()) return {};
   const CUresult r = DRVSHIM_CU(core, cuCtxDestroy, native(address));
   core.note_result(r);
   if (r != CUDA_SUCCESS) {
-    detail::logf(log::Level::warn, "cuCtxDestroy(0x{:x}) failed with {} ({})", address, result_name(static_cast<int>(r)),
+    logf(log::Level::warn, "cuCtxDestroy(0x{:x}) failed with {} ({})", address, result_name(static_cast<int>(r)),
                 static_cast<int>(r));
   } else {
     core.forget_poison(address);  // the driver may hand the address out again
-    trace::mark("destroy-context", fmt::format("device {}, context 0x{:x}", device_.ordinal(), address));
+    trace::mark("destroy-context", fmt::format("device {}, context 0x{:x}", v.device.ordinal(), address));
   }
   return Status("cuCtxDestroy", static_cast<int>(r));
 }
+
+}  // namespace detail
 
 }  // namespace drvshim

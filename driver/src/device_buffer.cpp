@@ -13,7 +13,7 @@
 namespace drvshim {
 
 DeviceBuffer::DeviceBuffer(ContextRef context, DevicePtr address, std::size_t bytes) noexcept
-    : context_(std::move(context)), address_(address), bytes_(bytes), id_(detail::new_owner_id()) {}
+    : handle_({std::move(context), address, bytes, detail::new_owner_id()}) {}
 
 DeviceBuffer DeviceBuffer::allocate(const ContextRef& context, std::size_t bytes) {
   detail::require_bytes("DeviceBuffer::allocate", bytes);
@@ -30,60 +30,52 @@ DeviceBuffer DeviceBuffer::allocate(const ContextRef& context, std::size_t bytes
   return DeviceBuffer(context, ptr, bytes);
 }
 
-DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept
-    : context_(o.context_), address_(std::exchange(o.address_, 0)), bytes_(std::exchange(o.bytes_, 0)), id_(o.id_) {}
-
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
-  if (this != &o) {
-    (void)free(std::nothrow);
-    context_ = o.context_;
-    address_ = std::exchange(o.address_, 0);
-    bytes_ = std::exchange(o.bytes_, 0);
-    id_ = o.id_;
-  }
-  return *this;
-}
-
-DeviceBuffer::~DeviceBuffer() { (void)free(std::nothrow); }
+DeviceBuffer::DeviceBuffer(DeviceBuffer&&) noexcept = default;
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&&) noexcept = default;
+DeviceBuffer::~DeviceBuffer() = default;
 
 void DeviceBuffer::check_view_of(std::size_t element_size) const {
-  if (address_ == 0) throw InvalidArgumentError("DeviceBuffer::as", "this DeviceBuffer is empty (moved from or freed)");
-  if (bytes_ % element_size != 0) {
-    throw InvalidArgumentError("DeviceBuffer::as", fmt::format("{} is not a multiple of the element size {}",
-                                                               detail::bytes_text(bytes_), element_size));
-  }
+  detail::check_whole_view("DeviceBuffer::as", "this DeviceBuffer is empty (moved from or freed)", handle_.held(), size(),
+                           element_size);
 }
 
-void DeviceBuffer::free() {
-  const auto address = address_;
-  if (address != 0) detail::core_of(context_).ensure_usable("DeviceBuffer::free");  // the no-throw twin skips silently
-  const Status s = free(std::nothrow);
+void DeviceBuffer::free() { handle_.release(); }
+
+Status DeviceBuffer::free(std::nothrow_t) noexcept { return handle_.release(std::nothrow); }
+
+namespace detail {
+
+void DeviceBufferTraits::release_or_throw(value_type& v) {
+  const auto address = v.address;
+  core_of(v.context).ensure_usable("DeviceBuffer::free");  // the no-throw twin skips silently
+  const Status s = release(v);
   if (!s.ok()) {
-    detail::raise(detail::core_of(context_), s.code(), s.api(), fmt::format("device 0x{:x}, {}", address, detail::context_text(context_)), {},
-                  context_.address());
+    raise(core_of(v.context), s.code(), s.api(), fmt::format("device 0x{:x}, {}", address, context_text(v.context)), {},
+          v.context.address());
   }
 }
 
-Status DeviceBuffer::free(std::nothrow_t) noexcept {
-  if (address_ == 0) return {};
-  const auto address = std::exchange(address_, 0);
-  detail::retire_owner_id(id_);
-  const auto& core = detail::core_of(context_);
-  if (!core.cleanup_allowed_in(context_.address())) return {};
+Status DeviceBufferTraits::release(value_type& v) noexcept {
+  const auto address = std::exchange(v.address, 0);
+  retire_owner_id(v.id);
+  const auto& core = core_of(v.context);
+  if (!core.cleanup_allowed_in(v.context.address())) return {};
   try {
-    detail::ContextScope scope(core, context_.address(), "DeviceBuffer::free");
+    ContextScope scope(core, v.context.address(), "DeviceBuffer::free");
     const CUresult r = DRVSHIM_CU(core, cuMemFree, address);
     core.note_result(r);
     if (r != CUDA_SUCCESS) {
-      detail::logf(log::Level::warn, "cuMemFree(0x{:x}) failed with {} ({})", address,
-                   result_name(static_cast<int>(r)), static_cast<int>(r));
+      logf(log::Level::warn, "cuMemFree(0x{:x}) failed with {} ({})", address, result_name(static_cast<int>(r)),
+           static_cast<int>(r));
     }
     return Status("cuMemFree", static_cast<int>(r));
   } catch (const Error& e) {
-    detail::logf(log::Level::warn, "DeviceBuffer::free(0x{:x}): {}", address, e.what());
+    logf(log::Level::warn, "DeviceBuffer::free(0x{:x}): {}", address, e.what());
     return Status("cuCtxPushCurrent", e.code() != 0 ? e.code() : CUDA_ERROR_UNKNOWN);
   }
 }
+
+}  // namespace detail
 
 PitchedAllocation allocate_pitched(const ContextRef& context, std::size_t width_bytes, std::size_t height,
                                    unsigned element_bytes) {

@@ -118,7 +118,7 @@ std::uintptr_t live_event_handle(const EventRef& event, const char* api) {
 }  // namespace detail
 
 Event::Event(ContextRef context, std::shared_ptr<detail::EventState> state) noexcept
-    : context_(std::move(context)), state_(std::move(state)) {}
+    : handle_({std::move(context), std::move(state)}) {}
 
 Event Event::create(const ContextRef& context, EventFlags flags) {
   if (has(flags, EventFlags::interprocess) && !has(flags, EventFlags::disable_timing)) {
@@ -139,48 +139,48 @@ Event Event::create(const ContextRef& context, EventFlags flags) {
   return Event(context, std::move(state));
 }
 
-Event::Event(Event&& other) noexcept : context_(other.context_), state_(std::move(other.state_)) {}
+Event::Event(Event&&) noexcept = default;
+Event& Event::operator=(Event&&) noexcept = default;
+Event::~Event() = default;
 
-Event& Event::operator=(Event&& other) noexcept {
-  if (this != &other) {
-    (void)destroy(std::nothrow);
-    context_ = other.context_;
-    state_ = std::move(other.state_);
-  }
-  return *this;
-}
-
-Event::~Event() { (void)destroy(std::nothrow); }
-
-Event::operator bool() const noexcept { return state_ != nullptr && state_->handle != 0; }
+Event::operator bool() const noexcept { return handle_.held(); }
 
 EventRef Event::ref() const {
   if (!*this) {
     throw InvalidArgumentError("Event::ref", "this Event is empty (moved from or destroyed)", "create one with Event::create()");
   }
-  return EventRef(context_, state_);
+  return EventRef(handle_.get().context, handle_.get().state);
 }
 
-void Event::destroy() {
-  const Status s = destroy(std::nothrow);
-  if (!s.ok()) detail::raise(core_of(context_), s.code(), s.api(), "event");
+void Event::destroy() { handle_.release(); }
+
+Status Event::destroy(std::nothrow_t) noexcept { return handle_.release(std::nothrow); }
+
+namespace detail {
+
+bool EventTraits::held(const value_type& v) noexcept { return v.state != nullptr && v.state->handle != 0; }
+
+void EventTraits::release_or_throw(value_type& v) {
+  const Status s = release(v);
+  if (!s.ok()) raise(core_of(v.context), s.code(), s.api(), "event");
 }
 
-Status Event::destroy(std::nothrow_t) noexcept {
-  if (!*this) return {};
-  const auto handle = std::exchange(state_->handle, 0);
-  state_.reset();
-  const auto& core = core_of(context_);
-  if (!core.cleanup_allowed_in(context_.address())) return {};
+Status EventTraits::release(value_type& v) noexcept {
+  const auto handle = std::exchange(v.state->handle, 0);
+  v.state.reset();
+  const auto& core = core_of(v.context);
+  if (!core.cleanup_allowed_in(v.context.address())) return {};
   // cuEventDestroy does not wait for the recorded work; the driver frees the event when it completes.
   const CUresult r = DRVSHIM_CU(core, cuEventDestroy, native_event(handle));
   core.note_result(r);
   if (r != CUDA_SUCCESS) {
-    detail::logf(log::Level::warn, "cuEventDestroy(0x{:x}) failed with {} ({})", handle,
-                 result_name(static_cast<int>(r)), static_cast<int>(r));
+    logf(log::Level::warn, "cuEventDestroy(0x{:x}) failed with {} ({})", handle, result_name(static_cast<int>(r)),
+         static_cast<int>(r));
   }
   return Status("cuEventDestroy", static_cast<int>(r));
 }
+
+}  // namespace detail
 
 EventTimer::EventTimer(const StreamRef& stream)
     : stream_(stream), start_(Event::create(stream.context())), end_(Event::create(stream.context())) {

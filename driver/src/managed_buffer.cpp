@@ -8,6 +8,7 @@
 #include "core_of.hpp"
 #include "log_internal.hpp"
 #include "memory_errors.hpp"
+#include "view_checks.hpp"
 
 namespace drvshim {
 namespace {
@@ -25,7 +26,7 @@ static_assert(static_cast<int>(MemoryAdvice::unset_accessed_by) == CU_MEM_ADVISE
 }  // namespace
 
 ManagedBuffer::ManagedBuffer(ContextRef context, DevicePtr address, std::size_t bytes) noexcept
-    : context_(std::move(context)), address_(address), bytes_(bytes) {}
+    : handle_({std::move(context), address, bytes, detail::new_owner_id()}) {}
 
 ManagedBuffer ManagedBuffer::allocate(const ContextRef& context, std::size_t bytes, MemoryAttach attach) {
   detail::require_bytes("ManagedBuffer::allocate", bytes);
@@ -56,34 +57,34 @@ ManagedBuffer ManagedBuffer::allocate(const ContextRef& context, std::size_t byt
   return ManagedBuffer(context, ptr, bytes);
 }
 
-ManagedBuffer::ManagedBuffer(ManagedBuffer&& o) noexcept
-    : context_(o.context_), address_(std::exchange(o.address_, 0)), bytes_(std::exchange(o.bytes_, 0)) {}
+ManagedBuffer::ManagedBuffer(ManagedBuffer&&) noexcept = default;
+ManagedBuffer& ManagedBuffer::operator=(ManagedBuffer&&) noexcept = default;
+ManagedBuffer::~ManagedBuffer() = default;
 
-ManagedBuffer& ManagedBuffer::operator=(ManagedBuffer&& o) noexcept {
-  if (this != &o) {
-    (void)free(std::nothrow);
-    context_ = o.context_;
-    address_ = std::exchange(o.address_, 0);
-    bytes_ = std::exchange(o.bytes_, 0);
-  }
-  return *this;
+void ManagedBuffer::check_view_of(std::size_t element_size) const {
+  detail::check_whole_view("ManagedBuffer::as", "this ManagedBuffer is empty (moved from or freed)", handle_.held(),
+                           size(), element_size);
 }
 
-ManagedBuffer::~ManagedBuffer() { (void)free(std::nothrow); }
+void ManagedBuffer::free() { handle_.release(); }
 
-void ManagedBuffer::free() {
-  if (address_ != 0) detail::core_of(context_).ensure_usable("ManagedBuffer::free");
-  const Status s = free(std::nothrow);
-  if (!s.ok()) detail::raise(detail::core_of(context_), s.code(), s.api(), detail::context_text(context_), {}, context_.address());
+Status ManagedBuffer::free(std::nothrow_t) noexcept { return handle_.release(std::nothrow); }
+
+namespace detail {
+
+void ManagedBufferTraits::release_or_throw(value_type& v) {
+  core_of(v.context).ensure_usable("ManagedBuffer::free");
+  const Status s = release(v);
+  if (!s.ok()) raise(core_of(v.context), s.code(), s.api(), context_text(v.context), {}, v.context.address());
 }
 
-Status ManagedBuffer::free(std::nothrow_t) noexcept {
-  if (address_ == 0) return {};
-  const auto address = std::exchange(address_, 0);
-  const auto& core = detail::core_of(context_);
-  if (!core.cleanup_allowed_in(context_.address())) return {};
+Status ManagedBufferTraits::release(value_type& v) noexcept {
+  const auto address = std::exchange(v.address, 0);
+  retire_owner_id(v.id);
+  const auto& core = core_of(v.context);
+  if (!core.cleanup_allowed_in(v.context.address())) return {};
   try {
-    detail::ContextScope scope(core, context_.address(), "ManagedBuffer::free");
+    ContextScope scope(core, v.context.address(), "ManagedBuffer::free");
     const CUresult r = DRVSHIM_CU(core, cuMemFree, address);
     core.note_result(r);
     return Status("cuMemFree", static_cast<int>(r));
@@ -91,6 +92,8 @@ Status ManagedBuffer::free(std::nothrow_t) noexcept {
     return Status("cuCtxPushCurrent", e.code() != 0 ? e.code() : CUDA_ERROR_UNKNOWN);
   }
 }
+
+}  // namespace detail
 
 void advise(const ContextRef& context, DevicePtr address, std::size_t bytes, MemoryAdvice advice,
             MemoryLocation location) {

@@ -172,7 +172,7 @@ PeerLink peer_link(const Device& from, const Device& to) {
 // ---- PeerAccess ------------------------------------------------------------------------------
 
 PeerAccess::PeerAccess(ContextRef from, ContextRef to, bool adopted, bool shared, std::uint64_t generation) noexcept
-    : from_(std::move(from)), to_(std::move(to)), adopted_(adopted), shared_(shared), generation_(generation) {}
+    : handle_({std::move(from), std::move(to), true, adopted, shared, generation}) {}
 
 PeerAccess PeerAccess::enable(const ContextRef& from, const ContextRef& to) {
   static constexpr const char* api = "PeerAccess::enable";
@@ -258,64 +258,56 @@ PeerAccess PeerAccess::enable(const ContextRef& from, const ContextRef& to) {
   return owner;
 }
 
-PeerAccess::PeerAccess(PeerAccess&& o) noexcept
-    : from_(o.from_), to_(o.to_), held_(std::exchange(o.held_, false)), adopted_(o.adopted_), shared_(o.shared_),
-      generation_(o.generation_) {}
+PeerAccess::PeerAccess(PeerAccess&&) noexcept = default;
+PeerAccess& PeerAccess::operator=(PeerAccess&&) noexcept = default;
+PeerAccess::~PeerAccess() = default;
 
-PeerAccess& PeerAccess::operator=(PeerAccess&& o) noexcept {
-  if (this != &o) {
-    (void)disable(std::nothrow);
-    from_ = o.from_;
-    to_ = o.to_;
-    held_ = std::exchange(o.held_, false);
-    adopted_ = o.adopted_;
-    shared_ = o.shared_;
-    generation_ = o.generation_;
-  }
-  return *this;
+void PeerAccess::disable() { handle_.release(); }
+
+Status PeerAccess::disable(std::nothrow_t) noexcept { return handle_.release(std::nothrow); }
+
+namespace detail {
+
+void PeerAccessTraits::release_or_throw(value_type& v) {
+  const Status s = release(v);
+  if (!s.ok()) raise(*v.from.device().core(), s.code(), s.api(), peer_text(v.from, v.to));
 }
 
-PeerAccess::~PeerAccess() { (void)disable(std::nothrow); }
-
-void PeerAccess::disable() {
-  const Status s = disable(std::nothrow);
-  if (!s.ok()) detail::raise(*from_.device().core(), s.code(), s.api(), peer_text(from_, to_));
-}
-
-Status PeerAccess::disable(std::nothrow_t) noexcept {
-  if (!held_) return {};
-  held_ = false;
-  if (adopted_) return {};  // another component's: it stays enabled
-  const auto& core = *from_.device().core();
+Status PeerAccessTraits::release(value_type& v) noexcept {
+  v.held = false;
+  if (v.adopted) return {};  // another component's: it stays enabled
+  const auto& core = *v.from.device().core();
   // Exit, a forked child, a deinitialised driver, a poisoned context: the access dies with them.
-  if (!core.cleanup_allowed_in(from_.address())) return {};
+  if (!core.cleanup_allowed_in(v.from.address())) return {};
   auto& reg = registry();
   std::lock_guard<std::mutex> lock(reg.mutex);  // held across the driver call, as in enable()
-  const auto it = reg.entries.find(PeerKey{&core, from_.address(), to_.address()});
-  if (it == reg.entries.end() || it->second.generation != generation_) {
+  const auto it = reg.entries.find(PeerKey{&core, v.from.address(), v.to.address()});
+  if (it == reg.entries.end() || it->second.generation != v.generation) {
     // The enablement this owner had ended without it (its context is gone, or
     // another component disabled it), and a later one is not its to end.
     return {};
   }
   if (--it->second.owners > 0) return {};
   reg.entries.erase(it);
-  if (core.any_poisoned.load() && core.is_poisoned(to_.address())) return {};
+  if (core.any_poisoned.load() && core.is_poisoned(v.to.address())) return {};
   try {
-    detail::ContextScope scope(core, from_.address(), "PeerAccess::disable");
-    const CUresult r = DRVSHIM_CU(core, cuCtxDisablePeerAccess, native(to_));
+    ContextScope scope(core, v.from.address(), "PeerAccess::disable");
+    const CUresult r = DRVSHIM_CU(core, cuCtxDisablePeerAccess, native(v.to));
     core.note_result(r);
     if (r != CUDA_SUCCESS) {
-      detail::logf(log::Level::warn, "cuCtxDisablePeerAccess {} failed with {} ({})", peer_text(from_, to_),
+      logf(log::Level::warn, "cuCtxDisablePeerAccess {} failed with {} ({})", peer_text(v.from, v.to),
                    result_name(static_cast<int>(r)), static_cast<int>(r));
     } else {
-      trace::mark("disable-peer-access", peer_text(from_, to_));
+      trace::mark("disable-peer-access", peer_text(v.from, v.to));
     }
     return Status("cuCtxDisablePeerAccess", static_cast<int>(r));
   } catch (const Error& e) {
-    detail::logf(log::Level::warn, "PeerAccess::disable {}: {}", peer_text(from_, to_), e.what());
+    logf(log::Level::warn, "PeerAccess::disable {}: {}", peer_text(v.from, v.to), e.what());
     return Status("cuCtxPushCurrent", e.code() != 0 ? e.code() : CUDA_ERROR_UNKNOWN);
   }
 }
+
+}  // namespace detail
 
 // ---- copies between two contexts -----------------------------------------------------------------
 

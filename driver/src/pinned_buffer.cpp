@@ -12,7 +12,7 @@
 namespace drvshim {
 
 PinnedBuffer::PinnedBuffer(ContextRef context, void* data, std::size_t bytes, HostAllocFlags flags) noexcept
-    : context_(std::move(context)), data_(data), bytes_(bytes), flags_(flags) {}
+    : handle_({std::move(context), data, bytes, flags}) {}
 
 PinnedBuffer PinnedBuffer::allocate(const ContextRef& context, std::size_t bytes, HostAllocFlags flags) {
   detail::require_bytes("PinnedBuffer::allocate", bytes);
@@ -30,51 +30,42 @@ PinnedBuffer PinnedBuffer::allocate(const ContextRef& context, std::size_t bytes
   return PinnedBuffer(context, p, bytes, flags);
 }
 
-PinnedBuffer::PinnedBuffer(PinnedBuffer&& o) noexcept
-    : context_(o.context_), data_(std::exchange(o.data_, nullptr)), bytes_(std::exchange(o.bytes_, 0)),
-      flags_(o.flags_) {}
-
-PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& o) noexcept {
-  if (this != &o) {
-    (void)free(std::nothrow);
-    context_ = o.context_;
-    data_ = std::exchange(o.data_, nullptr);
-    bytes_ = std::exchange(o.bytes_, 0);
-    flags_ = o.flags_;
-  }
-  return *this;
-}
-
-PinnedBuffer::~PinnedBuffer() { (void)free(std::nothrow); }
+PinnedBuffer::PinnedBuffer(PinnedBuffer&&) noexcept = default;
+PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&&) noexcept = default;
+PinnedBuffer::~PinnedBuffer() = default;
 
 void PinnedBuffer::check_view_of(std::size_t element_size) const {
-  if (data_ == nullptr) throw InvalidArgumentError("PinnedBuffer::as", "this buffer is empty (moved from or freed)");
-  if (bytes_ % element_size != 0) {
-    throw InvalidArgumentError("PinnedBuffer::as", fmt::format("{} is not a multiple of the element size {}",
-                                                               detail::bytes_text(bytes_), element_size));
-  }
+  detail::check_whole_view("PinnedBuffer::as", "this buffer is empty (moved from or freed)", handle_.held(), size(),
+                           element_size);
 }
 
-void PinnedBuffer::free() {
-  if (data_ != nullptr) detail::core_of(context_).ensure_usable("PinnedBuffer::free");
-  const Status s = free(std::nothrow);
-  if (!s.ok()) detail::raise(detail::core_of(context_), s.code(), s.api(), detail::context_text(context_), {}, context_.address());
+void PinnedBuffer::free() { handle_.release(); }
+
+Status PinnedBuffer::free(std::nothrow_t) noexcept { return handle_.release(std::nothrow); }
+
+namespace detail {
+
+void PinnedBufferTraits::release_or_throw(value_type& v) {
+  core_of(v.context).ensure_usable("PinnedBuffer::free");
+  const Status s = release(v);
+  if (!s.ok()) raise(core_of(v.context), s.code(), s.api(), context_text(v.context), {}, v.context.address());
 }
 
-Status PinnedBuffer::free(std::nothrow_t) noexcept {
-  if (data_ == nullptr) return {};
-  void* p = std::exchange(data_, nullptr);
-  const auto& core = detail::core_of(context_);
-  if (!core.cleanup_allowed_in(context_.address())) return {};
+Status PinnedBufferTraits::release(value_type& v) noexcept {
+  void* p = std::exchange(v.data, nullptr);
+  const auto& core = core_of(v.context);
+  if (!core.cleanup_allowed_in(v.context.address())) return {};
   // cuMemFreeHost needs no current context.
   const CUresult r = DRVSHIM_CU(core, cuMemFreeHost, p);
   core.note_result(r);
   if (r != CUDA_SUCCESS) {
-    detail::logf(log::Level::warn, "cuMemFreeHost({}) failed with {} ({})", p, result_name(static_cast<int>(r)),
-                 static_cast<int>(r));
+    logf(log::Level::warn, "cuMemFreeHost({}) failed with {} ({})", p, result_name(static_cast<int>(r)),
+         static_cast<int>(r));
   }
   return Status("cuMemFreeHost", static_cast<int>(r));
 }
+
+}  // namespace detail
 
 MappedBuffer::MappedBuffer(PinnedBuffer&& pinned, DevicePtr device) noexcept
     : PinnedBuffer(std::move(pinned)), device_(device) {}

@@ -12,7 +12,7 @@
 namespace drvshim {
 
 RegisteredRange::RegisteredRange(ContextRef context, void* data, std::size_t bytes, HostRegisterFlags flags) noexcept
-    : context_(std::move(context)), data_(data), bytes_(bytes), flags_(flags) {}
+    : handle_({std::move(context), data, bytes, flags}) {}
 
 RegisteredRange RegisteredRange::register_range(const ContextRef& context, void* data, std::size_t bytes,
                                                 HostRegisterFlags flags) {
@@ -57,51 +57,47 @@ RegisteredRange RegisteredRange::register_range(const ContextRef& context, void*
   return RegisteredRange(context, data, bytes, flags);
 }
 
-RegisteredRange::RegisteredRange(RegisteredRange&& o) noexcept
-    : context_(o.context_), data_(std::exchange(o.data_, nullptr)), bytes_(std::exchange(o.bytes_, 0)),
-      flags_(o.flags_) {}
-
-RegisteredRange& RegisteredRange::operator=(RegisteredRange&& o) noexcept {
-  if (this != &o) {
-    (void)unregister(std::nothrow);
-    context_ = o.context_;
-    data_ = std::exchange(o.data_, nullptr);
-    bytes_ = std::exchange(o.bytes_, 0);
-    flags_ = o.flags_;
-  }
-  return *this;
-}
-
-RegisteredRange::~RegisteredRange() { (void)unregister(std::nothrow); }
+RegisteredRange::RegisteredRange(RegisteredRange&&) noexcept = default;
+RegisteredRange& RegisteredRange::operator=(RegisteredRange&&) noexcept = default;
+RegisteredRange::~RegisteredRange() = default;
 
 DevicePtr RegisteredRange::device_address() const {
-  if (data_ == nullptr) throw InvalidArgumentError("RegisteredRange::device_address", "this range is empty");
-  if (!has(flags_, HostRegisterFlags::device_map) &&
-      !context_.device().attribute(DeviceAttribute::unified_addressing).is_true()) {
+  const auto& ctx = handle_.get().context;
+  void* const host = handle_.get().data;
+  if (host == nullptr) throw InvalidArgumentError("RegisteredRange::device_address", "this range is empty");
+  if (!has(flags(), HostRegisterFlags::device_map) &&
+      !ctx.device().attribute(DeviceAttribute::unified_addressing).is_true()) {
     throw InvalidArgumentError("RegisteredRange::device_address",
                                "the range was registered without DEVICEMAP on a device without unified addressing",
                                "register with HostRegisterFlags::device_map");
   }
-  const auto& core = detail::core_of(context_);
-  detail::ContextScope scope(core, context_.address(), "RegisteredRange::device_address");
+  const auto& core = detail::core_of(ctx);
+  detail::ContextScope scope(core, ctx.address(), "RegisteredRange::device_address");
   CUdeviceptr device = 0;
-  DRVSHIM_TRY(core, cuMemHostGetDevicePointer, fmt::format("host {}, {}", data_, detail::context_text(context_)), &device, data_,
+  DRVSHIM_TRY(core, cuMemHostGetDevicePointer, fmt::format("host {}, {}", host, detail::context_text(ctx)), &device, host,
               0u);
   return device;
 }
 
-void RegisteredRange::unregister() {
-  if (data_ != nullptr) detail::core_of(context_).ensure_usable("RegisteredRange::unregister");
-  const Status s = unregister(std::nothrow);
-  if (!s.ok()) detail::raise(detail::core_of(context_), s.code(), s.api(), detail::context_text(context_), {}, context_.address());
+void RegisteredRange::unregister() { handle_.release(); }
+
+Status RegisteredRange::unregister(std::nothrow_t) noexcept { return handle_.release(std::nothrow); }
+
+namespace detail {
+
+void RegisteredRangeTraits::release_or_throw(value_type& v) {
+  core_of(v.context).ensure_usable("RegisteredRange::unregister");
+  const Status s = release(v);
+  if (!s.ok()) raise(core_of(v.context), s.code(), s.api(), context_text(v.context), {}, v.context.address());
 }
 
-Status RegisteredRange::unregister(std::nothrow_t) noexcept {
-  if (data_ == nullptr) return {};
-  void* p = std::exchange(data_, nullptr);
-  if (!detail::core_of(context_).cleanup_allowed_in(context_.address())) return {};
-  return unregister_host_range(context_, p);
+Status RegisteredRangeTraits::release(value_type& v) noexcept {
+  void* p = std::exchange(v.data, nullptr);
+  if (!core_of(v.context).cleanup_allowed_in(v.context.address())) return {};
+  return unregister_host_range(v.context, p);
 }
+
+}  // namespace detail
 
 Status unregister_host_range(const ContextRef& context, void* data) noexcept {
   const auto& core = detail::core_of(context);

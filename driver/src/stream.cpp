@@ -186,8 +186,7 @@ void StreamRef::attach_memory(std::uint64_t address, std::size_t bytes, MemoryAt
 
 
 Stream::Stream(ContextRef context, std::uintptr_t handle, StreamFlags flags, int priority) noexcept
-    : context_(std::move(context)), handle_(handle), id_(detail::new_owner_id()), flags_(flags),
-      priority_(priority) {}
+    : handle_({std::move(context), handle, detail::new_owner_id(), flags, priority}) {}
 
 Stream Stream::create(const ContextRef& context, StreamFlags flags, int priority) {
   const StreamPriorityRange range = stream_priority_range(context);
@@ -207,60 +206,54 @@ Stream Stream::create(const ContextRef& context, StreamFlags flags, int priority
   return Stream(context, reinterpret_cast<std::uintptr_t>(stream), flags, priority);
 }
 
-Stream::Stream(Stream&& other) noexcept
-    : context_(other.context_), handle_(std::exchange(other.handle_, 0)), id_(other.id_), flags_(other.flags_),
-      priority_(other.priority_) {}
-
-Stream& Stream::operator=(Stream&& other) noexcept {
-  if (this != &other) {
-    (void)destroy(std::nothrow);
-    context_ = other.context_;
-    handle_ = std::exchange(other.handle_, 0);
-    id_ = other.id_;
-    flags_ = other.flags_;
-    priority_ = other.priority_;
-  }
-  return *this;
-}
-
-Stream::~Stream() { (void)destroy(std::nothrow); }
+Stream::Stream(Stream&&) noexcept = default;
+Stream& Stream::operator=(Stream&&) noexcept = default;
+Stream::~Stream() = default;
 
 StreamRef Stream::ref() const {
-  if (handle_ == 0) {
+  const auto& v = handle_.get();
+  if (v.handle == 0) {
     throw InvalidArgumentError("Stream::ref", "this Stream is empty (moved from or destroyed)",
                                "create one with Stream::create()");
   }
-  return StreamRef(context_, handle_, id_);
+  return StreamRef(v.context, v.handle, v.id);
 }
 
-void Stream::destroy() {
-  const auto handle = handle_;
-  if (handle != 0) context_.device().core()->ensure_usable("Stream::destroy");  // the no-throw twin skips silently
-  const Status s = destroy(std::nothrow);
+void Stream::destroy() { handle_.release(); }
+
+Status Stream::destroy(std::nothrow_t) noexcept { return handle_.release(std::nothrow); }
+
+namespace detail {
+
+void StreamTraits::release_or_throw(value_type& v) {
+  const auto handle = v.handle;
+  v.context.device().core()->ensure_usable("Stream::destroy");  // the no-throw twin skips silently
+  const Status s = release(v);
   if (!s.ok()) {
-    detail::raise(*context_.device().core(), s.code(), s.api(), fmt::format("stream 0x{:x}", handle), {}, context_.address());
+    raise(*v.context.device().core(), s.code(), s.api(), fmt::format("stream 0x{:x}", handle), {}, v.context.address());
   }
 }
 
-Status Stream::destroy(std::nothrow_t) noexcept {
-  if (handle_ == 0) return {};
-  const auto handle = std::exchange(handle_, 0);
-  detail::retire_owner_id(id_);
-  const auto& core = *context_.device().core();
-  if (!core.cleanup_allowed_in(context_.address())) return {};
+Status StreamTraits::release(value_type& v) noexcept {
+  const auto handle = std::exchange(v.handle, 0);
+  retire_owner_id(v.id);
+  const auto& core = *v.context.device().core();
+  if (!core.cleanup_allowed_in(v.context.address())) return {};
   // cuStreamDestroy needs no current context and does not wait for queued work.
   {
     std::lock_guard<std::mutex> lock(core.callback_mutex);
-    core.callback_errors.erase(StreamRef(context_, handle, id_).key());
+    core.callback_errors.erase(StreamRef(v.context, handle, v.id).key());
   }
   const CUresult r = DRVSHIM_CU(core, cuStreamDestroy, native_stream(handle));
   core.note_result(r);
   core.bury_spent_callbacks();
   if (r != CUDA_SUCCESS) {
-    detail::logf(log::Level::warn, "cuStreamDestroy(0x{:x}) failed with {} ({})", handle,
-                 result_name(static_cast<int>(r)), static_cast<int>(r));
+    logf(log::Level::warn, "cuStreamDestroy(0x{:x}) failed with {} ({})", handle, result_name(static_cast<int>(r)),
+         static_cast<int>(r));
   }
   return Status("cuStreamDestroy", static_cast<int>(r));
 }
+
+}  // namespace detail
 
 }  // namespace drvshim

@@ -12,6 +12,7 @@
 #include <drvshim/device.hpp>
 #include <drvshim/error.hpp>
 #include <drvshim/export.hpp>
+#include <drvshim/owning_handle.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -76,11 +77,14 @@ class DRVSHIM_API ContextRef {
   void profiler_start() const;
   void profiler_stop() const;
 
-  /// Internal.
-  ContextRef(Device device, std::uintptr_t address, bool primary) noexcept
-      : device_(std::move(device)), address_(address), primary_(primary) {}
+  /// The same context (of the same Driver).
+  friend bool operator==(const ContextRef&, const ContextRef&) = default;
 
  private:
+  friend class PrimaryContext;
+  friend class Context;
+  ContextRef(Device device, std::uintptr_t address, bool primary) noexcept
+      : device_(std::move(device)), address_(address), primary_(primary) {}
   Device device_;
   std::uintptr_t address_;
   bool primary_;
@@ -104,6 +108,33 @@ class DRVSHIM_API ScopedCurrentContext {
   std::uintptr_t pushed_;
 };
 
+namespace detail {
+/// PrimaryContext's ownership traits (owning_handle.hpp).
+struct PrimaryContextTraits {
+  struct value_type {
+    Device device;
+    std::uintptr_t address;
+    bool adopted;
+  };
+  static bool held(const value_type& v) noexcept { return v.address != 0; }
+  static void clear(value_type& v) noexcept { v.address = 0; }
+  [[nodiscard]] static Status release(value_type& v) noexcept;
+  static void release_or_throw(value_type& v);
+};
+
+/// Context's ownership traits (owning_handle.hpp).
+struct ContextTraits {
+  struct value_type {
+    Device device;
+    std::uintptr_t address;
+  };
+  static bool held(const value_type& v) noexcept { return v.address != 0; }
+  static void clear(value_type& v) noexcept { v.address = 0; }
+  [[nodiscard]] static Status release(value_type& v) noexcept;
+  static void release_or_throw(value_type& v);
+};
+}  // namespace detail
+
 /// A retained primary context (move-only owner). The destructor releases it
 /// with the no-throw twin; after process exit started, in a forked child, or
 /// once the driver reports it is deinitialised, it makes no driver call.
@@ -116,31 +147,28 @@ class DRVSHIM_API PrimaryContext {
   ~PrimaryContext();
 
   /// Whether this object still holds a retain.
-  explicit operator bool() const noexcept { return address_ != 0; }
+  explicit operator bool() const noexcept { return handle_.held(); }
   /// A view of the context. Throws InvalidArgumentError on an empty (moved-from or released) object.
   ContextRef ref() const;
   /// The device.
-  const Device& device() const noexcept { return device_; }
+  const Device& device() const noexcept { return handle_.get().device; }
   /// Whether another component (such as the CUDA Runtime) activated the
   /// primary context before drvshim retained it. A second retain by drvshim
   /// of a context drvshim itself activated is not adopted (the device's
   /// ledger of drvshim's own retains tells the two apart); one made while
   /// drvshim holds an adopted context is adopted too.
-  bool adopted() const noexcept { return adopted_; }
+  bool adopted() const noexcept { return handle_.get().adopted; }
 
   /// Releases the retain (cuDevicePrimaryCtxRelease_v2); the object becomes
   /// empty. Throws CudaError on failure (the object is empty either way).
   void release();
   /// The no-throw twin, for cleanup paths.
-  Status release(std::nothrow_t) noexcept;
-
-  /// Internal.
-  PrimaryContext(Device device, std::uintptr_t address, bool adopted) noexcept;
+  [[nodiscard]] Status release(std::nothrow_t) noexcept;
 
  private:
-  Device device_;
-  std::uintptr_t address_;
-  bool adopted_;
+  friend class Device;
+  PrimaryContext(Device device, std::uintptr_t address, bool adopted) noexcept;
+  detail::OwningHandle<detail::PrimaryContextTraits> handle_;
 };
 
 /// A non-primary context created by drvshim (move-only owner), for users who
@@ -153,22 +181,20 @@ class DRVSHIM_API Context {
   Context& operator=(const Context&) = delete;
   ~Context();
 
-  explicit operator bool() const noexcept { return address_ != 0; }
+  explicit operator bool() const noexcept { return handle_.held(); }
   /// A view. Throws InvalidArgumentError on an empty object.
   ContextRef ref() const;
-  const Device& device() const noexcept { return device_; }
+  const Device& device() const noexcept { return handle_.get().device; }
 
   /// cuCtxDestroy_v2; the object becomes empty. Throws CudaError on failure.
   void destroy();
   /// The no-throw twin.
-  Status destroy(std::nothrow_t) noexcept;
-
-  /// Internal.
-  Context(Device device, std::uintptr_t address) noexcept;
+  [[nodiscard]] Status destroy(std::nothrow_t) noexcept;
 
  private:
-  Device device_;
-  std::uintptr_t address_;
+  friend class Device;
+  Context(Device device, std::uintptr_t address) noexcept;
+  detail::OwningHandle<detail::ContextTraits> handle_;
 };
 
 }  // namespace drvshim

@@ -218,7 +218,7 @@ class DRVSHIM_API Device {
   /// needed. Logs, and marks in the trace, when it was already active:
   /// adopt-primary-context when another component activated it,
   /// retain-primary-context when drvshim already holds a retain of it.
-  PrimaryContext retain_primary_context() const;
+  [[nodiscard]] PrimaryContext retain_primary_context() const;
   /// drvshim's retains and releases of this device's primary context.
   PrimaryContextLedger primary_context_ledger() const;
   /// cuDevicePrimaryCtxReset: destroys the primary context and everything in
@@ -233,13 +233,17 @@ class DRVSHIM_API Device {
   /// (cuCtxCreate_v4 where present, else cuCtxCreate_v2). It becomes current on
   /// the calling thread as the driver does, and drvshim pops it again so the
   /// caller's context stack is unchanged.
-  Context create_context(ContextFlags flags = ContextFlags::sched_auto) const;
+  [[nodiscard]] Context create_context(ContextFlags flags = ContextFlags::sched_auto) const;
 
-  /// Internal.
-  Device(std::shared_ptr<detail::DriverCore> core, int ordinal, int handle) noexcept;
+  /// The same device of the same Driver.
+  friend bool operator==(const Device&, const Device&) = default;
+
+  /// Internal: the shared driver state.
   const std::shared_ptr<detail::DriverCore>& core() const noexcept { return core_; }
 
  private:
+  friend class Driver;
+  Device(std::shared_ptr<detail::DriverCore> core, int ordinal, int handle) noexcept;
   std::shared_ptr<detail::DriverCore> core_;
   int ordinal_;
   int handle_;

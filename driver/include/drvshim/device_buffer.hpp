@@ -6,6 +6,7 @@
 #include <drvshim/device_span.hpp>
 #include <drvshim/error.hpp>
 #include <drvshim/export.hpp>
+#include <drvshim/owning_handle.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -15,12 +16,31 @@ namespace drvshim {
 
 struct PitchedAllocation;
 
+namespace detail {
+/// DeviceBuffer's ownership traits (owning_handle.hpp).
+struct DeviceBufferTraits {
+  struct value_type {
+    ContextRef context;
+    DevicePtr address;
+    std::size_t bytes;
+    std::uint64_t id;
+  };
+  static bool held(const value_type& v) noexcept { return v.address != 0; }
+  static void clear(value_type& v) noexcept {
+    v.address = 0;
+    v.bytes = 0;
+  }
+  [[nodiscard]] static Status release(value_type& v) noexcept;
+  static void release_or_throw(value_type& v);
+};
+}  // namespace detail
+
 /// Device memory from cuMemAlloc (move-only owner).
 class DRVSHIM_API DeviceBuffer {
  public:
   /// cuMemAlloc_v2 in `context`. Throws InvalidArgumentError for 0 bytes,
   /// OutOfMemoryError (with the device's free and total memory) when it does not fit.
-  static DeviceBuffer allocate(const ContextRef& context, std::size_t bytes);
+  [[nodiscard]] static DeviceBuffer allocate(const ContextRef& context, std::size_t bytes);
 
   DeviceBuffer(DeviceBuffer&& other) noexcept;
   DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
@@ -28,31 +48,29 @@ class DRVSHIM_API DeviceBuffer {
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   ~DeviceBuffer();
 
-  explicit operator bool() const noexcept { return address_ != 0; }
-  DevicePtr address() const noexcept { return address_; }
-  std::size_t size() const noexcept { return bytes_; }
-  const ContextRef& context() const noexcept { return context_; }
+  explicit operator bool() const noexcept { return handle_.held(); }
+  DevicePtr address() const noexcept { return handle_.get().address; }
+  std::size_t size() const noexcept { return handle_.get().bytes; }
+  const ContextRef& context() const noexcept { return handle_.get().context; }
   /// A typed view of the whole buffer. Throws InvalidArgumentError when the
   /// size is not a multiple of sizeof(T) or the owner is empty.
   template <class T>
   DeviceSpan<T> as() const {
     check_view_of(sizeof(T));
-    return DeviceSpan<T>(context_, address_, bytes_ / sizeof(T), id_);
+    const auto& v = handle_.get();
+    return DeviceSpan<T>(v.context, v.address, v.bytes / sizeof(T), v.id);
   }
 
   /// cuMemFree_v2; the owner becomes empty.
   void free();
   /// The no-throw twin.
-  Status free(std::nothrow_t) noexcept;
+  [[nodiscard]] Status free(std::nothrow_t) noexcept;
 
  private:
   DeviceBuffer(ContextRef context, DevicePtr address, std::size_t bytes) noexcept;
   friend DRVSHIM_API PitchedAllocation allocate_pitched(const ContextRef&, std::size_t, std::size_t, unsigned);
   void check_view_of(std::size_t element_size) const;
-  ContextRef context_;
-  DevicePtr address_;
-  std::size_t bytes_;
-  std::uint64_t id_;
+  detail::OwningHandle<detail::DeviceBufferTraits> handle_;
 };
 
 /// A pitched allocation: `height` rows of `pitch` bytes, each row starting
@@ -66,7 +84,7 @@ struct PitchedAllocation {
 /// device prefers for elements of `element_bytes` (4, 8 or 16). Throws
 /// InvalidArgumentError for a zero width or height or another element size,
 /// OutOfMemoryError when it does not fit.
-DRVSHIM_API PitchedAllocation allocate_pitched(const ContextRef& context, std::size_t width_bytes, std::size_t height,
-                                               unsigned element_bytes = 4);
+[[nodiscard]] DRVSHIM_API PitchedAllocation allocate_pitched(const ContextRef& context, std::size_t width_bytes, std::size_t height,
+                                                             unsigned element_bytes = 4);
 
 }  // namespace drvshim

@@ -37,8 +37,13 @@ class DeviceSpan {
  public:
   DeviceSpan(ContextRef context, DevicePtr address, std::size_t count, std::uint64_t owner_id) noexcept
       : context_(std::move(context)), address_(address), count_(count), owner_id_(owner_id) {}
-  /// A view of const elements.
-  operator DeviceSpan<const T>() const noexcept { return {context_, address_, count_, owner_id_}; }
+  /// A view of const elements. A template constrained to non-const T, so
+  /// DeviceSpan<const T> declares no conversion to itself (nvcc warning #554).
+  template <class U = T>
+    requires(std::is_same_v<U, T> && !std::is_const_v<U>)
+  operator DeviceSpan<const U>() const noexcept {
+    return {context_, address_, count_, owner_id_};
+  }
 
   DevicePtr address() const noexcept { return address_; }
   std::size_t size() const noexcept { return count_; }
@@ -53,6 +58,9 @@ class DeviceSpan {
     if (offset > count_ || count > count_ - offset) detail::throw_subspan(offset, count, count_);
     return DeviceSpan(context_, address_ + offset * sizeof(T), count, owner_id_);
   }
+
+  /// The same memory (context, address, element count) of the same owner.
+  friend bool operator==(const DeviceSpan&, const DeviceSpan&) = default;
 
  private:
   ContextRef context_;

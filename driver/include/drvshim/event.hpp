@@ -5,6 +5,7 @@
 #include <drvshim/context.hpp>
 #include <drvshim/export.hpp>
 #include <drvshim/flags.hpp>
+#include <drvshim/owning_handle.hpp>
 #include <drvshim/stream.hpp>
 
 #include <chrono>
@@ -57,11 +58,13 @@ class DRVSHIM_API EventRef {
   /// Waits until the captured work is done (cuEventSynchronize).
   void synchronize() const;
 
-  /// Internal.
-  EventRef(ContextRef context, std::shared_ptr<detail::EventState> state) noexcept
-      : context_(std::move(context)), state_(std::move(state)) {}
+  /// The same event.
+  friend bool operator==(const EventRef&, const EventRef&) = default;
 
  private:
+  friend class Event;
+  EventRef(ContextRef context, std::shared_ptr<detail::EventState> state) noexcept
+      : context_(std::move(context)), state_(std::move(state)) {}
   ContextRef context_;
   std::shared_ptr<detail::EventState> state_;
 };
@@ -73,12 +76,27 @@ class DRVSHIM_API EventRef {
 /// CudaError(CUDA_ERROR_NOT_READY).
 DRVSHIM_API Milliseconds elapsed(const EventRef& start, const EventRef& end);
 
+namespace detail {
+/// Event's ownership traits (owning_handle.hpp). The state is shared with the
+/// Event's views, which see the handle cleared when the event is destroyed.
+struct EventTraits {
+  struct value_type {
+    ContextRef context;
+    std::shared_ptr<EventState> state;
+  };
+  static bool held(const value_type& v) noexcept;
+  static void clear(value_type& v) noexcept { v.state.reset(); }
+  [[nodiscard]] static Status release(value_type& v) noexcept;
+  static void release_or_throw(value_type& v);
+};
+}  // namespace detail
+
 /// An event created by drvshim (move-only owner). Destroying it with work
 /// still pending neither waits nor fails: the driver releases it later.
 class DRVSHIM_API Event {
  public:
   /// cuEventCreate. Throws InvalidArgumentError for interprocess without disable_timing.
-  static Event create(const ContextRef& context, EventFlags flags = EventFlags::none);
+  [[nodiscard]] static Event create(const ContextRef& context, EventFlags flags = EventFlags::none);
 
   Event(Event&& other) noexcept;
   Event& operator=(Event&& other) noexcept;
@@ -91,12 +109,11 @@ class DRVSHIM_API Event {
   EventRef ref() const;
   /// cuEventDestroy_v2; the owner becomes empty.
   void destroy();
-  Status destroy(std::nothrow_t) noexcept;
+  [[nodiscard]] Status destroy(std::nothrow_t) noexcept;
 
  private:
   Event(ContextRef context, std::shared_ptr<detail::EventState> state) noexcept;
-  ContextRef context_;
-  std::shared_ptr<detail::EventState> state_;
+  detail::OwningHandle<detail::EventTraits> handle_;
 };
 
 /// Times work on a stream: records a start event at construction and an end

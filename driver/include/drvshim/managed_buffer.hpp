@@ -6,12 +6,33 @@
 #include <drvshim/device_span.hpp>
 #include <drvshim/error.hpp>
 #include <drvshim/export.hpp>
+#include <drvshim/owning_handle.hpp>
 #include <drvshim/stream.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <new>
 
 namespace drvshim {
+
+namespace detail {
+/// ManagedBuffer's ownership traits (owning_handle.hpp).
+struct ManagedBufferTraits {
+  struct value_type {
+    ContextRef context;
+    DevicePtr address;
+    std::size_t bytes;
+    std::uint64_t id;  // views carry it (checked in debug builds)
+  };
+  static bool held(const value_type& v) noexcept { return v.address != 0; }
+  static void clear(value_type& v) noexcept {
+    v.address = 0;
+    v.bytes = 0;
+  }
+  [[nodiscard]] static Status release(value_type& v) noexcept;
+  static void release_or_throw(value_type& v);
+};
+}  // namespace detail
 
 /// Managed (unified) memory from cuMemAllocManaged (move-only owner),
 /// accessible from host and device.
@@ -21,7 +42,7 @@ class DRVSHIM_API ManagedBuffer {
   /// not accessible from devices until attached to a stream). Throws
   /// UnsupportedError when the device's managed_memory attribute is not 1,
   /// InvalidArgumentError for MemoryAttach::single (only streams take it).
-  static ManagedBuffer allocate(const ContextRef& context, std::size_t bytes,
+  [[nodiscard]] static ManagedBuffer allocate(const ContextRef& context, std::size_t bytes,
                                 MemoryAttach attach = MemoryAttach::global);
 
   ManagedBuffer(ManagedBuffer&& other) noexcept;
@@ -30,22 +51,25 @@ class DRVSHIM_API ManagedBuffer {
   ManagedBuffer& operator=(const ManagedBuffer&) = delete;
   ~ManagedBuffer();
 
-  explicit operator bool() const noexcept { return address_ != 0; }
-  DevicePtr address() const noexcept { return address_; }
-  void* data() const noexcept { return reinterpret_cast<void*>(address_); }
-  std::size_t size() const noexcept { return bytes_; }
+  explicit operator bool() const noexcept { return handle_.held(); }
+  DevicePtr address() const noexcept { return handle_.get().address; }
+  void* data() const noexcept { return reinterpret_cast<void*>(handle_.get().address); }
+  std::size_t size() const noexcept { return handle_.get().bytes; }
+  /// A typed view of the whole buffer. Throws InvalidArgumentError when the
+  /// size is not a multiple of sizeof(T) or the owner is empty.
   template <class T>
   DeviceSpan<T> as() const {
-    return DeviceSpan<T>(context_, address_, bytes_ / sizeof(T), 0);
+    check_view_of(sizeof(T));
+    const auto& v = handle_.get();
+    return DeviceSpan<T>(v.context, v.address, v.bytes / sizeof(T), v.id);
   }
   void free();
-  Status free(std::nothrow_t) noexcept;
+  [[nodiscard]] Status free(std::nothrow_t) noexcept;
 
  private:
   ManagedBuffer(ContextRef context, DevicePtr address, std::size_t bytes) noexcept;
-  ContextRef context_;
-  DevicePtr address_;
-  std::size_t bytes_;
+  void check_view_of(std::size_t element_size) const;
+  detail::OwningHandle<detail::ManagedBufferTraits> handle_;
 };
 
 /// A place memory can live or be accessed from (CUmemLocation).

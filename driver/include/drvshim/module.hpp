@@ -8,6 +8,7 @@
 #include <drvshim/context.hpp>
 #include <drvshim/export.hpp>
 #include <drvshim/device_span.hpp>
+#include <drvshim/owning_handle.hpp>
 #include <drvshim/stream.hpp>
 
 #include <array>
@@ -21,10 +22,38 @@
 
 namespace drvshim {
 
+class Kernel;
+
 namespace detail {
 struct ModuleState;
 struct LibraryState;
 struct KernelState;
+// Makes the Kernel for function `f` (a CUfunction) of `context` (kernel.cpp).
+Kernel make_kernel(const ContextRef& context, std::uintptr_t f, const std::string& name, std::shared_ptr<const void> code);
+
+/// Module's ownership traits (owning_handle.hpp). The state is shared with the
+/// module's Kernels: the last of them unloads it.
+struct ModuleTraits {
+  struct value_type {
+    ContextRef context;
+    std::shared_ptr<ModuleState> state;
+  };
+  static bool held(const value_type& v) noexcept { return v.state != nullptr; }
+  static void clear(value_type& v) noexcept { v.state.reset(); }
+  [[nodiscard]] static Status release(value_type& v) noexcept;
+  static void release_or_throw(value_type& v);
+};
+
+/// Library's ownership traits (owning_handle.hpp); shared with its Kernels like a Module's.
+struct LibraryTraits {
+  struct value_type {
+    std::shared_ptr<LibraryState> state;
+  };
+  static bool held(const value_type& v) noexcept { return v.state != nullptr; }
+  static void clear(value_type& v) noexcept { v.state.reset(); }
+  [[nodiscard]] static Status release(value_type& v) noexcept;
+  static void release_or_throw(value_type& v);
+};
 }  // namespace detail
 
 /// What a module image is.
@@ -57,7 +86,7 @@ struct LinkedImage {
 /// kept and loaded later without a JIT. `name` appears in diagnostics. Throws
 /// InvalidArgumentError when `ptx` is not PTX text, CudaError carrying the
 /// JIT's error log when the driver rejects it.
-DRVSHIM_API LinkedImage link_ptx(const ContextRef& context, std::span<const std::byte> ptx,
+[[nodiscard]] DRVSHIM_API LinkedImage link_ptx(const ContextRef& context, std::span<const std::byte> ptx,
                                  const std::string& name);
 
 /// cuModuleGetLoadingMode: "lazy" or "eager" (CUDA_MODULE_LOADING); "unknown"
@@ -157,12 +186,16 @@ class DRVSHIM_API Kernel {
   /// whose layout it does not know).
   const std::optional<std::vector<ParamInfo>>& params() const;
 
-  /// Internal.
-  Kernel(ContextRef context, std::shared_ptr<detail::KernelState> state) noexcept
-      : context_(std::move(context)), state_(std::move(state)) {}
+  /// The same kernel: the same lookup, or a copy of it.
+  friend bool operator==(const Kernel&, const Kernel&) = default;
+
+  /// Internal: the shared state.
   const std::shared_ptr<detail::KernelState>& state() const noexcept { return state_; }
 
  private:
+  friend Kernel detail::make_kernel(const ContextRef&, std::uintptr_t, const std::string&, std::shared_ptr<const void>);
+  Kernel(ContextRef context, std::shared_ptr<detail::KernelState> state) noexcept
+      : context_(std::move(context)), state_(std::move(state)) {}
   ContextRef context_;
   std::shared_ptr<detail::KernelState> state_;
 };
@@ -175,11 +208,11 @@ class DRVSHIM_API Module {
   /// cuModuleLoadDataEx with JIT options capturing the info and error logs and
   /// the wall time. A failed load throws CudaError whose message carries the
   /// JIT error log. PTX is checked to be NUL-terminated text.
-  static Module load(const ContextRef& context, std::span<const std::byte> image);
+  [[nodiscard]] static Module load(const ContextRef& context, std::span<const std::byte> image);
   /// Reads `path` and loads it. Throws SystemError (with the errno) naming the
   /// path when it cannot be opened or read (a directory: EISDIR), and
   /// InvalidArgumentError naming it when its content is not a module image.
-  static Module load_file(const ContextRef& context, const std::string& path);
+  [[nodiscard]] static Module load_file(const ContextRef& context, const std::string& path);
 
   Module(Module&&) noexcept;
   Module& operator=(Module&&) noexcept;
@@ -202,21 +235,20 @@ class DRVSHIM_API Module {
   DeviceSpan<T> global(const std::string& name) const {
     const auto [address, bytes] = global_bytes(name);
     if (bytes % sizeof(T) != 0) throw_global_size(name, bytes, sizeof(T));
-    return DeviceSpan<T>(context_, address, bytes / sizeof(T), globals_owner_id());
+    return DeviceSpan<T>(handle_.get().context, address, bytes / sizeof(T), globals_owner_id());
   }
   /// Lets go of the module; the owner becomes empty. cuModuleUnload runs now
   /// when no Kernel of the module is left (a failure throws CudaError), else
   /// when the last one is destroyed (a failure then is logged).
   void unload();
-  Status unload(std::nothrow_t) noexcept;
+  [[nodiscard]] Status unload(std::nothrow_t) noexcept;
 
  private:
   Module(ContextRef context, std::shared_ptr<detail::ModuleState> state) noexcept;
   std::pair<DevicePtr, std::size_t> global_bytes(const std::string& name) const;
   std::uint64_t globals_owner_id() const noexcept;
   [[noreturn]] static void throw_global_size(const std::string& name, std::size_t bytes, std::size_t element);
-  ContextRef context_;
-  std::shared_ptr<detail::ModuleState> state_;
+  detail::OwningHandle<detail::ModuleTraits> handle_;
 };
 
 /// Context-independent code (cuLibraryLoadData, CUDA 12.0+; move-only owner):
@@ -229,9 +261,9 @@ class DRVSHIM_API Library {
   /// DriverTooOldError where the driver lacks it, CudaError (with the JIT log) when loading fails.
   /// Under lazy loading the driver JIT-compiles later, when a kernel is first
   /// bound to a context; kernel() then reports a JIT failure with its log.
-  static Library load(const Driver& driver, std::span<const std::byte> image);
+  [[nodiscard]] static Library load(const Driver& driver, std::span<const std::byte> image);
   /// Reads `path` and loads it; errors as Module::load_file.
-  static Library load_file(const Driver& driver, const std::string& path);
+  [[nodiscard]] static Library load_file(const Driver& driver, const std::string& path);
 
   Library(Library&&) noexcept;
   Library& operator=(Library&&) noexcept;
@@ -239,7 +271,7 @@ class DRVSHIM_API Library {
   Library& operator=(const Library&) = delete;
   ~Library();
 
-  explicit operator bool() const noexcept { return state_ != nullptr; }
+  explicit operator bool() const noexcept { return handle_.held(); }
   ModuleFormat format() const noexcept;
   /// The log of the load (under lazy loading the JIT runs later: see kernel()).
   const JitLog& jit_log() const noexcept;
@@ -274,13 +306,13 @@ class DRVSHIM_API Library {
   /// Lets go of the library; the owner becomes empty. cuLibraryUnload runs now
   /// when no Kernel of it is left, else when the last one is destroyed.
   void unload();
-  Status unload(std::nothrow_t) noexcept;
+  [[nodiscard]] Status unload(std::nothrow_t) noexcept;
 
  private:
   explicit Library(std::shared_ptr<detail::LibraryState> state) noexcept;
   std::pair<DevicePtr, std::size_t> global_bytes(const ContextRef& context, const std::string& name) const;
   [[noreturn]] static void throw_global_size(const std::string& name, std::size_t bytes, std::size_t element);
-  std::shared_ptr<detail::LibraryState> state_;
+  detail::OwningHandle<detail::LibraryTraits> handle_;
 };
 
 /// Launches with arguments the caller packed: `args[i]` points at parameter i

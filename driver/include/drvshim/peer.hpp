@@ -13,6 +13,7 @@
 #include <drvshim/device.hpp>
 #include <drvshim/error.hpp>
 #include <drvshim/export.hpp>
+#include <drvshim/owning_handle.hpp>
 #include <drvshim/device_span.hpp>
 #include <drvshim/stream.hpp>
 
@@ -64,6 +65,24 @@ struct DRVSHIM_API PeerLink {
 /// attributes. Throws like peer_attribute().
 DRVSHIM_API PeerLink peer_link(const Device& from, const Device& to);
 
+namespace detail {
+/// PeerAccess's ownership traits (owning_handle.hpp).
+struct PeerAccessTraits {
+  struct value_type {
+    ContextRef from;
+    ContextRef to;
+    bool held;
+    bool adopted;
+    bool shared;
+    std::uint64_t generation;
+  };
+  static bool held(const value_type& v) noexcept { return v.held; }
+  static void clear(value_type& v) noexcept { v.held = false; }
+  [[nodiscard]] static Status release(value_type& v) noexcept;
+  static void release_or_throw(value_type& v);
+};
+}  // namespace detail
+
 /// Access from one context to the memory of another (cuCtxEnablePeerAccess),
 /// owned: destroying the owner disables it again (cuCtxDisablePeerAccess),
 /// unless drvshim adopted it. Move-only.
@@ -87,7 +106,7 @@ class DRVSHIM_API PeerAccess {
   /// CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED is not an error (shared with
   /// another drvshim owner, or adopted); CUDA_ERROR_TOO_MANY_PEERS and the
   /// rest throw CudaError. ContextPoisonedError when either context is poisoned.
-  static PeerAccess enable(const ContextRef& from, const ContextRef& to);
+  [[nodiscard]] static PeerAccess enable(const ContextRef& from, const ContextRef& to);
 
   PeerAccess(PeerAccess&& other) noexcept;
   PeerAccess& operator=(PeerAccess&& other) noexcept;
@@ -96,17 +115,17 @@ class DRVSHIM_API PeerAccess {
   ~PeerAccess();
 
   /// Whether this object still holds the access.
-  explicit operator bool() const noexcept { return held_; }
+  explicit operator bool() const noexcept { return handle_.held(); }
   /// The context that may access `to`'s memory.
-  const ContextRef& from() const noexcept { return from_; }
+  const ContextRef& from() const noexcept { return handle_.get().from; }
   /// The context whose memory is accessed.
-  const ContextRef& to() const noexcept { return to_; }
+  const ContextRef& to() const noexcept { return handle_.get().to; }
   /// Whether the access was already enabled by another component when
   /// drvshim asked (drvshim then never disables it).
-  bool adopted() const noexcept { return adopted_; }
+  bool adopted() const noexcept { return handle_.get().adopted; }
   /// Whether another drvshim owner of the same direction already held it
   /// (the driver is asked to disable it only when the last owner goes).
-  bool shared() const noexcept { return shared_; }
+  bool shared() const noexcept { return handle_.get().shared; }
 
   /// Gives the access up: cuCtxDisablePeerAccess (with `from` made current)
   /// when this is the last drvshim owner and the access was not adopted. The
@@ -115,18 +134,11 @@ class DRVSHIM_API PeerAccess {
   /// The no-throw twin, for cleanup paths. After exit started, in a forked
   /// child, after the driver deinitialised, or for a poisoned context it makes
   /// no driver call.
-  Status disable(std::nothrow_t) noexcept;
-
-  /// Internal.
-  PeerAccess(ContextRef from, ContextRef to, bool adopted, bool shared, std::uint64_t generation) noexcept;
+  [[nodiscard]] Status disable(std::nothrow_t) noexcept;
 
  private:
-  ContextRef from_;
-  ContextRef to_;
-  bool held_ = true;
-  bool adopted_ = false;
-  bool shared_ = false;
-  std::uint64_t generation_ = 0;
+  PeerAccess(ContextRef from, ContextRef to, bool adopted, bool shared, std::uint64_t generation) noexcept;
+  detail::OwningHandle<detail::PeerAccessTraits> handle_;
 };
 
 namespace detail {

@@ -8,6 +8,7 @@
 #include <drvshim/error.hpp>
 #include <drvshim/export.hpp>
 #include <drvshim/memory_flags.hpp>
+#include <drvshim/owning_handle.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -16,12 +17,31 @@
 
 namespace drvshim {
 
+namespace detail {
+/// PinnedBuffer's ownership traits (owning_handle.hpp).
+struct PinnedBufferTraits {
+  struct value_type {
+    ContextRef context;
+    void* data;
+    std::size_t bytes;
+    HostAllocFlags flags;
+  };
+  static bool held(const value_type& v) noexcept { return v.data != nullptr; }
+  static void clear(value_type& v) noexcept {
+    v.data = nullptr;
+    v.bytes = 0;
+  }
+  [[nodiscard]] static Status release(value_type& v) noexcept;
+  static void release_or_throw(value_type& v);
+};
+}  // namespace detail
+
 /// Page-locked host memory from cuMemHostAlloc (move-only owner).
 class DRVSHIM_API PinnedBuffer {
  public:
   /// cuMemHostAlloc. Throws InvalidArgumentError for 0 bytes or unknown flag
   /// bits, OutOfMemoryError when the host cannot pin that much.
-  static PinnedBuffer allocate(const ContextRef& context, std::size_t bytes, HostAllocFlags flags = HostAllocFlags::none);
+  [[nodiscard]] static PinnedBuffer allocate(const ContextRef& context, std::size_t bytes, HostAllocFlags flags = HostAllocFlags::none);
 
   PinnedBuffer(PinnedBuffer&& other) noexcept;
   PinnedBuffer& operator=(PinnedBuffer&& other) noexcept;
@@ -29,31 +49,28 @@ class DRVSHIM_API PinnedBuffer {
   PinnedBuffer& operator=(const PinnedBuffer&) = delete;
   ~PinnedBuffer();
 
-  explicit operator bool() const noexcept { return data_ != nullptr; }
-  void* data() const noexcept { return data_; }
-  std::size_t size() const noexcept { return bytes_; }
-  HostAllocFlags flags() const noexcept { return flags_; }
-  const ContextRef& context() const noexcept { return context_; }
+  explicit operator bool() const noexcept { return handle_.held(); }
+  void* data() const noexcept { return handle_.get().data; }
+  std::size_t size() const noexcept { return handle_.get().bytes; }
+  HostAllocFlags flags() const noexcept { return handle_.get().flags; }
+  const ContextRef& context() const noexcept { return handle_.get().context; }
   /// The memory as a typed host span (size must be a multiple of sizeof(T)).
   template <class T>
   std::span<T> as() const {
     check_view_of(sizeof(T));
-    return std::span<T>(static_cast<T*>(data_), bytes_ / sizeof(T));
+    return std::span<T>(static_cast<T*>(data()), size() / sizeof(T));
   }
 
   /// cuMemFreeHost; the owner becomes empty.
   void free();
-  Status free(std::nothrow_t) noexcept;
+  [[nodiscard]] Status free(std::nothrow_t) noexcept;
 
  protected:
   PinnedBuffer(ContextRef context, void* data, std::size_t bytes, HostAllocFlags flags) noexcept;
   void check_view_of(std::size_t element_size) const;
 
  private:
-  ContextRef context_;
-  void* data_;
-  std::size_t bytes_;
-  HostAllocFlags flags_;
+  detail::OwningHandle<detail::PinnedBufferTraits> handle_;
 };
 
 /// Mapped (zero-copy) host memory: a pinned allocation made with DEVICEMAP,
@@ -63,7 +80,7 @@ class DRVSHIM_API MappedBuffer : public PinnedBuffer {
   /// cuMemHostAlloc with DEVICEMAP (plus `extra` flags), then
   /// cuMemHostGetDevicePointer. Throws UnsupportedError, before allocating,
   /// when the device's can_map_host_memory is not 1.
-  static MappedBuffer allocate(const ContextRef& context, std::size_t bytes, HostAllocFlags extra = HostAllocFlags::none);
+  [[nodiscard]] static MappedBuffer allocate(const ContextRef& context, std::size_t bytes, HostAllocFlags extra = HostAllocFlags::none);
 
   /// The device address of the memory.
   DevicePtr device_address() const noexcept { return device_; }

@@ -7,11 +7,31 @@
 #include <drvshim/error.hpp>
 #include <drvshim/export.hpp>
 #include <drvshim/memory_flags.hpp>
+#include <drvshim/owning_handle.hpp>
 
 #include <cstddef>
 #include <new>
 
 namespace drvshim {
+
+namespace detail {
+/// RegisteredRange's ownership traits (owning_handle.hpp).
+struct RegisteredRangeTraits {
+  struct value_type {
+    ContextRef context;
+    void* data;
+    std::size_t bytes;
+    HostRegisterFlags flags;
+  };
+  static bool held(const value_type& v) noexcept { return v.data != nullptr; }
+  static void clear(value_type& v) noexcept {
+    v.data = nullptr;
+    v.bytes = 0;
+  }
+  [[nodiscard]] static Status release(value_type& v) noexcept;
+  static void release_or_throw(value_type& v);
+};
+}  // namespace detail
 
 /// Existing host memory page-locked with cuMemHostRegister (move-only owner;
 /// unregisters on destruction). The memory itself stays the caller's.
@@ -24,7 +44,7 @@ class DRVSHIM_API RegisteredRange {
   /// mapped pinned allocation, MappedBuffer). Throws InvalidArgumentError for a
   /// null pointer or 0 bytes; CudaError for what the driver refuses
   /// (CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED for overlapping ranges).
-  static RegisteredRange register_range(const ContextRef& context, void* data, std::size_t bytes,
+  [[nodiscard]] static RegisteredRange register_range(const ContextRef& context, void* data, std::size_t bytes,
                                         HostRegisterFlags flags = HostRegisterFlags::none);
 
   RegisteredRange(RegisteredRange&& other) noexcept;
@@ -33,29 +53,26 @@ class DRVSHIM_API RegisteredRange {
   RegisteredRange& operator=(const RegisteredRange&) = delete;
   ~RegisteredRange();
 
-  explicit operator bool() const noexcept { return data_ != nullptr; }
-  void* data() const noexcept { return data_; }
-  std::size_t size() const noexcept { return bytes_; }
-  HostRegisterFlags flags() const noexcept { return flags_; }
+  explicit operator bool() const noexcept { return handle_.held(); }
+  void* data() const noexcept { return handle_.get().data; }
+  std::size_t size() const noexcept { return handle_.get().bytes; }
+  HostRegisterFlags flags() const noexcept { return handle_.get().flags; }
   /// The device address (cuMemHostGetDevicePointer). Throws InvalidArgumentError
   /// unless registered with DEVICEMAP or on a device with unified addressing.
   DevicePtr device_address() const;
 
   /// cuMemHostUnregister; the owner becomes empty.
   void unregister();
-  Status unregister(std::nothrow_t) noexcept;
+  [[nodiscard]] Status unregister(std::nothrow_t) noexcept;
 
  private:
   RegisteredRange(ContextRef context, void* data, std::size_t bytes, HostRegisterFlags flags) noexcept;
-  ContextRef context_;
-  void* data_;
-  std::size_t bytes_;
-  HostRegisterFlags flags_;
+  detail::OwningHandle<detail::RegisteredRangeTraits> handle_;
 };
 
 /// cuMemHostUnregister of memory registered elsewhere (by another library,
 /// say). Returns the driver's result: CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED
 /// (713) for memory that is not registered.
-DRVSHIM_API Status unregister_host_range(const ContextRef& context, void* data) noexcept;
+[[nodiscard]] DRVSHIM_API Status unregister_host_range(const ContextRef& context, void* data) noexcept;
 
 }  // namespace drvshim

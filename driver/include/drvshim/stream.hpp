@@ -6,6 +6,7 @@
 #include <drvshim/context.hpp>
 #include <drvshim/export.hpp>
 #include <drvshim/flags.hpp>
+#include <drvshim/owning_handle.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -15,6 +16,9 @@
 namespace drvshim {
 
 class EventRef;
+namespace detail {
+struct StreamTraits;
+}  // namespace detail
 
 /// What cuStreamQuery says about a stream.
 enum class StreamStatus {
@@ -111,10 +115,10 @@ class DRVSHIM_API StreamRef {
   /// for the whole allocation) to this stream, ordered after its queued work.
   void attach_memory(std::uint64_t address, std::size_t bytes, MemoryAttach attach) const;
 
-  /// Internal. `id` is unique per created stream (0 for the default streams), so
-  /// state kept per stream never leaks to a later stream that reuses the handle.
-  StreamRef(ContextRef context, std::uintptr_t handle, std::uint64_t id = 0) noexcept
-      : context_(std::move(context)), handle_(handle), id_(id) {}
+  /// The same stream: same context, handle and owning Stream (a later stream
+  /// that reuses a destroyed one's handle is another stream).
+  friend bool operator==(const StreamRef&, const StreamRef&) = default;
+
   /// Internal: the key of per-stream state.
   std::pair<std::uintptr_t, std::uint64_t> key() const noexcept {
     return {context_.address(), id_ != 0 ? id_ : handle_};
@@ -123,10 +127,33 @@ class DRVSHIM_API StreamRef {
   std::uint64_t owner_id() const noexcept { return id_; }
 
  private:
+  friend class Stream;
+  friend struct detail::StreamTraits;
+  // `id` is unique per created stream (0 for the default streams), so state
+  // kept per stream never leaks to a later stream that reuses the handle.
+  StreamRef(ContextRef context, std::uintptr_t handle, std::uint64_t id = 0) noexcept
+      : context_(std::move(context)), handle_(handle), id_(id) {}
   ContextRef context_;
   std::uintptr_t handle_;
   std::uint64_t id_;
 };
+
+namespace detail {
+/// Stream's ownership traits (owning_handle.hpp).
+struct StreamTraits {
+  struct value_type {
+    ContextRef context;
+    std::uintptr_t handle;
+    std::uint64_t id;
+    StreamFlags flags;
+    int priority;
+  };
+  static bool held(const value_type& v) noexcept { return v.handle != 0; }
+  static void clear(value_type& v) noexcept { v.handle = 0; }
+  [[nodiscard]] static Status release(value_type& v) noexcept;
+  static void release_or_throw(value_type& v);
+};
+}  // namespace detail
 
 /// A stream created by drvshim (move-only owner). Destroying it does not wait
 /// for queued work: the driver releases the stream once that work completes.
@@ -134,7 +161,7 @@ class DRVSHIM_API Stream {
  public:
   /// cuStreamCreateWithPriority. Throws InvalidArgumentError when `priority` is
   /// outside stream_priority_range(context) (the message gives the range).
-  static Stream create(const ContextRef& context, StreamFlags flags = StreamFlags::non_blocking, int priority = 0);
+  [[nodiscard]] static Stream create(const ContextRef& context, StreamFlags flags = StreamFlags::non_blocking, int priority = 0);
 
   Stream(Stream&& other) noexcept;
   Stream& operator=(Stream&& other) noexcept;
@@ -142,24 +169,20 @@ class DRVSHIM_API Stream {
   Stream& operator=(const Stream&) = delete;
   ~Stream();
 
-  explicit operator bool() const noexcept { return handle_ != 0; }
+  explicit operator bool() const noexcept { return handle_.held(); }
   /// A view. Throws InvalidArgumentError on an empty owner.
   StreamRef ref() const;
-  StreamFlags flags() const noexcept { return flags_; }
-  int priority() const noexcept { return priority_; }
+  StreamFlags flags() const noexcept { return handle_.get().flags; }
+  int priority() const noexcept { return handle_.get().priority; }
 
   /// cuStreamDestroy_v2; the owner becomes empty.
   void destroy();
   /// The no-throw twin.
-  Status destroy(std::nothrow_t) noexcept;
+  [[nodiscard]] Status destroy(std::nothrow_t) noexcept;
 
  private:
   Stream(ContextRef context, std::uintptr_t handle, StreamFlags flags, int priority) noexcept;
-  ContextRef context_;
-  std::uintptr_t handle_;
-  std::uint64_t id_;
-  StreamFlags flags_;
-  int priority_;
+  detail::OwningHandle<detail::StreamTraits> handle_;
 };
 
 }  // namespace drvshim

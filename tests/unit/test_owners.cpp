@@ -1,0 +1,280 @@
+// Owners: the one ownership mechanism (OwningHandle), and what every owner
+// and view promises alike: as<T>() checks the size and carries the owner's id,
+// views compare equal when they name the same thing, internals stay private.
+#include <drvshim/owning_handle.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <cstdint>
+#include <functional>
+#include <new>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "fixture.hpp"
+
+using namespace drvshim;
+using namespace drvshim_test;
+
+namespace {
+
+// ---- OwningHandle on its own ------------------------------------------------------------------
+
+struct Ledger {
+  std::vector<std::string> calls;
+  int fail_next = 0;  // the next release answers this code
+};
+
+struct ToyTraits {
+  struct value_type {
+    Ledger* ledger;
+    int handle;
+    int tag;  // kept by a moved-from owner, as a context is
+  };
+  static bool held(const value_type& v) noexcept { return v.handle != 0; }
+  static void clear(value_type& v) noexcept { v.handle = 0; }
+  static Status release(value_type& v) noexcept {
+    const int h = std::exchange(v.handle, 0);
+    v.ledger->calls.push_back("release " + std::to_string(h));
+    return Status("toyRelease", std::exchange(v.ledger->fail_next, 0));
+  }
+  static void release_or_throw(value_type& v) {
+    const Status s = release(v);
+    if (!s.ok()) throw InvalidArgumentError("toy", s.to_string());
+  }
+};
+using Toy = detail::OwningHandle<ToyTraits>;
+
+static_assert(!std::is_copy_constructible_v<Toy> && !std::is_copy_assignable_v<Toy>);
+static_assert(std::is_nothrow_move_constructible_v<Toy> && std::is_nothrow_move_assignable_v<Toy>);
+
+TEST(OwningHandle, ReleasesOnceWhateverIsMovedWhere) {
+  Ledger ledger;
+  {
+    Toy a({&ledger, 1, 7});
+    Toy b(std::move(a));
+    EXPECT_FALSE(a.held());
+    EXPECT_EQ(a.get().tag, 7) << "a moved-from owner keeps what clear() leaves";
+    EXPECT_TRUE(b.held());
+    Toy c({&ledger, 2, 0});
+    c = std::move(b);  // c's own handle goes first
+    EXPECT_EQ(ledger.calls, std::vector<std::string>{"release 2"});
+    auto& self = c;
+    c = std::move(self);
+    EXPECT_TRUE(c.held()) << "self-move keeps the handle";
+    EXPECT_TRUE(c.release(std::nothrow).ok());
+    EXPECT_TRUE(c.release(std::nothrow).ok()) << "releasing an empty owner is a no-op";
+    c.release();
+  }
+  EXPECT_EQ(ledger.calls, (std::vector<std::string>{"release 2", "release 1"}));
+}
+
+TEST(OwningHandle, TheTwinsReportFailureTheirOwnWayAndLeaveTheOwnerEmpty) {
+  Ledger ledger;
+  Toy a({&ledger, 1, 0});
+  ledger.fail_next = 201;
+  const Status s = a.release(std::nothrow);
+  EXPECT_EQ(s.code(), 201);
+  EXPECT_STREQ(s.api(), "toyRelease");
+  EXPECT_FALSE(a.held());
+  Toy b({&ledger, 2, 0});
+  ledger.fail_next = 1;
+  EXPECT_THROW(b.release(), InvalidArgumentError);
+  EXPECT_FALSE(b.held());
+  ledger.fail_next = 1;
+  {
+    Toy c({&ledger, 3, 0});  // the destructor uses the no-throw twin: a failure does not escape
+  }
+  EXPECT_EQ(ledger.calls, (std::vector<std::string>{"release 1", "release 2", "release 3"}));
+}
+
+// ---- the owners ----------------------------------------------------------------------------------
+
+class Owners : public PrimaryContextTest {};
+
+// Calls to `api` in the fake's log since it was last cleared.
+long calls_to(const std::string& api) {
+  const auto calls = fake_calls();
+  return std::count(calls.begin(), calls.end(), api);
+}
+
+// What DeviceBuffer::as always did, every owner now does: 16 bytes are no
+// whole number of 3-byte elements.
+TEST_F(Owners, EveryOwnerRefusesAViewOfASizeThatIsNotAMultipleOfTheElement) {
+  auto device = DeviceBuffer::allocate(ctx(), 16);
+  auto managed = ManagedBuffer::allocate(ctx(), 16);
+  auto stream = Stream::create(ctx());
+  auto pooled = AsyncDeviceBuffer::allocate(stream.ref(), 16);
+  auto pinned = PinnedBuffer::allocate(ctx(), 16);
+  using Odd = std::array<char, 3>;
+  drvshim_fake_clear_call_log();
+  const std::string expected = "16 bytes is not a multiple of the element size 3";
+  for (const auto& [api, call] : std::vector<std::pair<std::string, std::function<void()>>>{
+           {"DeviceBuffer::as", [&] { (void)device.as<Odd>(); }},
+           {"ManagedBuffer::as", [&] { (void)managed.as<Odd>(); }},
+           {"AsyncDeviceBuffer::as", [&] { (void)pooled.as<Odd>(); }},
+           {"PinnedBuffer::as", [&] { (void)pinned.as<Odd>(); }},
+       }) {
+    const auto e = expect_throw<InvalidArgumentError>(call);
+    EXPECT_EQ(e.api(), api);
+    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(managed.as<std::uint32_t>().size(), 4u);
+  EXPECT_EQ(pooled.as<std::uint16_t>().size(), 8u);
+  EXPECT_TRUE(fake_calls().empty()) << "no driver call for a refused view";
+  pooled.free();
+  stream.ref().synchronize();
+}
+
+TEST_F(Owners, EveryOwnerRefusesAViewWhenEmpty) {
+  auto managed = ManagedBuffer::allocate(ctx(), 16);
+  auto stream = Stream::create(ctx());
+  auto pooled = AsyncDeviceBuffer::allocate(stream.ref(), 16);
+  auto managed2 = std::move(managed);
+  auto pooled2 = std::move(pooled);
+  const auto e1 = expect_throw<InvalidArgumentError>([&] { (void)managed.as<std::uint8_t>(); });
+  EXPECT_NE(std::string(e1.what()).find("this ManagedBuffer is empty (moved from or freed)"), std::string::npos)
+      << e1.what();
+  const auto e2 = expect_throw<InvalidArgumentError>([&] { (void)pooled.as<std::uint8_t>(); });
+  EXPECT_NE(std::string(e2.what()).find("this AsyncDeviceBuffer is empty (moved from or freed)"), std::string::npos)
+      << e2.what();
+  pooled2.free();
+  stream.ref().synchronize();
+}
+
+TEST_F(Owners, ViewsCarryTheirOwnersIdOnEveryOwner) {
+  auto device = DeviceBuffer::allocate(ctx(), 16);
+  auto managed = ManagedBuffer::allocate(ctx(), 16);
+  auto stream = Stream::create(ctx());
+  auto pooled = AsyncDeviceBuffer::allocate(stream.ref(), 16);
+  EXPECT_NE(device.as<std::uint8_t>().owner_id(), 0u);
+  EXPECT_NE(managed.as<std::uint8_t>().owner_id(), 0u) << "a managed view must be checkable against its owner";
+  EXPECT_NE(pooled.as<std::uint8_t>().owner_id(), 0u) << "a stream-ordered view must be checkable against its owner";
+  EXPECT_NE(managed.as<std::uint8_t>().owner_id(), device.as<std::uint8_t>().owner_id());
+  EXPECT_NE(pooled.as<std::uint8_t>().owner_id(), managed.as<std::uint8_t>().owner_id());
+  pooled.free();
+  stream.ref().synchronize();
+}
+
+TEST_F(Owners, ViewsOfFreedManagedAndStreamOrderedMemoryAreCaughtInDebugBuilds) {
+  if (!view_checks_enabled()) GTEST_SKIP() << "this libdrvshim build does not check views (not a Debug build)";
+  auto managed = ManagedBuffer::allocate(ctx(), 64);
+  auto stream = Stream::create(ctx());
+  auto pooled = AsyncDeviceBuffer::allocate(stream.ref(), 64);
+  const auto managed_view = managed.as<std::uint8_t>();
+  const auto pooled_view = pooled.as<std::uint8_t>();
+  managed.free();
+  pooled.free();
+  stream.ref().synchronize();
+  std::vector<std::uint8_t> host(64);
+  drvshim_fake_clear_call_log();
+  expect_throw<InvalidArgumentError>([&] { copy(std::span<std::uint8_t>(host), DeviceSpan<const std::uint8_t>(managed_view)); });
+  expect_throw<InvalidArgumentError>([&] { copy(std::span<std::uint8_t>(host), DeviceSpan<const std::uint8_t>(pooled_view)); });
+  EXPECT_TRUE(fake_calls().empty()) << "refused before the driver";
+}
+
+// Moving an owner hands the resource over: one release, by the last owner,
+// and a move assignment releases the target's own resource first.
+TEST_F(Owners, MovesReleaseEachResourceOnceInOrder) {
+  auto a = DeviceBuffer::allocate(ctx(), 64);
+  auto b = DeviceBuffer::allocate(ctx(), 128);
+  const auto a_address = a.address();
+  drvshim_fake_clear_call_log();
+  b = std::move(a);
+  EXPECT_EQ(calls_to("cuMemFree"), 1) << "b's own 128 bytes, freed by the move assignment";
+  EXPECT_EQ(drvshim_fake_live_device_allocations(), 1);
+  EXPECT_FALSE(a);
+  EXPECT_EQ(a.context(), ctx()) << "a moved-from owner keeps its context";
+  EXPECT_EQ(b.address(), a_address);
+  EXPECT_EQ(b.size(), 64u);
+  EXPECT_TRUE(a.free(std::nothrow).ok());
+  a.free();
+  EXPECT_EQ(calls_to("cuMemFree"), 1) << "an empty owner calls nothing";
+}
+
+// ---- views compare equal when they name the same thing --------------------------------------------
+
+TEST_F(Owners, ViewsCompareEqualWhenTheyNameTheSameThing) {
+  auto other = drv_->device(0).create_context();
+  EXPECT_EQ(ctx(), primary_->ref());
+  EXPECT_NE(ctx(), other.ref());
+  EXPECT_EQ(ctx().device(), drv_->device(0));
+
+  auto s1 = Stream::create(ctx());
+  auto s2 = Stream::create(ctx());
+  EXPECT_EQ(s1.ref(), s1.ref());
+  EXPECT_NE(s1.ref(), s2.ref());
+  EXPECT_EQ(StreamRef::legacy_default(ctx()), StreamRef::legacy_default(ctx()));
+  EXPECT_NE(StreamRef::legacy_default(ctx()), StreamRef::per_thread_default(ctx()));
+  EXPECT_NE(StreamRef::legacy_default(ctx()), StreamRef::legacy_default(other.ref()));
+
+  auto e1 = Event::create(ctx());
+  auto e2 = Event::create(ctx());
+  EXPECT_EQ(e1.ref(), e1.ref());
+  EXPECT_NE(e1.ref(), e2.ref());
+
+  auto buf = DeviceBuffer::allocate(ctx(), 64);
+  EXPECT_EQ(buf.as<std::uint32_t>(), buf.as<std::uint32_t>());
+  EXPECT_NE(buf.as<std::uint32_t>(), buf.as<std::uint32_t>().subspan(1, 3));
+  EXPECT_EQ(buf.as<std::uint32_t>().subspan(1, 3), buf.as<std::uint32_t>().subspan(1, 3));
+}
+
+constexpr const char* kPtx = R"(
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry twice(
+    .param .u64 twice_param_0
+)
+{
+    ret;
+}
+)";
+
+std::span<const std::byte> ptx_bytes() { return std::as_bytes(std::span<const char>(kPtx, std::strlen(kPtx))); }
+
+// A Kernel is equal to itself and its copies; two lookups are two kernels.
+// Moving a Module or Library keeps the code loaded once, unloaded once.
+TEST_F(Owners, KernelsCompareByLookupAndCodeOwnersMoveLikeTheRest) {
+  auto module = Module::load(ctx(), ptx_bytes());
+  const Kernel k = module.kernel("twice");
+  const Kernel copy_of_k = k;
+  EXPECT_EQ(k, copy_of_k);
+  EXPECT_NE(k, module.kernel("twice"));
+  auto moved = std::move(module);
+  EXPECT_FALSE(module);
+  EXPECT_TRUE(moved);
+  EXPECT_TRUE(module.unload(std::nothrow).ok()) << "an empty Module unloads nothing";
+  auto library = Library::load(*drv_, ptx_bytes());
+  auto library2 = std::move(library);
+  EXPECT_FALSE(library);
+  EXPECT_TRUE(library2);
+  drvshim_fake_clear_call_log();
+  library2.unload();
+  moved.unload();
+  EXPECT_EQ(calls_to("cuLibraryUnload"), 1);
+  EXPECT_EQ(calls_to("cuModuleUnload"), 0) << "its Kernels keep the module loaded";
+}
+
+// ---- the public surface -------------------------------------------------------------------------------
+
+// DeviceSpan<T> converts to DeviceSpan<const T> and not back; DeviceSpan<const T>
+// declares no conversion to itself (nvcc warned #554 about one in every user's build).
+static_assert(std::is_convertible_v<DeviceSpan<int>, DeviceSpan<const int>>);
+static_assert(!std::is_convertible_v<DeviceSpan<const int>, DeviceSpan<int>>);
+static_assert(std::is_copy_constructible_v<DeviceSpan<const int>>);
+
+// The constructors that take raw handles are no longer public: views and
+// owners come from their factories.
+static_assert(!std::is_constructible_v<ContextRef, Device, std::uintptr_t, bool>);
+static_assert(!std::is_constructible_v<StreamRef, ContextRef, std::uintptr_t, std::uint64_t>);
+static_assert(!std::is_constructible_v<StreamRef, ContextRef, std::uintptr_t>);
+static_assert(!std::is_constructible_v<PrimaryContext, Device, std::uintptr_t, bool>);
+static_assert(!std::is_constructible_v<Context, Device, std::uintptr_t>);
+static_assert(!std::is_constructible_v<PeerAccess, ContextRef, ContextRef, bool, bool, std::uint64_t>);
+static_assert(!std::is_constructible_v<Device, std::shared_ptr<detail::DriverCore>, int, int>);
+
+}  // namespace
