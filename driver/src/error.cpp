@@ -1,5 +1,7 @@
 #include <drvshim/error.hpp>
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include <cstring>
@@ -76,7 +78,16 @@ DriverNotFoundError::DriverNotFoundError(std::vector<std::string> paths_tried, s
               return join(parts, "; ");
             }()),
             ErrorDetails{"Driver::load", 0, {},
-                         "install the NVIDIA driver (it provides libcuda.so.1), or set DRVSHIM_LIBCUDA=/path/to/libcuda.so.1",
+                         // A library that was found but could not get its thread-local storage
+                         // (loaded late, after other initial-exec TLS used glibc's surplus) is
+                         // no missing driver: say what helps then.
+                         std::any_of(dl_errors.begin(), dl_errors.end(),
+                                     [](const std::string& e) { return e.find("static TLS") != std::string::npos; })
+                             ? "the library was found but glibc had no static TLS left for it when it was loaded: "
+                               "load the driver earlier (Driver::load at start-up, or LD_PRELOAD it), or give glibc "
+                               "more (GLIBC_TUNABLES=glibc.rtld.optional_static_tls=4096)"
+                             : "install the NVIDIA driver (it provides libcuda.so.1), or set "
+                               "DRVSHIM_LIBCUDA=/path/to/libcuda.so.1",
                          false}),
       paths_(std::move(paths_tried)),
       dl_errors_(std::move(dl_errors)) {}
@@ -180,10 +191,11 @@ ContextPoisonedError::ContextPoisonedError(const std::string& api, int original_
             fmt::format("{} refused: the context was poisoned by {} ({}) reported at {}; every later call on it fails",
                         api, result_name(original_code), original_code, original_api),
             ErrorDetails{api, original_code, objects,
-                         "an earlier kernel or operation faulted; the context cannot be used again: drop the objects "
-                         "made in it, then destroy it (a non-primary context) or call Device::reset_primary_context() "
-                         "(or release every retain of it) and retain it again, or restart the process; run with "
-                         "DRVSHIM_SYNC_EACH_OP=1 to find the operation that faulted",
+                         "an earlier kernel or operation faulted; CUDA keeps such an error for the rest of the "
+                         "process (on the H200 with driver 580 a released or reset primary context retained again "
+                         "fails with the same error): drop the objects made in it and restart the process, or run "
+                         "work that may fault in a child process started with exec; run with DRVSHIM_SYNC_EACH_OP=1 "
+                         "to find the operation that faulted",
                          true}) {}
 
 HostCallbackError::HostCallbackError(const std::string& api, const std::string& stream, const std::string& message)

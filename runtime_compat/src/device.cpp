@@ -195,7 +195,11 @@ DRVSHIM_CUDART cudaError_t cudaInitDevice(int device, unsigned device_flags, uns
                                                      device_flags));
     }
     if ((flags & cudaInitDeviceFlagsAreValid) != 0) {
-      driver("cudaInitDevice").device(device).set_primary_context_flags(static_cast<ContextFlags>(device_flags));
+      // As cudaSetDeviceFlags: the flags change even on an active context; mapping host memory is implicit.
+      initialised_driver("cudaInitDevice")
+          .device(device)
+          .change_primary_context_flags(
+              static_cast<ContextFlags>(device_flags & ~static_cast<unsigned>(cudaDeviceMapHost)));
     }
     (void)primary(device, "cudaInitDevice");
     return cudaSuccess;
@@ -344,6 +348,9 @@ DRVSHIM_CUDART cudaError_t cudaSetDeviceFlags(unsigned flags) {
     // host memory is implicit (cudaGetDeviceFlags adds it): the driver is not
     // asked for it, and cuDevicePrimaryCtxGetState shows no 0x8 under cudart.
     const int device = thread().device;
+    if (const cudaError_t sticky = sticky_error(device); sticky != cudaSuccess) {
+      return fail(sticky, fmt::format("cudaSetDeviceFlags: device {} has a sticky error", device));
+    }
     initialised_driver("cudaSetDeviceFlags")
         .device(device)
         .change_primary_context_flags(static_cast<ContextFlags>(flags & ~static_cast<unsigned>(cudaDeviceMapHost)));

@@ -267,6 +267,10 @@ DRVSHIM_CUDART cudaError_t cudaFree(void* ptr) {
   // thread (again after a cudaDeviceReset; the classic way to set up early).
   if (ptr == nullptr) {
     return guarded("cudaFree", [&] {
+      const int device = thread().device;
+      if (const cudaError_t sticky = sticky_error(device); sticky != cudaSuccess) {
+        return fail(sticky, fmt::format("cudaFree: device {} has a sticky error", device));
+      }
       (void)context("cudaFree(nullptr)");
       return cudaSuccess;
     });

@@ -257,7 +257,13 @@ Policy current_policy() noexcept {
 
 const Driver& driver(const char* trigger) {
   auto& r = runtime();
-  if (const Driver* d = r.ready.load(std::memory_order_acquire); d != nullptr) return *d;
+  // Ready, unless an eager set-up is still owed: a first call that only
+  // initialised the driver (cudaGetDeviceFlags, cudaSetDeviceFlags) leaves it
+  // to this one.
+  if (const Driver* d = r.ready.load(std::memory_order_acquire);
+      d != nullptr && (r.eager_done.load(std::memory_order_relaxed) || current_policy() != Policy::eager)) {
+    return *d;
+  }
   const Policy p = current_policy();
   if (p == Policy::eager && !r.eager_done.exchange(true)) do_eager(trigger);
   // After shutdown() the background set-up starts again at the first call (where it is eager in effect).
@@ -266,24 +272,11 @@ const Driver& driver(const char* trigger) {
 }
 
 const Driver& initialised_driver(const char* trigger) {
+  // The background set-up's early retain stays: flags change on an active
+  // context as under cudart (cudaSetDeviceFlags then takes the retain over),
+  // and reading them destroys nothing.
   const Driver* d = runtime().ready.load(std::memory_order_acquire);
   if (d == nullptr) d = &load_and_init(trigger);
-  // A call that configures the device before its primary context exists
-  // (cudaSetDeviceFlags, cudaGetDeviceFlags): the background set-up's early
-  // activation is given back, so the device is configured as under the lazy policy.
-  std::optional<PrimaryContext> early;
-  try {
-    early = take_background_primary(thread().device);
-  } catch (const Error& e) {
-    // Not this call's step: the first call that uses the context retains it itself.
-    logf(log::Level::info, "runtime_compat: {}: the background set-up's retain failed: {}", trigger, e.what());
-  }
-  if (early) {
-    implicit(trigger, fmt::format("give back the background set-up's retain of device {}'s primary context "
-                                  "(configured before its first use)",
-                                  thread().device));
-    early->release();
-  }
   return *d;
 }
 

@@ -95,9 +95,9 @@ Policy current_policy() noexcept;
 // The loaded and initialised driver (loading it and running cuInit on first
 // use, or the whole eager set-up under the eager policy).
 const Driver& driver(const char* trigger);
-// The same without the eager set-up, for the calls that configure a device
-// before its primary context exists (cudaSetDeviceFlags, cudaGetDeviceFlags):
-// under the eager policy the set-up follows at the next call.
+// The same without the eager set-up, for the calls that configure or read a
+// device's flags (cudaSetDeviceFlags, cudaGetDeviceFlags, cudaInitDevice):
+// under the eager policy the set-up follows at the next call (driver()).
 const Driver& initialised_driver(const char* trigger);
 // The driver, loaded but maybe not initialised (cudaDriverGetVersion).
 const Driver& loaded_driver(const char* trigger);

@@ -2,6 +2,7 @@
 // the reason when no driver or device is present.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -15,6 +16,7 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "--drvshim-illegal-address-child") == 0) return drvshim_gpu::illegal_address_child();
   constexpr const char* kRecovery = "--drvshim-poison-recovery-child=";
   if (argc > 1 && std::strncmp(argv[1], kRecovery, std::strlen(kRecovery)) == 0) {
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);  // its lines reach the parent even if it crashes
     return drvshim_gpu::poison_recovery_child(argv[1] + std::strlen(kRecovery));
   }
   ::testing::InitGoogleTest(&argc, argv);

@@ -134,6 +134,26 @@ class LayerCheck(unittest.TestCase):
         self.assertIn("ptx/src/a.cpp:1:", out)
         self.assertIn("ptx/src/b.cpp:1:", out)
 
+    def test_a_folder_whose_name_starts_with_gen_is_still_checked(self):
+        self.assert_violation(
+            with_file("ptx/src/generic/bridge.cpp", '#include "core.hpp"\n'),
+            "ptx/src/generic/bridge.cpp:1: ptx includes core.hpp, private to driver")
+
+    def test_every_c_and_cpp_extension_is_checked(self):
+        self.assert_violation(
+            with_file("ptx/src/bridge.cc", '#include "core.hpp"\n'),
+            "ptx/src/bridge.cc:1: ptx includes core.hpp, private to driver")
+
+    def test_an_include_through_a_macro_is_refused(self):
+        self.assert_violation(
+            with_file("ptx/src/bridge.cpp", '#define P "../../driver/src/core.hpp"\n#include P\n'),
+            "ptx/src/bridge.cpp:2: an include whose path the layer check cannot read")
+
+    def test_include_next_is_refused(self):
+        self.assert_violation(
+            with_file("ptx/src/bridge.cpp", '#include_next <core.hpp>\n'),
+            "ptx/src/bridge.cpp:1: an include whose path the layer check cannot read")
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

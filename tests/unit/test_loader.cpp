@@ -217,3 +217,16 @@ TEST(NvrtcLoader, ALibraryWithoutNvrtcIsRefusedNamingTheMissingFunction) {
 }
 
 }  // namespace
+
+// A driver found but refused its thread-local storage (dlopen'ed late, after
+// other initial-exec TLS used glibc's surplus) is not a missing driver: the
+// hint says what helps (adversarial review, 2026-12-01).
+TEST(LoaderErrors, AStaticTlsFailureGetsItsOwnHint) {
+  const drvshim::DriverNotFoundError tls({"/x/libcuda.so.1"},
+                                         {"/x/libcuda.so.1: cannot allocate memory in static TLS block"});
+  EXPECT_NE(tls.hint().find("static TLS"), std::string::npos) << tls.hint();
+  EXPECT_NE(tls.hint().find("LD_PRELOAD"), std::string::npos) << tls.hint();
+  EXPECT_EQ(tls.hint().find("install the NVIDIA driver"), std::string::npos) << tls.hint();
+  const drvshim::DriverNotFoundError missing({"libcuda.so.1"}, {"libcuda.so.1: cannot open shared object file"});
+  EXPECT_NE(missing.hint().find("install the NVIDIA driver"), std::string::npos) << missing.hint();
+}

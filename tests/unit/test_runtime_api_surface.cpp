@@ -40,6 +40,30 @@ TEST_F(RuntimeDevice, FlagsAreThePrimaryContextsAndSettingThemInitialisesTheDevi
   });
 }
 
+// Under the eager policy a first call that only reads or sets flags leaves
+// the eager set-up to the next call, which does it (adversarial review).
+TEST_F(RuntimeDevice, TheEagerSetUpFollowsAFirstCallThatOnlyTouchedFlags) {
+  rt::set_policy(rt::Policy::eager);
+  on_thread([] {
+    unsigned flags = 0;
+    EXPECT_EQ(cudaGetDeviceFlags(&flags), cudaSuccess);
+    int count = 0;
+    EXPECT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
+    EXPECT_EQ(drvshim_fake_primary_active(0), 1) << "the eager set-up ran at the second call";
+  });
+}
+
+// cudaInitDevice with cudaInitDeviceFlagsAreValid sets flags as cudaSetDeviceFlags does:
+// also on an active context, without passing cudaDeviceMapHost to the driver.
+TEST_F(RuntimeDevice, InitDeviceWithFlagsChangesThemLikeSetDeviceFlags) {
+  on_thread([] {
+    EXPECT_EQ(cudaSetDevice(0), cudaSuccess);
+    EXPECT_EQ(cudaInitDevice(0, cudaDeviceScheduleYield | cudaDeviceMapHost, cudaInitDeviceFlagsAreValid), cudaSuccess);
+    EXPECT_EQ(drvshim_fake_primary_flags(0), static_cast<int>(cudaDeviceScheduleYield));
+    EXPECT_EQ(drvshim_fake_primary_active(0), 1);
+  });
+}
+
 TEST_F(RuntimeDevice, LimitsPciIdsChoiceMemoryAndPriorities) {
   on_thread([] {
     size_t value = 0;

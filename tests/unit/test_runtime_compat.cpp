@@ -440,6 +440,8 @@ TEST_F(RuntimeCompat, StickyErrorsAreReturnedByFreeAndStreamDestroyAsUnderCudart
     EXPECT_EQ(cudaStreamDestroy(s), cudaErrorIllegalAddress);
     void* q = nullptr;
     EXPECT_EQ(cudaMalloc(&q, 16), cudaErrorIllegalAddress) << "every call in the context";
+    EXPECT_EQ(cudaFree(nullptr), cudaErrorIllegalAddress) << "the usual check for a sticky error";
+    EXPECT_EQ(cudaSetDeviceFlags(cudaDeviceScheduleSpin), cudaErrorIllegalAddress);
     EXPECT_EQ(cudaGetLastError(), cudaErrorIllegalAddress);
     EXPECT_EQ(cudaDeviceReset(), cudaSuccess);
     EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "a reset clears it";

@@ -81,6 +81,24 @@ TEST_F(RuntimeBackground, ABackgroundCuInitFailureIsTheFirstCallsErrorAndTheNext
   EXPECT_EQ(drvshim_fake_call_count("cuInit"), 2u);
 }
 
+// Reading or setting the flags keeps the context the background made: no
+// second activation (adversarial review, 2026-12-01: both gave it back).
+TEST_F(RuntimeBackground, FlagsAreReadAndChangedOnTheBackgroundsContextWithoutASecondActivation) {
+  rt::set_policy(rt::Policy::background);
+  on_thread([] {
+    unsigned flags = 0;
+    EXPECT_EQ(cudaGetDeviceFlags(&flags), cudaSuccess);
+    EXPECT_EQ(cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync), cudaSuccess);
+    EXPECT_EQ(drvshim_fake_primary_active(0), 1);
+    EXPECT_EQ(drvshim_fake_primary_flags(0), static_cast<int>(cudaDeviceScheduleBlockingSync));
+    void* p = nullptr;
+    EXPECT_EQ(cudaMalloc(&p, 256), cudaSuccess);
+    EXPECT_EQ(cudaFree(p), cudaSuccess);
+  });
+  EXPECT_EQ(drvshim_fake_call_count("cuDevicePrimaryCtxRetain"), 1u) << "the background's retain, taken over";
+  EXPECT_EQ(drvshim_fake_call_count("cuDevicePrimaryCtxRelease"), 0u) << "nothing given back";
+}
+
 TEST_F(RuntimeBackground, DeviceFlagsSetBeforeFirstUseApplyAsUnderTheLazyPolicy) {
   rt::set_policy(rt::Policy::background);
   on_thread([] {

@@ -40,28 +40,14 @@
 #include <vector>
 
 #include "bench_startup_fatbin.hpp"
+#include "startup_work.hpp"
 
 extern char** environ;
 
 namespace {
 
-long long now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-// The host's own start-up work, as bench_startup_cuda.cu does it.
-void work(long long ms, bool busy) {
-  const long long end = now_ns() + ms * 1000000LL;
-  if (!busy) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-    return;
-  }
-  volatile unsigned long long x = 0;
-  while (now_ns() < end) {
-    for (int i = 0; i < 1000; ++i) x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-  }
-}
+using bench_startup::now_ns;
+using bench_startup::work;
 
 std::span<const std::byte> fatbin() {
   return {reinterpret_cast<const std::byte*>(kBenchStartupFatbin), sizeof(kBenchStartupFatbin)};

@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "startup_work.hpp"
+
 // The fake driver runs a CPU version of `scale` by this name (tests/fake).
 extern "C" __global__ void scale(float* p, float f, unsigned n, unsigned repeat) {
   const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -23,25 +25,11 @@ extern "C" __global__ void scale(float* p, float f, unsigned n, unsigned repeat)
   }
 }
 
+
 namespace {
 
-long long now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-// The host's own start-up work: a busy loop (parsing, hashing) or a sleep (I/O).
-void work(long long ms, bool busy) {
-  const long long end = now_ns() + ms * 1000000LL;
-  if (!busy) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-    return;
-  }
-  volatile unsigned long long x = 0;
-  while (now_ns() < end) {
-    for (int i = 0; i < 1000; ++i) x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-  }
-}
+using bench_startup::now_ns;
+using bench_startup::work;
 
 bool ok(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return true;

@@ -223,10 +223,13 @@ class DRVSHIM_API Device {
   PrimaryContextLedger primary_context_ledger() const;
   /// cuDevicePrimaryCtxReset: destroys the primary context and everything in
   /// it (for every component of the process, the CUDA Runtime included), and
-  /// leaves it inactive; retains are not released. The way out of a context
-  /// poisoned by a sticky error: drop (or leak) the objects of the old
-  /// context, reset, then retain again (a fresh context, often at the same
-  /// address). Allowed on a poisoned context; throws CudaError on failure.
+  /// leaves it inactive; retains are not released. Destroy (or leak) every
+  /// object made in the context first: their handles die with it, and
+  /// destroying one afterwards hands the driver a dead handle (on the H200 a
+  /// child that did so crashed). Not a way out of a sticky error: CUDA keeps
+  /// that for the process (H200, driver 580: a retain after the reset fails
+  /// with the same error; docs/reliability.md). Allowed on a poisoned context;
+  /// throws CudaError on failure.
   void reset_primary_context() const;
 
   /// Creates a new, non-primary context with the driver's current create call
