@@ -4,7 +4,10 @@
 // header (log_internal.hpp: the runtime logs through drvshim's logger).
 #include "state.hpp"
 
+#include <pthread.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -255,7 +258,30 @@ Policy current_policy() noexcept {
   return p == 1 ? Policy::eager : p == 2 ? Policy::background : Policy::lazy;
 }
 
+namespace {
+
+// A child forked after the runtime started setting up (another thread may have
+// held its locks at the fork, and CUDA cannot be initialised again there)
+// answers cudaErrorInitializationError, as cudart does, instead of waiting on a
+// lock nobody will release. A child of a process that never started can use it.
+std::atomic<bool> g_started{false};
+std::atomic<bool> g_forked_after_start{false};
+
+void note_fork_child() noexcept {
+  if (g_started.load(std::memory_order_relaxed)) g_forked_after_start.store(true, std::memory_order_relaxed);
+}
+
+[[maybe_unused]] const int g_fork_handler = pthread_atfork(nullptr, nullptr, &note_fork_child);
+
+void enter(const char* trigger) {
+  if (g_forked_after_start.load(std::memory_order_relaxed)) throw UsedAfterForkError(trigger);
+  g_started.store(true, std::memory_order_relaxed);
+}
+
+}  // namespace
+
 const Driver& driver(const char* trigger) {
+  enter(trigger);
   auto& r = runtime();
   // Ready, unless an eager set-up is still owed: a first call that only
   // initialised the driver (cudaGetDeviceFlags, cudaSetDeviceFlags) leaves it
@@ -272,6 +298,7 @@ const Driver& driver(const char* trigger) {
 }
 
 const Driver& initialised_driver(const char* trigger) {
+  enter(trigger);
   // The background set-up's early retain stays: flags change on an active
   // context as under cudart (cudaSetDeviceFlags then takes the retain over),
   // and reading them destroys nothing.
@@ -281,6 +308,7 @@ const Driver& initialised_driver(const char* trigger) {
 }
 
 const Driver& loaded_driver(const char* trigger) {
+  enter(trigger);
   auto& r = runtime();
   if (const Driver* d = r.ready.load(std::memory_order_acquire); d != nullptr) return *d;
   std::lock_guard<std::mutex> lock(r.driver_mutex);

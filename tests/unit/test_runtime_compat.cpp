@@ -7,6 +7,12 @@
 #include <chrono>
 #include <future>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <thread>
+
 #include "rt_fixture.hpp"
 
 using namespace drvshim;
@@ -462,6 +468,36 @@ TEST_F(RuntimeCompat, FreeingAnInteriorPointerIsAnInvalidValue) {
     EXPECT_NE(rt::last_error_detail().find("inside the allocation"), std::string::npos) << rt::last_error_detail();
     EXPECT_EQ(cudaFree(p), cudaSuccess) << "the allocation is still whole";
   });
+}
+
+}  // namespace
+
+namespace {
+
+// A child forked while another thread of the parent is inside the first
+// Runtime-API call (holding runtime_compat's locks, cuInit slow): the child's
+// call answers cudaErrorInitializationError, as cudart's does in a child of an
+// initialised process, instead of waiting forever (adversarial review,
+// 2026-12-01: the child hung on the driver lock).
+TEST_F(RuntimeCompat, AChildForkedDuringTheFirstCallIsRefusedInsteadOfDeadlocking) {
+  rt::shutdown();
+  drvshim_fake_reset();  // cuInit runs again, slowly, in the first call below
+  setenv("DRVSHIM_FAKE_INIT_DELAY_MS", "400", 1);
+  std::thread first([] { EXPECT_EQ(cudaFree(nullptr), cudaSuccess); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    alarm(10);  // a deadlock ends as SIGALRM, not as a hung test
+    const cudaError_t e = cudaFree(nullptr);
+    _exit(e == cudaErrorInitializationError ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  first.join();
+  unsetenv("DRVSHIM_FAKE_INIT_DELAY_MS");
+  ASSERT_TRUE(WIFEXITED(status)) << "the child was killed by signal " << WTERMSIG(status) << " (a deadlock ends as SIGALRM)";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the child's call did not answer cudaErrorInitializationError";
 }
 
 }  // namespace
