@@ -135,7 +135,7 @@ void BackgroundInit::finish() noexcept {
     if (g->state == InitStepState::running) running = g->name;
     if (!StepGate::is_settled(g->state)) ++unfinished;
   }
-  if (s.thread.joinable()) s.thread.join();
+  s.join_thread();
   if (unfinished != 0) {
     const std::int64_t waited = trace_now_ns() - t0;
     const std::string what =

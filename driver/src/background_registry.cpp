@@ -56,7 +56,14 @@ void stop_all_at_exit() noexcept {
     std::unique_lock<std::mutex> lock(s->worker_mutex);
     if (!s->worker_cv.wait_for(lock, std::chrono::seconds(30), [&] { return s->worker_done; })) {
       logf(log::Level::error, "exit: a background initialisation's step still runs after 30 s; exiting without it");
+      continue;
     }
+    lock.unlock();
+    // A handle never destroyed (runtime_compat's) leaves a finished thread
+    // behind; joined here it is not reported as leaked (TSan's thread-leak
+    // check) and its thread-local destructors run before the driver's own
+    // exit handlers.
+    s->join_thread();
   }
 }
 

@@ -119,7 +119,14 @@ struct BackgroundState {
   std::condition_variable worker_cv;
   bool worker_done = false;
   std::thread::id worker_id;
+  std::mutex join_mutex;  // the handle and the exit handler may both join `thread`
   std::thread thread;
+
+  // Joins the helper thread unless somebody already did.
+  void join_thread() noexcept {
+    const std::lock_guard<std::mutex> lock(join_mutex);
+    if (thread.joinable()) thread.join();
+  }
 
   ~BackgroundState();
 

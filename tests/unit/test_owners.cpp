@@ -278,3 +278,20 @@ static_assert(!std::is_constructible_v<PeerAccess, ContextRef, ContextRef, bool,
 static_assert(!std::is_constructible_v<Device, std::shared_ptr<detail::DriverCore>, int, int>);
 
 }  // namespace
+
+namespace {
+
+// A freed or moved-from MappedBuffer no longer reports the device address of
+// memory that is gone (adversarial review, 2026-12-01: it kept the old one).
+TEST_F(Owners, AFreedOrMovedFromMappedBufferHasNoDeviceAddress) {
+  auto mapped = MappedBuffer::allocate(ctx(), 256);
+  ASSERT_NE(mapped.device_address(), DevicePtr{0});
+  MappedBuffer moved = std::move(mapped);
+  EXPECT_EQ(mapped.device_address(), DevicePtr{0});  // NOLINT(bugprone-use-after-move): the moved-from state
+  EXPECT_FALSE(mapped.pointers_identical());         // NOLINT(bugprone-use-after-move)
+  ASSERT_NE(moved.device_address(), DevicePtr{0});
+  moved.free();
+  EXPECT_EQ(moved.device_address(), DevicePtr{0});
+}
+
+}  // namespace

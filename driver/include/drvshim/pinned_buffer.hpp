@@ -82,10 +82,13 @@ class DRVSHIM_API MappedBuffer : public PinnedBuffer {
   /// when the device's can_map_host_memory is not 1.
   [[nodiscard]] static MappedBuffer allocate(const ContextRef& context, std::size_t bytes, HostAllocFlags extra = HostAllocFlags::none);
 
-  /// The device address of the memory.
-  DevicePtr device_address() const noexcept { return device_; }
+  /// The device address of the memory; 0 once freed or moved from (the
+  /// address died with the allocation).
+  DevicePtr device_address() const noexcept { return data() != nullptr ? device_ : DevicePtr{0}; }
   /// Whether host and device addresses are identical (unified addressing).
-  bool pointers_identical() const noexcept { return device_ == reinterpret_cast<std::uintptr_t>(data()); }
+  bool pointers_identical() const noexcept {
+    return data() != nullptr && device_ == reinterpret_cast<std::uintptr_t>(data());
+  }
   /// A typed device view, for kernels and copies.
   template <class T>
   DeviceSpan<T> device_as() const {
