@@ -60,13 +60,18 @@ namespace detail {
 void AsyncDeviceBufferTraits::release_or_throw(value_type& v) { release_on(v, v.stream); }
 
 void AsyncDeviceBufferTraits::release_on(value_type& v, const StreamRef& on) {
+  // Refused before the driver is called (a dead stream view, a forked child,
+  // a host function): the buffer stays held, and a later free or the
+  // destructor still returns it. Past this point it is not held, also when
+  // the driver fails: the pool's state of that memory is then unknown.
   check_stream_view(on, "AsyncDeviceBuffer::free");
   const auto& core = core_of(v.stream.context());
-  ContextScope scope(core, on.context().address(), "AsyncDeviceBuffer::free");
-  DRVSHIM_TRY(core, cuMemFreeAsync, fmt::format("0x{:x}, {}", v.address, on.name()), v.address,
-              reinterpret_cast<CUstream>(on.native()));
-  v.address = 0;
+  core.ensure_usable("AsyncDeviceBuffer::free");
+  const auto address = std::exchange(v.address, 0);
   retire_owner_id(v.id);
+  ContextScope scope(core, on.context().address(), "AsyncDeviceBuffer::free");
+  DRVSHIM_TRY(core, cuMemFreeAsync, fmt::format("0x{:x}, {}", address, on.name()), address,
+              reinterpret_cast<CUstream>(on.native()));
 }
 
 Status AsyncDeviceBufferTraits::release(value_type& v) noexcept {

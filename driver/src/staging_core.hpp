@@ -16,6 +16,7 @@
 #include "copy_crew.hpp"
 #include "core.hpp"
 #include "cpu_budget.hpp"
+#include "staging_choice.hpp"
 
 namespace drvshim::detail {
 
@@ -27,17 +28,9 @@ struct StagingCore {
 
   PinnedPool pool;
   StagingOptions options;
-  // Whether staging can beat the driver's own pageable path with this many
-  // threads, per direction (one thread copies pageable memory about as fast
-  // as the driver's path alone; with the process restricted to 1, 2 and 4
-  // CPUs, two threads did not always win to the device, three did both ways:
-  // docs/staging.md). Below these counts every copy goes straight to the
-  // driver. An explicit StagingOptions::threads is the caller's choice: it
-  // stages from two threads either way.
-  static constexpr unsigned kThreadsToStageToDevice = 3;
-  static constexpr unsigned kThreadsToStageToHost = 2;
   const bool stage_to_device;
   const bool stage_to_host;
+  const std::size_t direct_below_to_device;
   Stream stream;
   std::mutex copy_mutex;      // one copy at a time: the ring, its events and the crew are per engine
   std::vector<Event> events;  // kMaxInFlight, created at the first staged copy and kept
@@ -49,20 +42,14 @@ struct StagingCore {
   StagingCore(const PinnedPool& p, const StagingOptions& o)
       : pool(p),
         options(resolved(o)),
-        stage_to_device(options.threads >= (o.threads != 0 ? kThreadsToStageToHost : kThreadsToStageToDevice)),
-        stage_to_host(options.threads >= kThreadsToStageToHost),
+        stage_to_device(stages_to_device(o, options)),
+        stage_to_host(stages_to_host(options)),
+        direct_below_to_device(direct_below_to_device_for(o, options)),
         stream(Stream::create(p.context(), StreamFlags::non_blocking)),
         crew(stage_to_device || stage_to_host ? options.threads - 1 : 0, options.spin) {}
 
-  // The thread count: asked for, or three quarters of the CPUs this process
-  // may use (its affinity mask and cgroup quota, not the machine's hardware
-  // threads), rounded up, at most 12; never more than those CPUs.
-  static StagingOptions resolved(StagingOptions o) {
-    const unsigned cpus = usable_cpus();
-    if (o.threads == 0) o.threads = std::clamp((cpus * 3 + 3) / 4, 1u, 12u);
-    o.threads = std::min(o.threads, cpus);
-    return o;
-  }
+  // The thread count for the CPUs this process may use now (staging_choice.hpp).
+  static StagingOptions resolved(const StagingOptions& o) { return resolved_options(o, usable_cpus()); }
 
   // Before any lock: in a forked child (a lock may be held by a thread that
   // is not there) and inside a host function, the engine is refused.
@@ -70,7 +57,8 @@ struct StagingCore {
 
   // Whether this copy goes straight to the driver, and counts it.
   bool direct(const void* host, std::size_t bytes, bool to_device) {
-    bool go_direct = !(to_device ? stage_to_device : stage_to_host) || bytes < options.direct_below;
+    bool go_direct = !(to_device ? stage_to_device : stage_to_host) ||
+                     bytes < (to_device ? direct_below_to_device : options.direct_below);
     if (!go_direct) go_direct = host_is_page_locked(*pool.context().device().core(), host);
     std::lock_guard<std::mutex> lock(stats_mutex);
     ++(go_direct ? stats.direct_copies : stats.staged_copies);

@@ -294,4 +294,31 @@ TEST_F(Owners, AFreedOrMovedFromMappedBufferHasNoDeviceAddress) {
   EXPECT_EQ(moved.device_address(), DevicePtr{0});
 }
 
+// A free the driver refuses leaves the buffer empty (its memory's state is
+// the pool's now), so the destructor does not free it a second time; a free
+// refused before the driver was called keeps it (adversarial review,
+// 2026-12-01: a failed cuMemFreeAsync left it held).
+TEST_F(Owners, AnAsyncDeviceBufferIsEmptyAfterAFailedFreeAndHeldAfterARefusedOne) {
+  auto stream = Stream::create(ctx());
+  auto pooled = AsyncDeviceBuffer::allocate(stream.ref(), 64);
+  {
+    auto other = Stream::create(ctx());
+    const StreamRef dead = other.ref();
+    other.destroy();
+    if (view_checks_enabled()) {
+      (void)expect_throw<InvalidArgumentError>([&] { pooled.free(dead); });
+      EXPECT_TRUE(pooled) << "a refused free keeps the buffer";
+    }
+  }
+  drvshim_fake_clear_call_log();
+  drvshim_fake_fail_call("cuMemFreeAsync", 1, CUDA_ERROR_INVALID_VALUE);
+  const auto e = expect_throw<CudaError>([&] { pooled.free(); });
+  EXPECT_EQ(e.code(), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_FALSE(pooled) << "not held after the driver's failure";
+  EXPECT_EQ(pooled.address(), DevicePtr{0});
+  pooled.free();  // nothing held: a no-op
+  EXPECT_EQ(drvshim_fake_call_count("cuMemFreeAsync"), 1u) << "freed once, never again";
+  stream.ref().synchronize();
+}
+
 }  // namespace

@@ -44,7 +44,10 @@ struct StagingOptions {
   /// count is automatic, with fewer than three to the device (H200
   /// measurements in docs/staging.md). An explicit count stages from two.
   unsigned threads = 0;
-  /// Copies smaller than this go straight to the driver (its own pageable path).
+  /// Copies smaller than this go straight to the driver (its own pageable
+  /// path). With an automatic thread count below four, copies to the device
+  /// go straight to it below 4 MiB at least (three threads lose to the
+  /// driver on small copies to the device: docs/staging.md).
   std::size_t direct_below = std::size_t{1} << 20;
   /// How long the helper threads stay awake after a copy, waiting for the
   /// next one (spinning with a pause, yielding to other threads after the
