@@ -8,8 +8,9 @@ set -euo pipefail
 # libxxhash-dev: the compile cache's entry checksum (XXH3, used header-only).
 # python3: drvshim-trace's wrappers are generated from the toolkit's headers at build time.
 # libbenchmark-dev: tools/bench/bench_cache_key.cpp, the one micro-benchmark its model fits (docs/DESIGN.md, "Dependencies").
+# clang-format, clang-tidy: the house style, checked by tools/dev/check_style.py in CI.
 packages=(cmake g++ make pkg-config binutils libspdlog-dev libfmt-dev libgtest-dev libbenchmark-dev
-          nlohmann-json3-dev libcli11-dev libxxhash-dev python3)
+          nlohmann-json3-dev libcli11-dev libxxhash-dev python3 clang-format clang-tidy)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

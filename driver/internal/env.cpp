@@ -40,7 +40,8 @@ const std::vector<Variable>& variables() noexcept {
   static const std::vector<Variable> table = {
       {"DRVSHIM_LIBCUDA", "a path to the driver library", "libcuda.so.1 as the loader finds it", true},
       {"DRVSHIM_LIBNVRTC", "a path to the NVRTC library", "libnvrtc.so.<major> as the loader finds it", true},
-      {"DRVSHIM_CUDA_INCLUDE", "the toolkit's include directory", "found next to NVRTC, else /usr/local/cuda/include", true},
+      {"DRVSHIM_CUDA_INCLUDE", "the toolkit's include directory", "found next to NVRTC, else /usr/local/cuda/include",
+       true},
       {"DRVSHIM_LOG", "off, error, warn, info, debug, trace", "warn", false},
       {"DRVSHIM_TRACE", "1/true/yes/on or 0/false/no/off", "off", false},
       {"DRVSHIM_TRACE_FILE", "a path to append the trace to", "no trace file", true},

@@ -36,11 +36,16 @@ std::optional<std::uint64_t> parse_bytes(std::string_view text) noexcept {
   unsigned shift = 0;
   if (!unit.empty()) {
     switch (unit[0]) {
-      case 'k': case 'K': shift = 10; break;
-      case 'm': case 'M': shift = 20; break;
-      case 'g': case 'G': shift = 30; break;
-      case 't': case 'T': shift = 40; break;
-      case 'b': case 'B': shift = 0; break;
+      case 'k':
+      case 'K': shift = 10; break;
+      case 'm':
+      case 'M': shift = 20; break;
+      case 'g':
+      case 'G': shift = 30; break;
+      case 't':
+      case 'T': shift = 40; break;
+      case 'b':
+      case 'B': shift = 0; break;
       default: return std::nullopt;
     }
     unit.remove_prefix(1);

@@ -31,7 +31,9 @@ AsyncDeviceBuffer AsyncDeviceBuffer::allocate(const StreamRef& stream, std::size
   }
   detail::ContextScope scope(core, context.address(), "AsyncDeviceBuffer::allocate");
   CUdeviceptr ptr = 0;
-  const auto objects = [&] { return fmt::format("{}, {}, {}", detail::bytes_text(bytes), stream.name(), detail::context_text(context)); };
+  const auto objects = [&] {
+    return fmt::format("{}, {}, {}", detail::bytes_text(bytes), stream.name(), detail::context_text(context));
+  };
   const CUresult r = DRVSHIM_CU(core, cuMemAllocAsync, &ptr, bytes, reinterpret_cast<CUstream>(stream.native()));
   if (r == CUDA_ERROR_OUT_OF_MEMORY) detail::raise_out_of_memory(context, "cuMemAllocAsync", objects(), bytes, true);
   if (r != CUDA_SUCCESS) detail::raise(core, static_cast<int>(r), "cuMemAllocAsync", objects());
@@ -82,8 +84,8 @@ Status AsyncDeviceBufferTraits::release(value_type& v) noexcept {
   try {
     ContextScope scope(core, v.stream.context().address(), "AsyncDeviceBuffer::free");
     // Its stream may be gone (known in debug builds): the legacy default stream then orders the free.
-    const std::uintptr_t on = owner_alive(v.stream.owner_id()) ? v.stream.native()
-                                                               : StreamRef::legacy_default(v.stream.context()).native();
+    const std::uintptr_t on =
+        owner_alive(v.stream.owner_id()) ? v.stream.native() : StreamRef::legacy_default(v.stream.context()).native();
     const CUresult r = DRVSHIM_CU(core, cuMemFreeAsync, address, reinterpret_cast<CUstream>(on));
     core.note_result(r);
     return Status("cuMemFreeAsync", static_cast<int>(r));

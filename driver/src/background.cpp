@@ -2,9 +2,9 @@
 // The plan and the helper thread are in background_steps.cpp, the registry
 // through which drvshim's own calls find the gate of a step they need
 // (background_wait.hpp) in background_registry.cpp.
+#include <pthread.h>
 #include <drvshim/background.hpp>
 #include <drvshim_recorder/recorder.hpp>
-#include <pthread.h>
 
 #include <algorithm>
 #include <condition_variable>
@@ -48,7 +48,8 @@ double ms(std::int64_t ns) noexcept { return static_cast<double>(ns) / 1e6; }
 
 // An event with a start and a duration (a wait, a step), for the trace's
 // timeline; the duration is in the text too, which format_timeline prints.
-void trace_span(std::string_view event, const std::string& what, std::int64_t start_ns, std::int64_t duration_ns) noexcept {
+void trace_span(std::string_view event, const std::string& what, std::int64_t start_ns,
+                std::int64_t duration_ns) noexcept {
   logf(log::Level::debug, "{}: {}", event, what);
   if (trace_active()) recorder::event(recorder::Kind::event, event, what, start_ns, duration_ns);
 }
@@ -140,8 +141,8 @@ void BackgroundInit::finish() noexcept {
     const std::int64_t waited = trace_now_ns() - t0;
     const std::string what =
         running.empty() ? fmt::format("destroyed before {} step(s) ran: skipped", unfinished)
-                        : fmt::format("destroyed while {} ran: waited {:.3f} ms for it; {} later step(s) skipped", running,
-                                      ms(waited), unfinished - 1);
+                        : fmt::format("destroyed while {} ran: waited {:.3f} ms for it; {} later step(s) skipped",
+                                      running, ms(waited), unfinished - 1);
     logf(log::Level::info, "BackgroundInit {}", what);
     trace_span("background-destroy", what, t0, waited);
   }

@@ -34,7 +34,8 @@ extern std::atomic<bool> g_exit_stop;
 double ms(std::int64_t ns) noexcept;
 // An event with a start and a duration (a wait, a step), for the trace's
 // timeline; the duration is in the text too, which format_timeline prints.
-void trace_span(std::string_view event, const std::string& what, std::int64_t start_ns, std::int64_t duration_ns) noexcept;
+void trace_span(std::string_view event, const std::string& what, std::int64_t start_ns,
+                std::int64_t duration_ns) noexcept;
 // The driver's result code of an Error, else 0.
 int code_of(const std::exception_ptr& e) noexcept;
 std::string message_of(const std::exception_ptr& e);
@@ -45,8 +46,8 @@ struct StepGate {
   std::string name;
   InitStepKind kind = InitStepKind::load;
   int device = -1;
-  int depends_on = -1;  // index of the step this one needs, or -1
-  std::size_t item = 0; // index into the options' list of its kind
+  int depends_on = -1;   // index of the step this one needs, or -1
+  std::size_t item = 0;  // index into the options' list of its kind
 
   mutable std::mutex mutex;
   mutable std::condition_variable settled_cv;
@@ -54,8 +55,8 @@ struct StepGate {
   std::int64_t start_ns = 0;
   std::int64_t end_ns = 0;
   mutable std::int64_t waited_ns = 0;
-  std::exception_ptr error;   // failed, or skipped because of a failure
-  std::string message;        // error's text, or why it was skipped; never changed once settled
+  std::exception_ptr error;  // failed, or skipped because of a failure
+  std::string message;       // error's text, or why it was skipped; never changed once settled
   int code = 0;
   mutable bool reported = false;  // the error reached someone (a waiting call, the handle)
 

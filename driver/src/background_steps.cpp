@@ -52,9 +52,7 @@ void run_step(BackgroundState& s, StepGate& g) {
       s.modules[g.item].emplace(m.path.empty() ? Module::load(ctx, m.image) : Module::load_file(ctx, m.path));
       return;
     }
-    case InitStepKind::task:
-      o.tasks[g.item].run();
-      return;
+    case InitStepKind::task: o.tasks[g.item].run(); return;
   }
 }
 
@@ -174,14 +172,17 @@ void plan(BackgroundState& s) {
   check_names(o.modules, "module");
   check_names(o.tasks, "task");
   for (const auto& l : o.libraries) {
-    if (l.path.empty() && l.image.empty()) bad_option(fmt::format("library \"{}\" has neither a path nor an image", l.name));
+    if (l.path.empty() && l.image.empty())
+      bad_option(fmt::format("library \"{}\" has neither a path nor an image", l.name));
   }
   for (const auto& m : o.modules) {
-    if (m.path.empty() && m.image.empty()) bad_option(fmt::format("module \"{}\" has neither a path nor an image", m.name));
+    if (m.path.empty() && m.image.empty())
+      bad_option(fmt::format("module \"{}\" has neither a path nor an image", m.name));
     if (std::find(seen.begin(), seen.end(), m.device) == seen.end()) {
-      bad_option(fmt::format("module \"{}\" is for device {}, whose primary context is not in primary_contexts", m.name,
-                             m.device),
-                 "add the device to primary_contexts: a module is loaded into a primary context retained by an earlier step");
+      bad_option(
+          fmt::format("module \"{}\" is for device {}, whose primary context is not in primary_contexts", m.name,
+                      m.device),
+          "add the device to primary_contexts: a module is loaded into a primary context retained by an earlier step");
     }
   }
   for (const auto& t : o.tasks) {
@@ -200,10 +201,11 @@ void plan(BackgroundState& s) {
   for (std::size_t i = 0; i < o.modules.size(); ++i) {
     const auto retain = std::find(o.primary_contexts.begin(), o.primary_contexts.end(), o.modules[i].device) -
                         o.primary_contexts.begin();
-    add_step(s, "module " + o.modules[i].name, InitStepKind::module, o.modules[i].device,
-             static_cast<int>(2 + retain), i);
+    add_step(s, "module " + o.modules[i].name, InitStepKind::module, o.modules[i].device, static_cast<int>(2 + retain),
+             i);
   }
-  for (std::size_t i = 0; i < o.tasks.size(); ++i) add_step(s, "task " + o.tasks[i].name, InitStepKind::task, -1, -1, i);
+  for (std::size_t i = 0; i < o.tasks.size(); ++i)
+    add_step(s, "task " + o.tasks[i].name, InitStepKind::task, -1, -1, i);
   s.primaries.resize(o.primary_contexts.size());
   s.taken.assign(o.primary_contexts.size(), false);
   s.libraries.resize(o.libraries.size());

@@ -21,13 +21,15 @@ enum class StepNeed {
 // for it, then throws its error as `need` says. `api` names the waiting call.
 void wait_for_background_init_slow(const DriverCore& core, const char* api, StepNeed need);
 inline void wait_for_background_init(const DriverCore& core, const char* api, StepNeed need) {
-  if (g_background_live.load(std::memory_order_relaxed) != 0) [[unlikely]] wait_for_background_init_slow(core, api, need);
+  if (g_background_live.load(std::memory_order_relaxed) != 0) [[unlikely]]
+    wait_for_background_init_slow(core, api, need);
 }
 
 // The same for the `primary-context <device>` step (a StepNeed::redo call).
 void wait_for_background_retain_slow(const DriverCore& core, int device, const char* api);
 inline void wait_for_background_retain(const DriverCore& core, int device, const char* api) {
-  if (g_background_live.load(std::memory_order_relaxed) != 0) [[unlikely]] wait_for_background_retain_slow(core, device, api);
+  if (g_background_live.load(std::memory_order_relaxed) != 0) [[unlikely]]
+    wait_for_background_retain_slow(core, device, api);
 }
 
 }  // namespace drvshim::detail

@@ -73,7 +73,8 @@ void ContextRef::set_limit(Limit limit, std::size_t value) const {
   const auto& core = *device_.core();
   core.require_function(detail::Api::k_cuCtxSetLimit, "ContextRef::set_limit");
   detail::ContextScope scope(core, address_, "ContextRef::set_limit");
-  DRVSHIM_TRY(core, cuCtxSetLimit, fmt::format("{}, limit {}, value {}", ctx_objects(*this), static_cast<int>(limit), value),
+  DRVSHIM_TRY(core, cuCtxSetLimit,
+              fmt::format("{}, limit {}, value {}", ctx_objects(*this), static_cast<int>(limit), value),
               static_cast<CUlimit>(limit), value);
 }
 
@@ -127,12 +128,12 @@ ScopedCurrentContext::~ScopedCurrentContext() {
   core_->note_result(r);
   if (r != CUDA_SUCCESS) {
     detail::logf(log::Level::error, "ScopedCurrentContext: cuCtxPopCurrent failed with {} ({})",
-                result_name(static_cast<int>(r)), static_cast<int>(r));
+                 result_name(static_cast<int>(r)), static_cast<int>(r));
   } else if (popped != native(pushed_)) {
     detail::logf(log::Level::error,
-                "ScopedCurrentContext: popped context {} but had pushed 0x{:x}: someone changed the context stack "
-                "inside the scope without restoring it",
-                static_cast<const void*>(popped), pushed_);
+                 "ScopedCurrentContext: popped context {} but had pushed 0x{:x}: someone changed the context stack "
+                 "inside the scope without restoring it",
+                 static_cast<const void*>(popped), pushed_);
   }
 }
 
@@ -163,7 +164,8 @@ namespace detail {
 void PrimaryContextTraits::release_or_throw(value_type& v) {
   v.device.core()->ensure_usable("PrimaryContext::release");  // the no-throw twin skips silently
   const Status s = release(v);
-  if (!s.ok()) raise(*v.device.core(), s.code(), s.api(), fmt::format("primary context of device {}", v.device.ordinal()));
+  if (!s.ok())
+    raise(*v.device.core(), s.code(), s.api(), fmt::format("primary context of device {}", v.device.ordinal()));
 }
 
 Status PrimaryContextTraits::release(value_type& v) noexcept {
@@ -171,8 +173,9 @@ Status PrimaryContextTraits::release(value_type& v) noexcept {
   const auto& core = *v.device.core();
   if (!core.cleanup_allowed()) {
     // Exit, fork or a deinitialised driver: the retain dies with the process.
-    logf(log::Level::debug, "device {}: primary context 0x{:x} not released (process exiting, forked or driver deinitialised)",
-                v.device.ordinal(), address);
+    logf(log::Level::debug,
+         "device {}: primary context 0x{:x} not released (process exiting, forked or driver deinitialised)",
+         v.device.ordinal(), address);
     return {};
   }
   const CUresult r = DRVSHIM_CU(core, cuDevicePrimaryCtxRelease, v.device.native());
@@ -194,13 +197,14 @@ Status PrimaryContextTraits::release(value_type& v) noexcept {
     if (core.any_poisoned.load() && core.is_poisoned(address)) {
       unsigned flags = 0;
       int active = 1;
-      if (DRVSHIM_CU(core, cuDevicePrimaryCtxGetState, v.device.native(), &flags, &active) == CUDA_SUCCESS && active == 0) {
+      if (DRVSHIM_CU(core, cuDevicePrimaryCtxGetState, v.device.native(), &flags, &active) == CUDA_SUCCESS &&
+          active == 0) {
         core.forget_poison(address);
       }
     }
   } else {
     logf(log::Level::warn, "device {}: cuDevicePrimaryCtxRelease failed with {} ({})", v.device.ordinal(),
-                result_name(static_cast<int>(r)), static_cast<int>(r));
+         result_name(static_cast<int>(r)), static_cast<int>(r));
   }
   return Status("cuDevicePrimaryCtxRelease", static_cast<int>(r));
 }
@@ -247,7 +251,7 @@ Status ContextTraits::release(value_type& v) noexcept {
   core.note_result(r);
   if (r != CUDA_SUCCESS) {
     logf(log::Level::warn, "cuCtxDestroy(0x{:x}) failed with {} ({})", address, result_name(static_cast<int>(r)),
-                static_cast<int>(r));
+         static_cast<int>(r));
   } else {
     core.forget_poison(address);  // the driver may hand the address out again
     trace::mark("destroy-context", fmt::format("device {}, context 0x{:x}", v.device.ordinal(), address));

@@ -42,8 +42,9 @@ class ContextScope {
     CUresult r = DRVSHIM_CU(core_, cuCtxPopCurrent, &popped);
     if (r != CUDA_SUCCESS) r = DRVSHIM_CU(core_, cuCtxPopCurrent, &popped);
     if (r != CUDA_SUCCESS || popped != native_context(ctx_)) {
-      logf(log::Level::error, "restoring the context stack failed: cuCtxPopCurrent gave {} and context {}, expected 0x{:x}",
-                  result_name(static_cast<int>(r)), static_cast<const void*>(popped), ctx_);
+      logf(log::Level::error,
+           "restoring the context stack failed: cuCtxPopCurrent gave {} and context {}, expected 0x{:x}",
+           result_name(static_cast<int>(r)), static_cast<const void*>(popped), ctx_);
     }
   }
   ContextScope(const ContextScope&) = delete;

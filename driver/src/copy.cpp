@@ -27,8 +27,9 @@ CUmemorytype memory_type(MemorySide side) noexcept {
 
 void check_copy(const char* api, std::size_t bytes, std::size_t dst_bytes, const void* host) {
   if (bytes > dst_bytes) {
-    throw InvalidArgumentError(api, fmt::format("copying {} into a destination of {}: the source is longer",
-                                                bytes_text(bytes), bytes_text(dst_bytes)),
+    throw InvalidArgumentError(api,
+                               fmt::format("copying {} into a destination of {}: the source is longer",
+                                           bytes_text(bytes), bytes_text(dst_bytes)),
                                "copy a subspan of the source, or allocate a larger destination");
   }
   if (bytes != 0 && host == nullptr) throw InvalidArgumentError(api, "the host pointer is null");
@@ -44,7 +45,9 @@ void copy_to_device(const ContextRef& ctx, DevicePtr dst, std::size_t dst_bytes,
   if (bytes == 0) return;
   const auto& core = core_of(ctx);
   ContextScope scope(core, ctx.address(), api);
-  const auto objects = [&] { return fmt::format("{} to device 0x{:x}, {}", bytes_text(bytes), dst, context_text(ctx)); };
+  const auto objects = [&] {
+    return fmt::format("{} to device 0x{:x}, {}", bytes_text(bytes), dst, context_text(ctx));
+  };
   if (stream == nullptr) {
     DRVSHIM_TRY(core, cuMemcpyHtoD, objects(), dst, src, bytes);
   } else {
@@ -62,7 +65,9 @@ void copy_to_host(const ContextRef& ctx, void* dst, std::size_t dst_bytes, Devic
   if (bytes == 0) return;
   const auto& core = core_of(ctx);
   ContextScope scope(core, ctx.address(), api);
-  const auto objects = [&] { return fmt::format("{} from device 0x{:x}, {}", bytes_text(bytes), src, context_text(ctx)); };
+  const auto objects = [&] {
+    return fmt::format("{} from device 0x{:x}, {}", bytes_text(bytes), src, context_text(ctx));
+  };
   if (stream == nullptr) {
     DRVSHIM_TRY(core, cuMemcpyDtoH, objects(), dst, src, bytes);
   } else {
@@ -126,8 +131,7 @@ void fill_device(const ContextRef& ctx, DevicePtr dst, std::size_t count, std::s
         DRVSHIM_TRY(core, cuMemsetD32Async, objects(), dst, pattern, count, s);
       }
       break;
-    default:
-      throw InvalidArgumentError(api, fmt::format("element size {} is not 1, 2 or 4", element_size));
+    default: throw InvalidArgumentError(api, fmt::format("element size {} is not 1, 2 or 4", element_size));
   }
   if (stream != nullptr) after_submit(core, s, api, objects);
 }
@@ -141,8 +145,9 @@ void copy_2d(const ContextRef& context, const Copy2D& copy, const StreamRef* str
   if (copy.height == 0 || copy.width_bytes == 0) return;
   if (copy.src == nullptr || copy.dst == nullptr) throw InvalidArgumentError(api, "the source or destination is null");
   if (copy.src_pitch < copy.width_bytes || copy.dst_pitch < copy.width_bytes) {
-    throw InvalidArgumentError(api, fmt::format("rows of {} bytes do not fit the pitches (source {}, destination {})",
-                                                copy.width_bytes, copy.src_pitch, copy.dst_pitch),
+    throw InvalidArgumentError(api,
+                               fmt::format("rows of {} bytes do not fit the pitches (source {}, destination {})",
+                                           copy.width_bytes, copy.src_pitch, copy.dst_pitch),
                                "each pitch must be at least the width in bytes");
   }
   const auto& core = detail::core_of(context);
@@ -182,7 +187,8 @@ void fill_2d(const ContextRef& context, DevicePtr dst, std::size_t pitch, std::u
   }
   const auto& core = detail::core_of(context);
   const auto objects = [&] {
-    return fmt::format("{} rows of {} bytes at 0x{:x} (pitch {}), {}", height, width_bytes, dst, pitch, detail::context_text(context));
+    return fmt::format("{} rows of {} bytes at 0x{:x} (pitch {}), {}", height, width_bytes, dst, pitch,
+                       detail::context_text(context));
   };
   detail::ContextScope scope(core, context.address(), api);
   if (stream == nullptr) {

@@ -163,7 +163,8 @@ struct DriverCore {
   // Inside a host function it is refused, with an error logged: the resource
   // is leaked (release it after the stream has passed the host function).
   bool cleanup_allowed() const noexcept {
-    if (in_host_function()) [[unlikely]] return refuse_cleanup_in_host_function();
+    if (in_host_function()) [[unlikely]]
+      return refuse_cleanup_in_host_function();
     return !process_exiting() && !forked() && !deinitialized.load();
   }
   static bool refuse_cleanup_in_host_function() noexcept;
@@ -275,8 +276,8 @@ inline CUresult invoke(const DriverCore& core, A... a) {
 // context and is reported as an asynchronous error detected at `api`.
 // `context`: the context the failing call was about, when it is known and no
 // ContextScope made it current (0: the scoped context, else the current one).
-[[noreturn]] void raise(const DriverCore& core, int result, const char* api, std::string objects,
-                        std::string hint = {}, std::uintptr_t context = 0);
+[[noreturn]] void raise(const DriverCore& core, int result, const char* api, std::string objects, std::string hint = {},
+                        std::uintptr_t context = 0);
 
 // After a submitted operation: with DRVSHIM_SYNC_EACH_OP=1, synchronises
 // `stream` and blames a failure on the operation `api` itself. `objects` is a
@@ -296,12 +297,11 @@ inline void after_submit(const DriverCore& core, CUstream stream, const char* ap
 
 // Calls it and throws the matching drvshim error on failure. `objects` is an
 // expression giving a std::string; it is evaluated only on failure.
-#define DRVSHIM_TRY(core, alias, objects, ...)                                                   \
-  do {                                                                                           \
-    const CUresult drvshim_r_ =                                                                  \
-        ::drvshim::detail::invoke<::drvshim::detail::Api::k_##alias>((core)__VA_OPT__(, ) __VA_ARGS__); \
-    if (drvshim_r_ != CUDA_SUCCESS) [[unlikely]]                                                 \
-      ::drvshim::detail::raise((core), static_cast<int>(drvshim_r_),                            \
-                               ::drvshim::detail::api_name(::drvshim::detail::Api::k_##alias), \
-                               (objects));                                                       \
+#define DRVSHIM_TRY(core, alias, objects, ...)                                                             \
+  do {                                                                                                     \
+    const CUresult drvshim_r_ =                                                                            \
+        ::drvshim::detail::invoke<::drvshim::detail::Api::k_##alias>((core)__VA_OPT__(, ) __VA_ARGS__);    \
+    if (drvshim_r_ != CUDA_SUCCESS) [[unlikely]]                                                           \
+      ::drvshim::detail::raise((core), static_cast<int>(drvshim_r_),                                       \
+                               ::drvshim::detail::api_name(::drvshim::detail::Api::k_##alias), (objects)); \
   } while (0)

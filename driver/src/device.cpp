@@ -18,6 +18,8 @@ struct AttributeInfo {
 };
 
 // The public enum mirrors cuda.h; the static_asserts keep them in step.
+// One attribute per line, as the toolkit lists them:
+// clang-format off
 #define DRVSHIM_ATTR(ours, theirs, since) \
   {DeviceAttribute::ours, CU_DEVICE_ATTRIBUTE_##theirs, #ours, since},
 constexpr AttributeInfo kAttributes[] = {
@@ -60,6 +62,7 @@ constexpr AttributeInfo kAttributes[] = {
     DRVSHIM_ATTR(memory_pools_supported, MEMORY_POOLS_SUPPORTED, 11020)
     DRVSHIM_ATTR(cluster_launch, CLUSTER_LAUNCH, 11080)
 };
+// clang-format on
 #undef DRVSHIM_ATTR
 
 constexpr bool attributes_match_cuda_h() {
@@ -118,8 +121,10 @@ std::string HostMappingSummary::verdict() const {
 Device Driver::device(int ordinal) const {
   const int count = device_count();
   if (ordinal < 0 || ordinal >= count) {
-    throw InvalidArgumentError("Driver::device", fmt::format("device ordinal {} is out of range: the driver reports {} device(s)", ordinal, count),
-                               "use an ordinal in [0, device_count()); CUDA_VISIBLE_DEVICES may hide devices");
+    throw InvalidArgumentError(
+        "Driver::device",
+        fmt::format("device ordinal {} is out of range: the driver reports {} device(s)", ordinal, count),
+        "use an ordinal in [0, device_count()); CUDA_VISIBLE_DEVICES may hide devices");
   }
   CUdevice handle = 0;
   DRVSHIM_TRY(*core_, cuDeviceGet, fmt::format("ordinal {}", ordinal), &handle, ordinal);
@@ -156,9 +161,9 @@ std::array<std::uint8_t, 16> Device::uuid() const {
 
 std::string Device::uuid_string() const {
   const auto b = uuid();
-  return fmt::format("GPU-{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
-                     b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
-                     b[15]);
+  return fmt::format(
+      "GPU-{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}", b[0],
+      b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
 }
 
 std::string Device::pci_bus_id() const {
@@ -203,7 +208,8 @@ AttributeValue Device::attribute_number(int number) const {
   if (r == CUDA_SUCCESS) return AttributeValue::of(value);
   if (r == CUDA_ERROR_NOT_SUPPORTED) return AttributeValue::unsupported();
   if (r == CUDA_ERROR_INVALID_VALUE) return AttributeValue::unknown();
-  detail::raise(*core_, static_cast<int>(r), "cuDeviceGetAttribute", fmt::format("device {}, attribute {}", ordinal_, number));
+  detail::raise(*core_, static_cast<int>(r), "cuDeviceGetAttribute",
+                fmt::format("device {}, attribute {}", ordinal_, number));
 }
 
 HostMappingSummary Device::host_mapping() const {
@@ -249,21 +255,23 @@ void Device::set_primary_context_flags(ContextFlags flags) const {
         fmt::format("the primary context of device {} is already active with flags {}; drvshim refuses to change "
                     "them to {} after activation",
                     ordinal_, to_string(state.flags), to_string(flags)),
-        ErrorDetails{{}, 0, device_objects(*this),
+        ErrorDetails{{},
+                     0,
+                     device_objects(*this),
                      "another component (such as the CUDA Runtime, or an earlier retain) activated it first: set the "
                      "flags before anything retains the primary context, or create a non-primary context "
                      "(Device::create_context) with the flags you need",
                      false});
   }
-  DRVSHIM_TRY(*core_, cuDevicePrimaryCtxSetFlags,
-              fmt::format("device {}, flags {}", ordinal_, to_string(flags)), handle_, static_cast<unsigned>(flags));
+  DRVSHIM_TRY(*core_, cuDevicePrimaryCtxSetFlags, fmt::format("device {}, flags {}", ordinal_, to_string(flags)),
+              handle_, static_cast<unsigned>(flags));
   trace::mark("set-primary-context-flags", fmt::format("device {}: {}", ordinal_, to_string(flags)));
 }
 
 void Device::change_primary_context_flags(ContextFlags flags) const {
   const PrimaryContextState state = primary_context_state();
-  DRVSHIM_TRY(*core_, cuDevicePrimaryCtxSetFlags,
-              fmt::format("device {}, flags {}", ordinal_, to_string(flags)), handle_, static_cast<unsigned>(flags));
+  DRVSHIM_TRY(*core_, cuDevicePrimaryCtxSetFlags, fmt::format("device {}, flags {}", ordinal_, to_string(flags)),
+              handle_, static_cast<unsigned>(flags));
   trace::mark("set-primary-context-flags", fmt::format("device {}: {}{}", ordinal_, to_string(flags),
                                                        state.active ? " (the context is active)" : ""));
 }
@@ -304,9 +312,9 @@ PrimaryContext Device::retain_primary_context() const {
                             address, own_outstanding, adopted ? "adopted" : "activated by drvshim"));
   } else if (before.active) {
     detail::logf(log::Level::info,
-                "device {}: primary context 0x{:x} was already active (flags {}): another component activated it; "
-                "drvshim adopts it",
-                ordinal_, address, to_string(before.flags));
+                 "device {}: primary context 0x{:x} was already active (flags {}): another component activated it; "
+                 "drvshim adopts it",
+                 ordinal_, address, to_string(before.flags));
     trace::mark("adopt-primary-context", fmt::format("device {}, context 0x{:x}, flags {}, already active", ordinal_,
                                                      address, to_string(before.flags)));
   } else {

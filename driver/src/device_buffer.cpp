@@ -22,10 +22,13 @@ DeviceBuffer DeviceBuffer::allocate(const ContextRef& context, std::size_t bytes
   CUdeviceptr ptr = 0;
   const CUresult r = DRVSHIM_CU(core, cuMemAlloc, &ptr, bytes);
   if (r == CUDA_ERROR_OUT_OF_MEMORY) {
-    detail::raise_out_of_memory(context, "cuMemAlloc", fmt::format("{}, {}", detail::bytes_text(bytes), detail::context_text(context)), bytes, true);
+    detail::raise_out_of_memory(context, "cuMemAlloc",
+                                fmt::format("{}, {}", detail::bytes_text(bytes), detail::context_text(context)), bytes,
+                                true);
   }
   if (r != CUDA_SUCCESS) {
-    detail::raise(core, static_cast<int>(r), "cuMemAlloc", fmt::format("{}, {}", detail::bytes_text(bytes), detail::context_text(context)));
+    detail::raise(core, static_cast<int>(r), "cuMemAlloc",
+                  fmt::format("{}, {}", detail::bytes_text(bytes), detail::context_text(context)));
   }
   return DeviceBuffer(context, ptr, bytes);
 }
@@ -35,8 +38,8 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&&) noexcept = default;
 DeviceBuffer::~DeviceBuffer() = default;
 
 void DeviceBuffer::check_view_of(std::size_t element_size) const {
-  detail::check_whole_view("DeviceBuffer::as", "this DeviceBuffer is empty (moved from or freed)", handle_.held(), size(),
-                           element_size);
+  detail::check_whole_view("DeviceBuffer::as", "this DeviceBuffer is empty (moved from or freed)", handle_.held(),
+                           size(), element_size);
 }
 
 void DeviceBuffer::free() { handle_.release(); }
@@ -80,8 +83,8 @@ Status DeviceBufferTraits::release(value_type& v) noexcept {
 PitchedAllocation allocate_pitched(const ContextRef& context, std::size_t width_bytes, std::size_t height,
                                    unsigned element_bytes) {
   if (width_bytes == 0 || height == 0) {
-    throw InvalidArgumentError("allocate_pitched", fmt::format("a pitched allocation of {} x {} bytes was requested",
-                                                               width_bytes, height),
+    throw InvalidArgumentError("allocate_pitched",
+                               fmt::format("a pitched allocation of {} x {} bytes was requested", width_bytes, height),
                                "ask for at least one row of one byte");
   }
   if (element_bytes != 4 && element_bytes != 8 && element_bytes != 16) {
@@ -93,7 +96,8 @@ PitchedAllocation allocate_pitched(const ContextRef& context, std::size_t width_
   std::size_t pitch = 0;
   {
     detail::ContextScope scope(core, context.address(), "allocate_pitched");
-    DRVSHIM_TRY(core, cuMemAllocPitch, fmt::format("{} rows of {} bytes, {}", height, width_bytes, detail::context_text(context)), &ptr,
+    DRVSHIM_TRY(core, cuMemAllocPitch,
+                fmt::format("{} rows of {} bytes, {}", height, width_bytes, detail::context_text(context)), &ptr,
                 &pitch, width_bytes, height, element_bytes);
   }
   return PitchedAllocation{DeviceBuffer(context, ptr, pitch * height), pitch};

@@ -28,9 +28,9 @@ void check_view([[maybe_unused]] std::uint64_t id, [[maybe_unused]] const char* 
 }
 
 void throw_subspan(std::size_t offset, std::size_t count, std::size_t size) {
-  throw InvalidArgumentError("DeviceSpan::subspan",
-                             fmt::format("elements [{}, {}+{}) are outside a view of {} elements", offset, offset,
-                                         count, size));
+  throw InvalidArgumentError(
+      "DeviceSpan::subspan",
+      fmt::format("elements [{}, {}+{}) are outside a view of {} elements", offset, offset, count, size));
 }
 
 }  // namespace detail

@@ -53,8 +53,8 @@ void ObservedCall::finish(Api id, CUresult result, std::string args) noexcept {
     if (get_current(&ctx) == CUDA_SUCCESS) context = reinterpret_cast<std::uintptr_t>(ctx);
   }
   logf(log::Level::trace, "{}({}) -> {} ({}) in {:.3f} us [ctx 0x{:x}]", api_name(id), args,
-      result_name(static_cast<int>(result)), static_cast<int>(result), static_cast<double>(duration) / 1000.0,
-      context);
+       result_name(static_cast<int>(result)), static_cast<int>(result), static_cast<double>(duration) / 1000.0,
+       context);
   trace_record_call(api_name(id), start_ns, duration, std::move(args), static_cast<int>(result), context);
 }
 
@@ -78,7 +78,9 @@ std::uintptr_t current_context_raw(const DriverCore& core) noexcept {
 // Poisons `context`, else the context of the ContextScope around the failing
 // call, else the thread's current context.
 void poison(const DriverCore& core, int result, const char* api, std::uintptr_t context) noexcept {
-  const std::uintptr_t ctx = context != 0 ? context : t_scoped_context != 0 ? t_scoped_context : current_context_raw(core);
+  const std::uintptr_t ctx = context != 0            ? context
+                             : t_scoped_context != 0 ? t_scoped_context
+                                                     : current_context_raw(core);
   if (ctx == 0) return;
   try {
     std::lock_guard<std::mutex> lock(core.poison_mutex);
@@ -139,13 +141,13 @@ void DriverCore::check_not_poisoned(std::uintptr_t context, const char* api) con
 void sync_after_submit(const DriverCore& core, CUstream stream, const char* api, const std::string& objects) {
   // The whole context, not only the stream: work of any stream there that
   // fails then shows up at the operation that was submitted last.
-  const CUresult r = t_scoped_context != 0 ? DRVSHIM_CU(core, cuCtxSynchronize) : DRVSHIM_CU(core, cuStreamSynchronize, stream);
+  const CUresult r =
+      t_scoped_context != 0 ? DRVSHIM_CU(core, cuCtxSynchronize) : DRVSHIM_CU(core, cuStreamSynchronize, stream);
   if (r == CUDA_SUCCESS) return;
   if (is_sticky_error(static_cast<int>(r))) poison(core, static_cast<int>(r), api, 0);
   // Named on purpose: the synchronisation right after submission pins the failure on this operation.
-  throw CudaError(ErrorDetails{api, static_cast<int>(r),
-                               objects + "; detected by DRVSHIM_SYNC_EACH_OP=1 right after submission",
-                               {}, true});
+  throw CudaError(ErrorDetails{
+      api, static_cast<int>(r), objects + "; detected by DRVSHIM_SYNC_EACH_OP=1 right after submission", {}, true});
 }
 
 void raise(const DriverCore& core, int result, const char* api, std::string objects, std::string hint,
@@ -154,8 +156,9 @@ void raise(const DriverCore& core, int result, const char* api, std::string obje
   if (is_sticky_error(result)) {
     poison(core, result, api, context);
     if (hint.empty()) {
-      hint = "this error was caused by earlier asynchronous work (a kernel or copy already queued), not by this "
-             "call; the context is now unusable; run with DRVSHIM_SYNC_EACH_OP=1 to name the operation";
+      hint =
+          "this error was caused by earlier asynchronous work (a kernel or copy already queued), not by this "
+          "call; the context is now unusable; run with DRVSHIM_SYNC_EACH_OP=1 to name the operation";
     }
     throw CudaError(ErrorDetails{api, result, std::move(objects), std::move(hint), true});
   }
@@ -186,9 +189,10 @@ DriverCore::~DriverCore() {
 void DriverCore::ensure_usable(const char* api) const {
   if (forked()) throw UsedAfterForkError(api);
   if (in_host_function()) [[unlikely]] {
-    throw NotPermittedError(api, "called inside a host function, where CUDA forbids every driver call; the driver was not called",
-                            "do the work after the stream has passed the host function (synchronize, or an event), "
-                            "or from another thread the host function signals");
+    throw NotPermittedError(
+        api, "called inside a host function, where CUDA forbids every driver call; the driver was not called",
+        "do the work after the stream has passed the host function (synchronize, or an event), "
+        "or from another thread the host function signals");
   }
 }
 
@@ -258,8 +262,8 @@ void resolve_table(DriverCore& core, PFN_cuGetProcAddress_v12000 v2, PFN_cuGetPr
     }
     core.missing.push_back(MissingFunction{info.name, info.version, info.required, reason});
     if (info.required) required_missing.push_back(fmt::format("{} (ABI {}: {})", info.name, info.version, reason));
-    logf(info.required ? log::Level::error : log::Level::info, "driver function {} (ABI {}) unavailable: {}",
-        info.name, info.version, reason);
+    logf(info.required ? log::Level::error : log::Level::info, "driver function {} (ABI {}) unavailable: {}", info.name,
+         info.version, reason);
   }
   if (!required_missing.empty()) {
     throw DriverTooOldError("Driver::load", core.version, std::move(required_missing),
@@ -314,9 +318,9 @@ Driver Driver::load(const LoadOptions& options) {
 
   auto get_version = symbol<PFN_cuDriverGetVersion_v2020>(core->handle, "cuDriverGetVersion");
   if (get_version == nullptr) {
-    throw DriverTooOldError("Driver::load", 0, {"cuDriverGetVersion"},
-                            fmt::format("\"{}\" does not export cuDriverGetVersion: it is not a CUDA driver",
-                                        core->loaded_path));
+    throw DriverTooOldError(
+        "Driver::load", 0, {"cuDriverGetVersion"},
+        fmt::format("\"{}\" does not export cuDriverGetVersion: it is not a CUDA driver", core->loaded_path));
   }
   {
     // Before cuInit, by design: the version is readable even when init would fail.
@@ -335,8 +339,8 @@ Driver Driver::load(const LoadOptions& options) {
   }
   core->resolver = v2 != nullptr ? "cuGetProcAddress_v2" : "cuGetProcAddress";
   resolve_table(*core, v2, v1);
-  trace::mark("resolve-table", fmt::format("{}: {}/{} resolved, driver {}", core->resolver, core->resolved,
-                                           kApiCount, core->version));
+  trace::mark("resolve-table",
+              fmt::format("{}: {}/{} resolved, driver {}", core->resolver, core->resolved, kApiCount, core->version));
   return Driver(std::move(core));
 }
 

@@ -63,21 +63,22 @@ Error::Error(ErrorKind kind, const std::string& summary, ErrorDetails details)
 Error::~Error() = default;
 
 const char* Error::code_name() const noexcept { return details_.code == 0 ? "" : result_name(details_.code); }
-const char* Error::description() const noexcept {
-  return details_.code == 0 ? "" : result_description(details_.code);
-}
+const char* Error::description() const noexcept { return details_.code == 0 ? "" : result_description(details_.code); }
 
 DriverNotFoundError::DriverNotFoundError(std::vector<std::string> paths_tried, std::vector<std::string> dl_errors)
     : Error(ErrorKind::driver_not_found,
-            fmt::format("no CUDA driver library could be loaded; tried: {}", [&] {
-              std::vector<std::string> parts;
-              for (std::size_t i = 0; i < paths_tried.size(); ++i) {
-                parts.push_back(fmt::format("\"{}\" ({})", paths_tried[i],
-                                            i < dl_errors.size() ? dl_errors[i] : "no error text"));
-              }
-              return join(parts, "; ");
-            }()),
-            ErrorDetails{"Driver::load", 0, {},
+            fmt::format("no CUDA driver library could be loaded; tried: {}",
+                        [&] {
+                          std::vector<std::string> parts;
+                          for (std::size_t i = 0; i < paths_tried.size(); ++i) {
+                            parts.push_back(fmt::format("\"{}\" ({})", paths_tried[i],
+                                                        i < dl_errors.size() ? dl_errors[i] : "no error text"));
+                          }
+                          return join(parts, "; ");
+                        }()),
+            ErrorDetails{"Driver::load",
+                         0,
+                         {},
                          // A library that was found but could not get its thread-local storage
                          // (loaded late, after other initial-exec TLS used glibc's surplus) is
                          // no missing driver: say what helps then.
@@ -93,13 +94,14 @@ DriverNotFoundError::DriverNotFoundError(std::vector<std::string> paths_tried, s
       dl_errors_(std::move(dl_errors)) {}
 
 StubLibraryError::StubLibraryError(const std::string& api, const std::string& path)
-    : Error(ErrorKind::stub_library,
-            fmt::format("{} returned CUDA_ERROR_STUB_LIBRARY (34): \"{}\" is the CUDA toolkit's link stub, not a driver",
-                        api, path),
-            ErrorDetails{api, 34, fmt::format("library {}", path),
-                         "the stub only satisfies the linker; install the NVIDIA driver or point DRVSHIM_LIBCUDA at the "
-                         "real libcuda.so.1 (not .../stubs/libcuda.so)",
-                         false}),
+    : Error(
+          ErrorKind::stub_library,
+          fmt::format("{} returned CUDA_ERROR_STUB_LIBRARY (34): \"{}\" is the CUDA toolkit's link stub, not a driver",
+                      api, path),
+          ErrorDetails{api, 34, fmt::format("library {}", path),
+                       "the stub only satisfies the linker; install the NVIDIA driver or point DRVSHIM_LIBCUDA at the "
+                       "real libcuda.so.1 (not .../stubs/libcuda.so)",
+                       false}),
       path_(path) {}
 
 DriverTooOldError::DriverTooOldError(const std::string& api, int driver_version, std::vector<std::string> missing,
@@ -122,7 +124,9 @@ UsedAfterForkError::UsedAfterForkError(const std::string& api)
             fmt::format("{} was called in a forked child on driver state created before fork(); CUDA state does not "
                         "survive fork and the driver was not called",
                         api),
-            ErrorDetails{api, 0, {},
+            ErrorDetails{api,
+                         0,
+                         {},
                          "load and initialise a new Driver in the child (Driver::load(), init()), or use exec/spawn "
                          "instead of fork",
                          false}) {}
@@ -133,8 +137,7 @@ ContextStateError::ContextStateError(const std::string& api, const std::string& 
         return details;
       }()) {}
 
-InvalidArgumentError::InvalidArgumentError(const std::string& api, const std::string& summary,
-                                           const std::string& hint)
+InvalidArgumentError::InvalidArgumentError(const std::string& api, const std::string& summary, const std::string& hint)
     : Error(ErrorKind::invalid_argument, fmt::format("{}: {}", api, summary), ErrorDetails{api, 0, {}, hint, false}) {}
 
 CudaError::CudaError(ErrorDetails details) : CudaError(std::move(details), std::string()) {}
@@ -180,8 +183,7 @@ bool is_sticky_error(int code) noexcept {
     case 718:  // INVALID_PC
     case 719:  // LAUNCH_FAILED
       return true;
-    default:
-      return false;
+    default: return false;
   }
 }
 

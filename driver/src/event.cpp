@@ -74,20 +74,22 @@ Milliseconds elapsed(const EventRef& start, const EventRef& end) {
   const auto end_handle = detail::live_event_handle(end, "elapsed");
   for (const EventRef* e : {&start, &end}) {
     if (has(e->flags(), EventFlags::disable_timing)) {
-      throw InvalidArgumentError("elapsed", fmt::format("{} was created with disable_timing: it has no timestamp", e->name()),
+      throw InvalidArgumentError("elapsed",
+                                 fmt::format("{} was created with disable_timing: it has no timestamp", e->name()),
                                  "create both events with EventFlags::none (or blocking_sync) to time with them");
     }
     if (!e->recorded()) {
-      throw InvalidArgumentError("elapsed", fmt::format("{} was never recorded", e->name()),
-                                 "record both events on a stream (EventRef::record) before asking for the time between them");
+      throw InvalidArgumentError(
+          "elapsed", fmt::format("{} was never recorded", e->name()),
+          "record both events on a stream (EventRef::record) before asking for the time between them");
     }
   }
   if (start.context().address() != end.context().address()) {
     throw InvalidArgumentError(
         "elapsed",
         fmt::format("{} belongs to context 0x{:x} (device {}), {} to context 0x{:x} (device {})", start.name(),
-                    start.context().address(), start.context().device().ordinal(), end.name(),
-                    end.context().address(), end.context().device().ordinal()),
+                    start.context().address(), start.context().device().ordinal(), end.name(), end.context().address(),
+                    end.context().device().ordinal()),
         "time with two events of the same context (the driver would answer CUDA_ERROR_INVALID_HANDLE); clocks of "
         "different contexts are not comparable");
   }
@@ -131,8 +133,8 @@ Event Event::create(const ContextRef& context, EventFlags flags) {
   const auto& core = core_of(context);
   detail::ContextScope scope(core, context.address(), "Event::create");
   CUevent ev = nullptr;
-  DRVSHIM_TRY(core, cuEventCreate, fmt::format("flags {}, device {}", to_string(flags), context.device().ordinal()), &ev,
-              static_cast<unsigned>(flags));
+  DRVSHIM_TRY(core, cuEventCreate, fmt::format("flags {}, device {}", to_string(flags), context.device().ordinal()),
+              &ev, static_cast<unsigned>(flags));
   auto state = std::make_shared<detail::EventState>();
   state->handle = reinterpret_cast<std::uintptr_t>(ev);
   state->flags = flags;
@@ -147,7 +149,8 @@ Event::operator bool() const noexcept { return handle_.held(); }
 
 EventRef Event::ref() const {
   if (!*this) {
-    throw InvalidArgumentError("Event::ref", "this Event is empty (moved from or destroyed)", "create one with Event::create()");
+    throw InvalidArgumentError("Event::ref", "this Event is empty (moved from or destroyed)",
+                               "create one with Event::create()");
   }
   return EventRef(handle_.get().context, handle_.get().state);
 }

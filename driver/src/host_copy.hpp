@@ -54,7 +54,8 @@ inline void copy_bytes(std::byte* dst, const std::byte* src, std::size_t n, Kern
   const auto* s = reinterpret_cast<const __m128i*>(src);
   for (std::size_t i = 0; i < n / 64; ++i, d += 4, s += 4) {
     _mm_prefetch(reinterpret_cast<const char*>(s) + 4096, _MM_HINT_T0);
-    const __m128i a = _mm_loadu_si128(s), b = _mm_loadu_si128(s + 1), c = _mm_loadu_si128(s + 2), e = _mm_loadu_si128(s + 3);
+    const __m128i a = _mm_loadu_si128(s), b = _mm_loadu_si128(s + 1), c = _mm_loadu_si128(s + 2),
+                  e = _mm_loadu_si128(s + 3);
     if (kernel == Kernel::stream) {
       _mm_stream_si128(d, a);
       _mm_stream_si128(d + 1, b);

@@ -27,7 +27,7 @@ struct HotSlot {
   // anyone holding the pool's lock (atomic only so that those reads are not
   // a data race: relaxed loads and stores are plain moves).
   std::atomic<std::size_t> size_class{0};
-  std::atomic<std::uint64_t> reuses{0};   // acquires served from here (written by the owner only)
+  std::atomic<std::uint64_t> reuses{0};  // acquires served from here (written by the owner only)
   // Set by the owner while it parks a block (see give_back_ready()): the
   // pool's last handle waits for it to clear before it takes the slots back.
   std::atomic<bool> parking{false};

@@ -36,8 +36,8 @@ inline std::size_t jit_log_bytes(std::span<const std::byte> image, ModuleFormat 
       // The name runs to the parameter list; ".func (.param ...) name(" has its return value first.
       std::size_t start = pos + keyword.size();
       std::size_t open = text.find('(', start);
-      if (open != std::string_view::npos && text.substr(start, open - start).find_first_not_of(" \t\r\n") ==
-                                                std::string_view::npos) {
+      if (open != std::string_view::npos &&
+          text.substr(start, open - start).find_first_not_of(" \t\r\n") == std::string_view::npos) {
         const std::size_t close = text.find(')', open);
         start = close == std::string_view::npos ? open : close + 1;
         open = text.find('(', start);
@@ -72,14 +72,12 @@ struct JitCapture {
   explicit JitCapture(std::size_t log_bytes)
       : info(log_bytes, '\0'),
         error(log_bytes, '\0'),
-        options{CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, CU_JIT_ERROR_LOG_BUFFER,
-                CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_WALL_TIME, CU_JIT_LOG_VERBOSE},
-        values{info.data(),
-               reinterpret_cast<void*>(static_cast<std::uintptr_t>(log_bytes)),
-               error.data(),
-               reinterpret_cast<void*>(static_cast<std::uintptr_t>(log_bytes)),
-               nullptr,
-               reinterpret_cast<void*>(std::uintptr_t{1})} {}
+        options{CU_JIT_INFO_LOG_BUFFER,  CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+                CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+                CU_JIT_WALL_TIME,        CU_JIT_LOG_VERBOSE},
+        values{info.data(),  reinterpret_cast<void*>(static_cast<std::uintptr_t>(log_bytes)),
+               error.data(), reinterpret_cast<void*>(static_cast<std::uintptr_t>(log_bytes)),
+               nullptr,      reinterpret_cast<void*>(std::uintptr_t{1})} {}
   JitCapture(const JitCapture&) = delete;
   JitCapture& operator=(const JitCapture&) = delete;
 

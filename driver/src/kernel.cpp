@@ -76,10 +76,10 @@ int function_attribute(const Kernel& k, CUfunction_attribute attribute, const ch
   const auto& core = core_of(k.context());
   ContextScope scope(core, k.context().address(), "Kernel attribute");
   int value = 0;
-  DRVSHIM_TRY(core, cuFuncGetAttribute, fmt::format("kernel {}, attribute {}", k.name(), what), &value, attribute, fn(k));
+  DRVSHIM_TRY(core, cuFuncGetAttribute, fmt::format("kernel {}, attribute {}", k.name(), what), &value, attribute,
+              fn(k));
   return value;
 }
-
 
 Kernel make_kernel(const ContextRef& context, std::uintptr_t function, const std::string& name,
                    std::shared_ptr<const void> code) {
@@ -105,16 +105,19 @@ int Kernel::static_shared_bytes() const {
   return detail::function_attribute(*this, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, "static shared bytes");
 }
 int Kernel::max_threads_per_block() const { return state_->max_threads; }
-int Kernel::local_bytes() const { return detail::function_attribute(*this, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, "local bytes"); }
+int Kernel::local_bytes() const {
+  return detail::function_attribute(*this, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, "local bytes");
+}
 const std::optional<std::vector<ParamInfo>>& Kernel::params() const { return state_->params; }
 
 int Kernel::max_active_blocks_per_sm(unsigned block_threads, std::size_t dynamic_shared_bytes) const {
   const auto& core = core_of(context_);
   detail::ContextScope scope(core, context_.address(), "Kernel::max_active_blocks_per_sm");
   int blocks = 0;
-  DRVSHIM_TRY(core, cuOccupancyMaxActiveBlocksPerMultiprocessor,
-              fmt::format("kernel {}, {} threads, {} dynamic shared bytes", name(), block_threads, dynamic_shared_bytes),
-              &blocks, fn(*this), static_cast<int>(block_threads), dynamic_shared_bytes);
+  DRVSHIM_TRY(
+      core, cuOccupancyMaxActiveBlocksPerMultiprocessor,
+      fmt::format("kernel {}, {} threads, {} dynamic shared bytes", name(), block_threads, dynamic_shared_bytes),
+      &blocks, fn(*this), static_cast<int>(block_threads), dynamic_shared_bytes);
   return blocks;
 }
 
@@ -133,7 +136,8 @@ int Kernel::max_active_blocks_per_sm(unsigned block_threads, std::size_t dynamic
 
 std::size_t Kernel::available_dynamic_shared_bytes(int blocks_per_sm, unsigned block_threads) const {
   const auto& core = core_of(context_);
-  core.require_function(detail::Api::k_cuOccupancyAvailableDynamicSMemPerBlock, "Kernel::available_dynamic_shared_bytes");
+  core.require_function(detail::Api::k_cuOccupancyAvailableDynamicSMemPerBlock,
+                        "Kernel::available_dynamic_shared_bytes");
   detail::ContextScope scope(core, context_.address(), "Kernel::available_dynamic_shared_bytes");
   std::size_t bytes = 0;
   DRVSHIM_TRY(core, cuOccupancyAvailableDynamicSMemPerBlock,

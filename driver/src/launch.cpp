@@ -21,8 +21,8 @@ void check_launch_args(const Kernel& kernel, std::span<const std::size_t> sizes)
   const auto& params = kernel.params();
   if (!params) return;  // layout unknown to this driver: nothing to check against
   if (params->size() != sizes.size()) {
-    throw InvalidArgumentError("launch", fmt::format("kernel {} takes {} argument(s), {} given", kernel.name(),
-                                                     params->size(), sizes.size()));
+    throw InvalidArgumentError(
+        "launch", fmt::format("kernel {} takes {} argument(s), {} given", kernel.name(), params->size(), sizes.size()));
   }
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     if ((*params)[i].size != sizes[i]) {
@@ -60,11 +60,11 @@ void launch_raw(const Kernel& kernel, const LaunchConfig& config, void** args) {
     check_dimensions(kernel, "block", config.block);
   }
   if (threads > static_cast<std::uint64_t>(kernel.max_threads_per_block())) {
-    throw InvalidArgumentError("launch",
-                               fmt::format("kernel {}: a block of {} threads ({}x{}x{}) exceeds the kernel's limit of {}",
-                                           kernel.name(), threads, config.block.x, config.block.y, config.block.z,
-                                           kernel.max_threads_per_block()),
-                               "use smaller blocks (the limit depends on the kernel's register use)");
+    throw InvalidArgumentError(
+        "launch",
+        fmt::format("kernel {}: a block of {} threads ({}x{}x{}) exceeds the kernel's limit of {}", kernel.name(),
+                    threads, config.block.x, config.block.y, config.block.z, kernel.max_threads_per_block()),
+        "use smaller blocks (the limit depends on the kernel's register use)");
   }
   if (config.stream) detail::check_stream_view(*config.stream, "launch");
   const ContextRef& ctx = kernel.context();
@@ -122,4 +122,3 @@ void launch_raw(const Kernel& kernel, const LaunchConfig& config, void** args) {
 }
 
 }  // namespace drvshim
-

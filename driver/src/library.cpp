@@ -57,15 +57,15 @@ Library Library::load(const Driver& driver, std::span<const std::byte> image) {
   state->log = jit.take();
   if (r != CUDA_SUCCESS) {
     detail::raise_load(core, static_cast<int>(r), "cuLibraryLoadData", format, image.size(), "context-independent",
-               state->log.error);
+                       state->log.error);
   }
   state->handle = reinterpret_cast<std::uintptr_t>(library);
   if (format == ModuleFormat::ptx) {
-    state->ptx = ptx_copy.empty() ? std::string(reinterpret_cast<const char*>(image.data()), image.size())
-                                  : std::move(ptx_copy);
+    state->ptx =
+        ptx_copy.empty() ? std::string(reinterpret_cast<const char*>(image.data()), image.size()) : std::move(ptx_copy);
   }
-  trace::mark("load-library", fmt::format("{} image, {} bytes, library 0x{:x}", to_string(format), image.size(),
-                                          state->handle));
+  trace::mark("load-library",
+              fmt::format("{} image, {} bytes, library 0x{:x}", to_string(format), image.size(), state->handle));
   return Library(std::move(state));
 }
 
@@ -90,10 +90,8 @@ bool is_jit_failure(CUresult r) noexcept {
     case CUDA_ERROR_JIT_COMPILER_NOT_FOUND:
     case CUDA_ERROR_JIT_COMPILATION_DISABLED:
     case CUDA_ERROR_INVALID_IMAGE:
-    case CUDA_ERROR_NO_BINARY_FOR_GPU:
-      return true;
-    default:
-      return false;
+    case CUDA_ERROR_NO_BINARY_FOR_GPU: return true;
+    default: return false;
   }
 }
 
@@ -156,14 +154,17 @@ Kernel Library::kernel(const ContextRef& context, const std::string& name) const
 void Library::set_kernel_attribute(const std::string& name, FunctionAttribute attribute, int value,
                                    const Device& device) const {
   const auto& state = handle_.get().state;
-  if (!state) throw InvalidArgumentError("Library::set_kernel_attribute", "this Library is empty (moved from or unloaded)");
+  if (!state)
+    throw InvalidArgumentError("Library::set_kernel_attribute", "this Library is empty (moved from or unloaded)");
   state->core->require_function(detail::Api::k_cuKernelSetAttribute, "Library::set_kernel_attribute");
   CUkernel k = nullptr;
-  const CUresult r = DRVSHIM_CU(*state->core, cuLibraryGetKernel, &k, reinterpret_cast<CUlibrary>(state->handle), name.c_str());
+  const CUresult r =
+      DRVSHIM_CU(*state->core, cuLibraryGetKernel, &k, reinterpret_cast<CUlibrary>(state->handle), name.c_str());
   if (r == CUDA_ERROR_NOT_FOUND) {
     throw InvalidArgumentError("cuLibraryGetKernel", fmt::format("the library has no kernel named \"{}\"", name));
   }
-  if (r != CUDA_SUCCESS) detail::raise(*state->core, static_cast<int>(r), "cuLibraryGetKernel", fmt::format("kernel \"{}\"", name));
+  if (r != CUDA_SUCCESS)
+    detail::raise(*state->core, static_cast<int>(r), "cuLibraryGetKernel", fmt::format("kernel \"{}\"", name));
   DRVSHIM_TRY(*state->core, cuKernelSetAttribute,
               fmt::format("kernel \"{}\", attribute {}, value {}, device {}", name, static_cast<int>(attribute), value,
                           device.ordinal()),
@@ -177,8 +178,8 @@ std::pair<DevicePtr, std::size_t> Library::global_bytes(const ContextRef& contex
   detail::ContextScope scope(*state->core, context.address(), "Library::global");
   CUdeviceptr address = 0;
   std::size_t bytes = 0;
-  const CUresult r =
-      DRVSHIM_CU(*state->core, cuLibraryGetGlobal, &address, &bytes, reinterpret_cast<CUlibrary>(state->handle), name.c_str());
+  const CUresult r = DRVSHIM_CU(*state->core, cuLibraryGetGlobal, &address, &bytes,
+                                reinterpret_cast<CUlibrary>(state->handle), name.c_str());
   if (r == CUDA_ERROR_NOT_FOUND) {
     throw InvalidArgumentError("cuLibraryGetGlobal", fmt::format("the library has no variable named \"{}\"", name),
                                "C++ variables inside a namespace have mangled names");
@@ -191,9 +192,9 @@ std::pair<DevicePtr, std::size_t> Library::global_bytes(const ContextRef& contex
 }
 
 void Library::throw_global_size(const std::string& name, std::size_t bytes, std::size_t element) {
-  throw InvalidArgumentError("Library::global",
-                             fmt::format("variable \"{}\" has {} bytes, not a multiple of the element size {}", name,
-                                         bytes, element));
+  throw InvalidArgumentError(
+      "Library::global",
+      fmt::format("variable \"{}\" has {} bytes, not a multiple of the element size {}", name, bytes, element));
 }
 
 Library::ManagedVariable Library::managed(const ContextRef& context, const std::string& name) const {
@@ -204,13 +205,14 @@ Library::ManagedVariable Library::managed(const ContextRef& context, const std::
   {
     detail::ContextScope scope(*state->core, context.address(), "Library::managed");
     CUmodule module = nullptr;
-    DRVSHIM_TRY(*state->core, cuLibraryGetModule, fmt::format("loading the library into context 0x{:x}", context.address()),
-                &module, reinterpret_cast<CUlibrary>(state->handle));
+    DRVSHIM_TRY(*state->core, cuLibraryGetModule,
+                fmt::format("loading the library into context 0x{:x}", context.address()), &module,
+                reinterpret_cast<CUlibrary>(state->handle));
   }
   CUdeviceptr address = 0;
   std::size_t bytes = 0;
-  const CUresult r =
-      DRVSHIM_CU(*state->core, cuLibraryGetManaged, &address, &bytes, reinterpret_cast<CUlibrary>(state->handle), name.c_str());
+  const CUresult r = DRVSHIM_CU(*state->core, cuLibraryGetManaged, &address, &bytes,
+                                reinterpret_cast<CUlibrary>(state->handle), name.c_str());
   if (r == CUDA_ERROR_NOT_FOUND) {
     throw InvalidArgumentError("cuLibraryGetManaged",
                                fmt::format("the library has no managed variable named \"{}\"", name));

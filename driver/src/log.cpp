@@ -91,8 +91,10 @@ LoggerState& state() noexcept {
       if (auto parsed = log::parse_level(*value)) {
         level = *parsed;
       } else {
-        std::fprintf(stderr, "[drvshim] [warning] DRVSHIM_LOG=\"%s\" is not a level "
-                             "(off, error, warn, info, debug, trace); using warn\n", value->c_str());
+        std::fprintf(stderr,
+                     "[drvshim] [warning] DRVSHIM_LOG=\"%s\" is not a level "
+                     "(off, error, warn, info, debug, trace); using warn\n",
+                     value->c_str());
       }
     }
     st->logger->set_level(to_spdlog(level));

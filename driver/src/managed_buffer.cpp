@@ -1,5 +1,5 @@
-#include <drvshim/managed_buffer.hpp>
 #include <drvshim/error.hpp>
+#include <drvshim/managed_buffer.hpp>
 
 #include <utility>
 
@@ -48,11 +48,13 @@ ManagedBuffer ManagedBuffer::allocate(const ContextRef& context, std::size_t byt
   CUdeviceptr ptr = 0;
   const CUresult r = DRVSHIM_CU(core, cuMemAllocManaged, &ptr, bytes, static_cast<unsigned>(attach));
   if (r == CUDA_ERROR_OUT_OF_MEMORY) {
-    detail::raise_out_of_memory(context, "cuMemAllocManaged", fmt::format("{}, {}", detail::bytes_text(bytes), detail::context_text(context)), bytes,
-                        true);
+    detail::raise_out_of_memory(context, "cuMemAllocManaged",
+                                fmt::format("{}, {}", detail::bytes_text(bytes), detail::context_text(context)), bytes,
+                                true);
   }
   if (r != CUDA_SUCCESS) {
-    detail::raise(core, static_cast<int>(r), "cuMemAllocManaged", fmt::format("{}, {}", detail::bytes_text(bytes), detail::context_text(context)));
+    detail::raise(core, static_cast<int>(r), "cuMemAllocManaged",
+                  fmt::format("{}, {}", detail::bytes_text(bytes), detail::context_text(context)));
   }
   return ManagedBuffer(context, ptr, bytes);
 }

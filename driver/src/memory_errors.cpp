@@ -28,8 +28,8 @@ void require_bytes(const char* api, std::size_t bytes) {
 void check_whole_view(const char* api, const char* empty, bool held, std::size_t bytes, std::size_t element_size) {
   if (!held) throw InvalidArgumentError(api, empty);
   if (bytes % element_size != 0) {
-    throw InvalidArgumentError(api, fmt::format("{} is not a multiple of the element size {}", bytes_text(bytes),
-                                                element_size));
+    throw InvalidArgumentError(
+        api, fmt::format("{} is not a multiple of the element size {}", bytes_text(bytes), element_size));
   }
 }
 

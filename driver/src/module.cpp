@@ -62,11 +62,11 @@ Module Module::load(const ContextRef& context, std::span<const std::byte> image)
   JitLog log = jit.take();
   if (r != CUDA_SUCCESS) {
     detail::raise_load(core, static_cast<int>(r), "cuModuleLoadDataEx", format, image.size(),
-               fmt::format("device {}", context.device().ordinal()), log.error);
+                       fmt::format("device {}", context.device().ordinal()), log.error);
   }
   const float wall = log.wall_ms;
-  auto state = std::make_shared<detail::ModuleState>(context, reinterpret_cast<std::uintptr_t>(module), format,
-                                                     std::move(log));
+  auto state =
+      std::make_shared<detail::ModuleState>(context, reinterpret_cast<std::uintptr_t>(module), format, std::move(log));
   trace::mark("load-module", fmt::format("{} image, {} bytes, JIT {:.3f} ms, module 0x{:x}", to_string(format),
                                          image.size(), static_cast<double>(wall), state->handle));
   return Module(context, std::move(state));
@@ -130,11 +130,13 @@ Kernel Module::kernel(const std::string& name) const {
       for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
       throw InvalidArgumentError(
           "cuModuleGetFunction", fmt::format("the module has no kernel named \"{}\"", name),
-          names.empty() ? "the driver cannot list the module's kernels; check the name (C++ kernels have mangled "
-                          "names unless declared extern \"C\")"
-                        : fmt::format("its kernels are: {} (C++ kernels have mangled names unless declared extern \"C\")", list));
+          names.empty()
+              ? "the driver cannot list the module's kernels; check the name (C++ kernels have mangled "
+                "names unless declared extern \"C\")"
+              : fmt::format("its kernels are: {} (C++ kernels have mangled names unless declared extern \"C\")", list));
     }
-    if (r != CUDA_SUCCESS) detail::raise(core, static_cast<int>(r), "cuModuleGetFunction", fmt::format("kernel \"{}\"", name));
+    if (r != CUDA_SUCCESS)
+      detail::raise(core, static_cast<int>(r), "cuModuleGetFunction", fmt::format("kernel \"{}\"", name));
   }
   return detail::make_kernel(context, reinterpret_cast<std::uintptr_t>(f), name, state);
 }
@@ -152,9 +154,9 @@ std::pair<DevicePtr, std::size_t> Module::global_bytes(const std::string& name) 
 }
 
 void Module::throw_global_size(const std::string& name, std::size_t bytes, std::size_t element) {
-  throw InvalidArgumentError("Module::global",
-                             fmt::format("global \"{}\" has {} bytes, not a multiple of the element size {}", name,
-                                         bytes, element));
+  throw InvalidArgumentError(
+      "Module::global",
+      fmt::format("global \"{}\" has {} bytes, not a multiple of the element size {}", name, bytes, element));
 }
 
 void Module::unload() { handle_.release(); }

@@ -58,13 +58,12 @@ const void* image_data(std::span<const std::byte> image, ModuleFormat format, st
 void raise_load(const DriverCore& core, int r, const char* api, ModuleFormat format, std::size_t bytes,
                 const std::string& where, const std::string& error_log) {
   raise(core, r, api,
-                fmt::format("{} image of {} bytes, {}; JIT error log: {}", to_string(format), bytes, where,
-                            error_log.empty() ? std::string("(empty)") : error_log),
-                format == ModuleFormat::ptx ? "fix the PTX (the JIT log above names the line), or compile it for "
-                                              "the device's architecture ahead of time"
-                                            : "the image may target another architecture than the device's");
+        fmt::format("{} image of {} bytes, {}; JIT error log: {}", to_string(format), bytes, where,
+                    error_log.empty() ? std::string("(empty)") : error_log),
+        format == ModuleFormat::ptx ? "fix the PTX (the JIT log above names the line), or compile it for "
+                                      "the device's architecture ahead of time"
+                                    : "the image may target another architecture than the device's");
 }
-
 
 std::vector<char> read_module_file(const char* api, const std::string& path) {
   const char* hint = "check the path; modules are CUBIN, fatbin or PTX files";
@@ -96,7 +95,6 @@ std::vector<char> read_module_file(const char* api, const std::string& path) {
                       fmt::format("\"{}\" ({} bytes)", path, bytes.size()));
   return bytes;
 }
-
 
 LinkRun run_linker(const DriverCore& core, std::span<const std::byte> ptx, const std::string& name,
                    const std::string& objects) {
@@ -163,10 +161,11 @@ LinkedImage link_ptx(const ContextRef& context, std::span<const std::byte> ptx, 
   }
   const auto& core = core_of(context);
   detail::ContextScope scope(core, context.address(), "link_ptx");
-  detail::LinkRun run = detail::run_linker(core, ptx, name, fmt::format("linking \"{}\" on device {}", name, context.device().ordinal()));
+  detail::LinkRun run =
+      detail::run_linker(core, ptx, name, fmt::format("linking \"{}\" on device {}", name, context.device().ordinal()));
   if (run.result != CUDA_SUCCESS) {
     detail::raise_load(core, static_cast<int>(run.result), run.failed, ModuleFormat::ptx, ptx.size(),
-               fmt::format("\"{}\" for device {}", name, context.device().ordinal()), run.image.log.error);
+                       fmt::format("\"{}\" for device {}", name, context.device().ordinal()), run.image.log.error);
   }
   trace::mark("link-ptx", fmt::format("\"{}\": {} bytes of PTX -> {} bytes of SASS, JIT {:.3f} ms", name, ptx.size(),
                                       run.image.cubin.size(), static_cast<double>(run.image.log.wall_ms)));

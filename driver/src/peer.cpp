@@ -26,15 +26,13 @@ struct PeerAttributeInfo {
   int since;  // first driver version that knows the attribute
 };
 
-#define DRVSHIM_P2P_ATTR(ours, theirs, since) \
-  {PeerAttribute::ours, CU_DEVICE_P2P_ATTRIBUTE_##theirs, #ours, since},
+#define DRVSHIM_P2P_ATTR(ours, theirs, since) {PeerAttribute::ours, CU_DEVICE_P2P_ATTRIBUTE_##theirs, #ours, since},
 constexpr PeerAttributeInfo kPeerAttributes[] = {
     DRVSHIM_P2P_ATTR(performance_rank, PERFORMANCE_RANK, 8000)
-    DRVSHIM_P2P_ATTR(access_supported, ACCESS_SUPPORTED, 8000)
-    DRVSHIM_P2P_ATTR(native_atomic_supported, NATIVE_ATOMIC_SUPPORTED, 8000)
-    DRVSHIM_P2P_ATTR(cuda_array_access_supported, CUDA_ARRAY_ACCESS_SUPPORTED, 9020)
-    DRVSHIM_P2P_ATTR(only_partial_native_atomic_supported, ONLY_PARTIAL_NATIVE_ATOMIC_SUPPORTED, 13000)
-};
+        DRVSHIM_P2P_ATTR(access_supported, ACCESS_SUPPORTED, 8000)
+            DRVSHIM_P2P_ATTR(native_atomic_supported, NATIVE_ATOMIC_SUPPORTED, 8000)
+                DRVSHIM_P2P_ATTR(cuda_array_access_supported, CUDA_ARRAY_ACCESS_SUPPORTED, 9020) DRVSHIM_P2P_ATTR(
+                    only_partial_native_atomic_supported, ONLY_PARTIAL_NATIVE_ATOMIC_SUPPORTED, 13000)};
 #undef DRVSHIM_P2P_ATTR
 
 constexpr bool peer_attributes_match_cuda_h() {
@@ -55,7 +53,8 @@ const PeerAttributeInfo& info_of(PeerAttribute a) noexcept {
 CUcontext native(const ContextRef& c) noexcept { return reinterpret_cast<CUcontext>(c.address()); }
 
 std::string ctx_text(const ContextRef& c) {
-  return fmt::format("{}context 0x{:x} on device {}", c.is_primary() ? "primary " : "", c.address(), c.device().ordinal());
+  return fmt::format("{}context 0x{:x} on device {}", c.is_primary() ? "primary " : "", c.address(),
+                     c.device().ordinal());
 }
 
 std::string bytes_text(std::size_t n) {
@@ -165,7 +164,8 @@ PeerLink peer_link(const Device& from, const Device& to) {
   link.access_supported = peer_attribute(from, to, PeerAttribute::access_supported);
   link.native_atomic_supported = peer_attribute(from, to, PeerAttribute::native_atomic_supported);
   link.cuda_array_access_supported = peer_attribute(from, to, PeerAttribute::cuda_array_access_supported);
-  link.only_partial_native_atomic_supported = peer_attribute(from, to, PeerAttribute::only_partial_native_atomic_supported);
+  link.only_partial_native_atomic_supported =
+      peer_attribute(from, to, PeerAttribute::only_partial_native_atomic_supported);
   return link;
 }
 
@@ -197,8 +197,8 @@ PeerAccess PeerAccess::enable(const ContextRef& from, const ContextRef& to) {
         api,
         fmt::format("device {} cannot access the memory of device {} directly", from.device().ordinal(),
                     to.device().ordinal()),
-        fmt::format("{}; cuDeviceCanAccessPeer({}, {}) is 0 (link attribute access_supported {})",
-                    peer_text(from, to), from.device().ordinal(), to.device().ordinal(),
+        fmt::format("{}; cuDeviceCanAccessPeer({}, {}) is 0 (link attribute access_supported {})", peer_text(from, to),
+                    from.device().ordinal(), to.device().ordinal(),
                     peer_attribute(from.device(), to.device(), PeerAttribute::access_supported).to_string()),
         "the two GPUs have no peer-to-peer path (no NVLink, or PCIe peer-to-peer unavailable between their slots or "
         "in this VM); copies between them still work (copy_peer, or copy between their spans), staged through the "
@@ -226,8 +226,9 @@ PeerAccess PeerAccess::enable(const ContextRef& from, const ContextRef& to) {
       if (r == CUDA_ERROR_TOO_MANY_PEERS) {
         hint = "the device's peer-mapping resources are exhausted: disable peer access that is no longer needed";
       } else if (r == CUDA_ERROR_PEER_ACCESS_UNSUPPORTED) {
-        hint = "the driver refused although cuDeviceCanAccessPeer said yes: check nvidia-smi topo -m and the IOMMU "
-               "settings; copies between the devices still work, staged through the host";
+        hint =
+            "the driver refused although cuDeviceCanAccessPeer said yes: check nvidia-smi topo -m and the IOMMU "
+            "settings; copies between the devices still work, staged through the host";
       }
       detail::raise(core, static_cast<int>(r), "cuCtxEnablePeerAccess", peer_text(from, to), std::move(hint));
     }
@@ -296,7 +297,7 @@ Status PeerAccessTraits::release(value_type& v) noexcept {
     core.note_result(r);
     if (r != CUDA_SUCCESS) {
       logf(log::Level::warn, "cuCtxDisablePeerAccess {} failed with {} ({})", peer_text(v.from, v.to),
-                   result_name(static_cast<int>(r)), static_cast<int>(r));
+           result_name(static_cast<int>(r)), static_cast<int>(r));
     } else {
       trace::mark("disable-peer-access", peer_text(v.from, v.to));
     }
@@ -316,8 +317,9 @@ namespace {
 void check_pair(const char* api, const ContextRef& dst_ctx, std::size_t dst_bytes, std::uint64_t dst_id,
                 const ContextRef& src_ctx, std::size_t bytes, std::uint64_t src_id, const StreamRef* stream) {
   if (bytes > dst_bytes) {
-    throw InvalidArgumentError(api, fmt::format("copying {} into a destination of {}: the source is longer",
-                                                bytes_text(bytes), bytes_text(dst_bytes)),
+    throw InvalidArgumentError(api,
+                               fmt::format("copying {} into a destination of {}: the source is longer",
+                                           bytes_text(bytes), bytes_text(dst_bytes)),
                                "copy a subspan of the source, or allocate a larger destination");
   }
   require_same_driver(api, dst_ctx.device(), src_ctx.device());
@@ -327,8 +329,8 @@ void check_pair(const char* api, const ContextRef& dst_ctx, std::size_t dst_byte
     if (s != dst_ctx.address() && s != src_ctx.address()) {
       throw InvalidArgumentError(
           api,
-          fmt::format("{} belongs to {}, which is neither the destination's ({}) nor the source's ({})",
-                      stream->name(), ctx_text(stream->context()), ctx_text(dst_ctx), ctx_text(src_ctx)),
+          fmt::format("{} belongs to {}, which is neither the destination's ({}) nor the source's ({})", stream->name(),
+                      ctx_text(stream->context()), ctx_text(dst_ctx), ctx_text(src_ctx)),
           "queue the copy on a stream of one of the two contexts; to order it after work elsewhere, make that stream "
           "wait for an event recorded there (StreamRef::wait)");
     }
@@ -362,8 +364,8 @@ void copy_peer(const ContextRef& dst_ctx, DevicePtr dst, std::size_t dst_bytes, 
     DRVSHIM_TRY(core, cuMemcpyPeer, objects(), dst, native(dst_ctx), src, native(src_ctx), bytes);
   } else {
     ContextScope scope(core, stream->context().address(), api);
-    DRVSHIM_TRY(core, cuMemcpyPeerAsync, objects() + ", " + stream->name(), dst, native(dst_ctx), src,
-                native(src_ctx), bytes, native_stream(stream));
+    DRVSHIM_TRY(core, cuMemcpyPeerAsync, objects() + ", " + stream->name(), dst, native(dst_ctx), src, native(src_ctx),
+                bytes, native_stream(stream));
     after_submit(core, native_stream(stream), "cuMemcpyPeerAsync", objects);
   }
 }
@@ -371,7 +373,8 @@ void copy_peer(const ContextRef& dst_ctx, DevicePtr dst, std::size_t dst_bytes, 
 void copy_across_contexts(const ContextRef& dst_ctx, DevicePtr dst, std::size_t dst_bytes, std::uint64_t dst_id,
                           const ContextRef& src_ctx, DevicePtr src, std::size_t bytes, std::uint64_t src_id,
                           const StreamRef* stream) {
-  const char* api = stream != nullptr ? "copy_async (device to device, two contexts)" : "copy (device to device, two contexts)";
+  const char* api =
+      stream != nullptr ? "copy_async (device to device, two contexts)" : "copy (device to device, two contexts)";
   check_pair(api, dst_ctx, dst_bytes, dst_id, src_ctx, bytes, src_id, stream);
   if (bytes == 0) return;
   // The driver tells the devices apart by address only with unified

@@ -1,5 +1,5 @@
-#include <drvshim/pinned_buffer.hpp>
 #include <drvshim/error.hpp>
+#include <drvshim/pinned_buffer.hpp>
 
 #include <utility>
 
@@ -23,7 +23,9 @@ PinnedBuffer PinnedBuffer::allocate(const ContextRef& context, std::size_t bytes
   const auto& core = detail::core_of(context);
   detail::ContextScope scope(core, context.address(), "PinnedBuffer::allocate");
   void* p = nullptr;
-  const auto objects = [&] { return fmt::format("{}, flags {}, {}", detail::bytes_text(bytes), to_string(flags), detail::context_text(context)); };
+  const auto objects = [&] {
+    return fmt::format("{}, flags {}, {}", detail::bytes_text(bytes), to_string(flags), detail::context_text(context));
+  };
   const CUresult r = DRVSHIM_CU(core, cuMemHostAlloc, &p, bytes, static_cast<unsigned>(flags));
   if (r == CUDA_ERROR_OUT_OF_MEMORY) detail::raise_out_of_memory(context, "cuMemHostAlloc", objects(), bytes, false);
   if (r != CUDA_SUCCESS) detail::raise(core, static_cast<int>(r), "cuMemHostAlloc", objects());
@@ -83,8 +85,8 @@ MappedBuffer MappedBuffer::allocate(const ContextRef& context, std::size_t bytes
   const auto& core = detail::core_of(context);
   detail::ContextScope scope(core, context.address(), "MappedBuffer::allocate");
   CUdeviceptr device = 0;
-  DRVSHIM_TRY(core, cuMemHostGetDevicePointer, fmt::format("host {}, {}", pinned.data(), detail::context_text(context)), &device,
-              pinned.data(), 0u);
+  DRVSHIM_TRY(core, cuMemHostGetDevicePointer, fmt::format("host {}, {}", pinned.data(), detail::context_text(context)),
+              &device, pinned.data(), 0u);
   return MappedBuffer(std::move(pinned), device);
 }
 

@@ -18,8 +18,11 @@
 namespace drvshim {
 
 PinnedBlock::PinnedBlock(PinnedBlock&& o) noexcept
-    : pool_(std::exchange(o.pool_, nullptr)), entry_(std::exchange(o.entry_, nullptr)), data_(std::exchange(o.data_, nullptr)),
-      size_(o.size_), capacity_(o.capacity_) {}
+    : pool_(std::exchange(o.pool_, nullptr)),
+      entry_(std::exchange(o.entry_, nullptr)),
+      data_(std::exchange(o.data_, nullptr)),
+      size_(o.size_),
+      capacity_(o.capacity_) {}
 
 PinnedBlock& PinnedBlock::operator=(PinnedBlock&& o) noexcept {
   if (this != &o) {
@@ -71,11 +74,13 @@ void PinnedBlock::release_after(const StreamRef& stream) {
 
 PinnedPool::PinnedPool(const ContextRef& context, PinnedPoolOptions options) {
   if (options.min_block_bytes == 0 || !std::has_single_bit(options.min_block_bytes)) {
-    throw InvalidArgumentError("PinnedPool", fmt::format("min_block_bytes {} is not a power of two", options.min_block_bytes),
+    throw InvalidArgumentError("PinnedPool",
+                               fmt::format("min_block_bytes {} is not a power of two", options.min_block_bytes),
                                "use a power of two such as 65536");
   }
   if ((static_cast<unsigned>(options.flags) & ~0x7u) != 0) {
-    throw InvalidArgumentError("PinnedPool", fmt::format("unknown HostAllocFlags bits 0x{:x}", static_cast<unsigned>(options.flags)),
+    throw InvalidArgumentError("PinnedPool",
+                               fmt::format("unknown HostAllocFlags bits 0x{:x}", static_cast<unsigned>(options.flags)),
                                "combine HostAllocFlags values only");
   }
   detail::PoolCore::bury_the_dead();
@@ -94,14 +99,16 @@ namespace {
 }  // namespace
 
 PinnedBlock PinnedPool::acquire(std::size_t bytes) const {
-  if (bytes - 1 >= (std::size_t{1} << 62)) [[unlikely]] refuse_acquire(bytes);
+  if (bytes - 1 >= (std::size_t{1} << 62)) [[unlikely]]
+    refuse_acquire(bytes);
   auto& c = *core_;
   c.refuse_if_forked("PinnedPool::acquire");
   const std::size_t cls = c.size_class(bytes);
   if (detail::t_hot.serial == c.serial) {
     // This thread's parked block (see HotSlot).
     detail::HotSlot& slot = *detail::t_hot.slot;
-    if (slot.size_class.load(std::memory_order_relaxed) == cls && slot.entry.load(std::memory_order_relaxed) != nullptr) {
+    if (slot.size_class.load(std::memory_order_relaxed) == cls &&
+        slot.entry.load(std::memory_order_relaxed) != nullptr) {
       if (detail::PoolEntry* e = slot.entry.exchange(nullptr, std::memory_order_acquire)) {
         slot.reuses.store(slot.reuses.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
         return PinnedBlock(core_.get(), e, e->data, bytes, cls);

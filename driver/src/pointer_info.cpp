@@ -48,8 +48,8 @@ void query_attributes(const detail::DriverCore& core, DevicePtr address, const C
 PointerInfo inspect_pointer(const Driver& driver, DevicePtr address) {
   const auto& core = *driver.core();
   core.require_init("inspect_pointer");
-  const CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_CONTEXT,     CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-                                       CU_POINTER_ATTRIBUTE_IS_MANAGED,  CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+  const CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_CONTEXT,          CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                       CU_POINTER_ATTRIBUTE_IS_MANAGED,       CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
                                        CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE};
   std::uint64_t values[6] = {};
   values[3] = 0xffffffffu;  // device ordinal: -1 unless written

@@ -57,7 +57,7 @@ struct PoolCore {
   bool orphaned = false;  // no PinnedPool handle is left: the last block returned deletes the pool
   // Hot slots (see HotSlot): one per thread that parked a block here, under `mutex`.
   std::vector<std::unique_ptr<HotSlot>> hot_slots;
-  const bool hot;  // options.thread_cache and membarrier_ready()
+  const bool hot;                    // options.thread_cache and membarrier_ready()
   std::atomic<bool> closing{false};  // the last handle is going: no more parking
   const std::uint64_t serial = next_serial();
   // In a child forked after the pool was made, its lock may be held by a
@@ -66,7 +66,8 @@ struct PoolCore {
   const std::uint64_t fork_generation = current_fork_generation();
   bool forked() const noexcept { return fork_generation != current_fork_generation(); }
   void refuse_if_forked(const char* api) const {
-    if (forked()) [[unlikely]] throw UsedAfterForkError(api);
+    if (forked()) [[unlikely]]
+      throw UsedAfterForkError(api);
   }
 
   PoolCore(ContextRef c, PinnedPoolOptions o)
@@ -105,7 +106,9 @@ struct PoolCore {
   // own free list.
   PoolEntry* unpark_one(std::size_t cls) noexcept {
     for (auto& slot : hot_slots) {
-      if (slot->size_class.load(std::memory_order_relaxed) != cls || slot->entry.load(std::memory_order_relaxed) == nullptr) continue;
+      if (slot->size_class.load(std::memory_order_relaxed) != cls ||
+          slot->entry.load(std::memory_order_relaxed) == nullptr)
+        continue;
       test_hooks::at(test_hooks::Point::pool_unpark);
       PoolEntry* e = slot->entry.exchange(nullptr, std::memory_order_acquire);
       if (e == nullptr) continue;
@@ -257,7 +260,7 @@ struct PoolCore {
 
   // Pools whose last block came back inside a host function, with that block.
   static std::mutex& graveyard_mutex() noexcept {
-    static std::mutex& m = [] () -> std::mutex& {
+    static std::mutex& m = []() -> std::mutex& {
       static std::mutex mutex;
       // Held across fork(), so a child never inherits it locked by a thread that is not there.
       pthread_atfork([] { mutex.lock(); }, [] { mutex.unlock(); }, [] { mutex.unlock(); });
@@ -266,7 +269,8 @@ struct PoolCore {
     return m;
   }
   static std::vector<std::pair<PoolCore*, std::unique_ptr<PoolEntry>>>& graveyard() noexcept {
-    static auto* g = new std::vector<std::pair<PoolCore*, std::unique_ptr<PoolEntry>>>;  // never destroyed: no frees at exit
+    static auto* g =
+        new std::vector<std::pair<PoolCore*, std::unique_ptr<PoolEntry>>>;  // never destroyed: no frees at exit
     return *g;
   }
   static void bury_the_dead() noexcept {
@@ -294,7 +298,8 @@ struct PoolCore {
   static void give_back_ready(PinnedBlock& block) noexcept {
     PoolCore& core = *block.pool_;
     const std::size_t bytes = block.capacity_;
-    if (core.forked()) [[unlikely]] return drop_in_forked_child(block);
+    if (core.forked()) [[unlikely]]
+      return drop_in_forked_child(block);
     if (t_hot.serial == core.serial) {
       HotSlot& slot = *t_hot.slot;
       if (slot.entry.load(std::memory_order_relaxed) == nullptr) {
@@ -329,7 +334,8 @@ struct PoolCore {
         if (HotSlot* slot = core.slot_of_this_thread()) t_hot = ThreadHot{core.serial, slot};
       }
       auto& list = core.free[class_index(bytes)];
-      if (!core.orphaned && core.bytes_cached() + bytes <= core.options.max_cached_bytes && list.size() < list.capacity()) {
+      if (!core.orphaned && core.bytes_cached() + bytes <= core.options.max_cached_bytes &&
+          list.size() < list.capacity()) {
         core.counts.bytes_in_use -= bytes;
         --core.counts.blocks_in_use;
         list.push_back(block.entry_);
@@ -347,7 +353,8 @@ struct PoolCore {
 
   static void give_back(PinnedBlock& block, std::optional<Event> event, bool may_call_driver) noexcept {
     block.data_ = nullptr;
-    std::exchange(block.pool_, nullptr)->give_back(std::exchange(block.entry_, nullptr), std::move(event), may_call_driver);
+    std::exchange(block.pool_, nullptr)
+        ->give_back(std::exchange(block.entry_, nullptr), std::move(event), may_call_driver);
   }
 
   // In a forked child: the block and its pinned memory are left as they are

@@ -17,9 +17,7 @@ extern std::atomic<std::uint64_t> g_fork_generation;
 extern std::atomic<bool> g_exiting;
 
 inline bool slow_path_active() noexcept { return g_slow_path.load(std::memory_order_relaxed); }
-inline std::uint64_t current_fork_generation() noexcept {
-  return g_fork_generation.load(std::memory_order_relaxed);
-}
+inline std::uint64_t current_fork_generation() noexcept { return g_fork_generation.load(std::memory_order_relaxed); }
 // True once exit() has started running drvshim's handler: destructors then
 // make no driver call (libcuda may already be tearing itself down).
 inline bool process_exiting() noexcept { return g_exiting.load(std::memory_order_relaxed); }

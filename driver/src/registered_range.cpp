@@ -1,5 +1,5 @@
-#include <drvshim/registered_range.hpp>
 #include <drvshim/error.hpp>
+#include <drvshim/registered_range.hpp>
 
 #include <utility>
 
@@ -41,19 +41,19 @@ RegisteredRange RegisteredRange::register_range(const ContextRef& context, void*
   if (has(flags, HostRegisterFlags::read_only)) {
     const AttributeValue ro = dev.attribute(DeviceAttribute::read_only_host_register_supported);
     if (!ro.is_true()) {
-      throw UnsupportedError(
-          "cuMemHostRegister",
-          fmt::format("read-only host registration is not supported on device {} ({}): its "
-                      "read_only_host_register_supported attribute is {}",
-                      dev.ordinal(), dev.name(), ro.to_string()),
-          detail::context_text(context), "register without HostRegisterFlags::read_only");
+      throw UnsupportedError("cuMemHostRegister",
+                             fmt::format("read-only host registration is not supported on device {} ({}): its "
+                                         "read_only_host_register_supported attribute is {}",
+                                         dev.ordinal(), dev.name(), ro.to_string()),
+                             detail::context_text(context), "register without HostRegisterFlags::read_only");
     }
   }
   const auto& core = detail::core_of(context);
   detail::ContextScope scope(core, context.address(), api);
   DRVSHIM_TRY(core, cuMemHostRegister,
-              fmt::format("{} at {}, flags {}, {}", detail::bytes_text(bytes), data, to_string(flags), detail::context_text(context)), data,
-              bytes, static_cast<unsigned>(flags));
+              fmt::format("{} at {}, flags {}, {}", detail::bytes_text(bytes), data, to_string(flags),
+                          detail::context_text(context)),
+              data, bytes, static_cast<unsigned>(flags));
   return RegisteredRange(context, data, bytes, flags);
 }
 
@@ -74,8 +74,8 @@ DevicePtr RegisteredRange::device_address() const {
   const auto& core = detail::core_of(ctx);
   detail::ContextScope scope(core, ctx.address(), "RegisteredRange::device_address");
   CUdeviceptr device = 0;
-  DRVSHIM_TRY(core, cuMemHostGetDevicePointer, fmt::format("host {}, {}", host, detail::context_text(ctx)), &device, host,
-              0u);
+  DRVSHIM_TRY(core, cuMemHostGetDevicePointer, fmt::format("host {}, {}", host, detail::context_text(ctx)), &device,
+              host, 0u);
   return device;
 }
 

@@ -47,7 +47,8 @@ class StagedCopy {
     j.block_bytes = plan_.block_bytes;
     j.ring_bytes = plan_.blocks * plan_.block_bytes;
     j.plan_pieces(c.crew.size() + 1);
-    while (c.events.size() < StagingCore::kMaxInFlight) c.events.push_back(Event::create(c.pool.context(), EventFlags::disable_timing));
+    while (c.events.size() < StagingCore::kMaxInFlight)
+      c.events.push_back(Event::create(c.pool.context(), EventFlags::disable_timing));
     blocks_.reserve(plan_.blocks);
     for (std::size_t i = 0; i < plan_.blocks; ++i) {
       blocks_.push_back(c.pool.acquire(plan_.block_bytes));
@@ -138,7 +139,8 @@ class StagedCopy {
     const std::size_t landed_bytes = dma_end_[landed_ % StagingCore::kMaxInFlight];
     ++landed_;
     const StagingJob& j = job_;
-    job_.open_until.store(j.to_device ? std::min(j.bytes, landed_bytes + j.ring_bytes) : landed_bytes, std::memory_order_release);
+    job_.open_until.store(j.to_device ? std::min(j.bytes, landed_bytes + j.ring_bytes) : landed_bytes,
+                          std::memory_order_release);
     return true;
   }
 
@@ -187,7 +189,8 @@ class StagedCopy {
   bool fetch() {
     bool moved = land();
     emptied_ = copied_through();
-    if (issued_ < ends_.size() && issued_ - landed_ < StagingCore::kMaxInFlight && ends_[issued_] <= emptied_ + job_.ring_bytes) {
+    if (issued_ < ends_.size() && issued_ - landed_ < StagingCore::kMaxInFlight &&
+        ends_[issued_] <= emptied_ + job_.ring_bytes) {
       queue_dma(issued_ == 0 ? 0 : ends_[issued_ - 1], ends_[issued_]);
       moved = true;
     }
@@ -201,10 +204,10 @@ class StagedCopy {
   ContextScope scope_;
   RingPlan plan_;
   StagingJob job_;
-  std::vector<PinnedBlock> blocks_;  // declared after job_: returned only after the destructor body ran
-  std::optional<DeviceSpan<std::byte>> dst_;  // to the device
+  std::vector<PinnedBlock> blocks_;                 // declared after job_: returned only after the destructor body ran
+  std::optional<DeviceSpan<std::byte>> dst_;        // to the device
   std::optional<DeviceSpan<const std::byte>> src_;  // to the host
-  std::vector<std::size_t> ends_;  // to the host: where each DMA ends
+  std::vector<std::size_t> ends_;                   // to the host: where each DMA ends
   std::array<std::size_t, StagingCore::kMaxInFlight> dma_end_{};
   std::size_t issued_ = 0, landed_ = 0;  // DMAs
   std::size_t sent_ = 0, emptied_ = 0, front_ = 0;

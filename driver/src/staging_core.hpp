@@ -32,8 +32,8 @@ struct StagingCore {
   const bool stage_to_host;
   const std::size_t direct_below_to_device;
   Stream stream;
-  std::mutex copy_mutex;      // one copy at a time: the ring, its events and the crew are per engine
-  std::vector<Event> events;  // kMaxInFlight, created at the first staged copy and kept
+  std::mutex copy_mutex;             // one copy at a time: the ring, its events and the crew are per engine
+  std::vector<Event> events;         // kMaxInFlight, created at the first staged copy and kept
   std::optional<Event> legacy_mark;  // recorded on the legacy stream by each synchronous copy
   CopyCrew crew;
   mutable std::mutex stats_mutex;

@@ -30,7 +30,7 @@ namespace {
 // wrong device's stream and ordered after the wrong device's work.
 void check_engine_context(const char* api, const StagingCore& c, const ContextRef& memory, const StreamRef* stream) {
   const ContextRef& own = c.pool.context();
-  const ContextRef* other = memory.address() != own.address() ? &memory
+  const ContextRef* other = memory.address() != own.address()                                     ? &memory
                             : (stream != nullptr && stream->context().address() != own.address()) ? &stream->context()
                                                                                                   : nullptr;
   if (other == nullptr) return;
@@ -57,12 +57,12 @@ void check_sizes(const char* api, std::size_t dst, std::size_t src) {
 StagingEngine::StagingEngine(const PinnedPool& pool, StagingOptions options) {
   if (options.depth == 1 || options.threads > 64 || (options.chunk_bytes != 0 && options.chunk_bytes < (64 << 10)) ||
       options.spin.count() < 0) {
-    throw InvalidArgumentError(
-        "StagingEngine",
-        fmt::format("chunk_bytes {}, depth {}, threads {}, spin {} µs", options.chunk_bytes, options.depth, options.threads,
-                    options.spin.count()),
-        "use chunk_bytes of 0 (automatic) or at least 65536, a depth of 0 (automatic) or at least 2, 0 (automatic) to 64 "
-        "threads, and a spin of 0 or more");
+    throw InvalidArgumentError("StagingEngine",
+                               fmt::format("chunk_bytes {}, depth {}, threads {}, spin {} µs", options.chunk_bytes,
+                                           options.depth, options.threads, options.spin.count()),
+                               "use chunk_bytes of 0 (automatic) or at least 65536, a depth of 0 (automatic) or at "
+                               "least 2, 0 (automatic) to 64 "
+                               "threads, and a spin of 0 or more");
   }
   core_ = std::make_shared<detail::StagingCore>(pool, options);
 }

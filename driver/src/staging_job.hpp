@@ -73,7 +73,9 @@ struct StagingJob {
     done = std::make_unique<std::atomic<bool>[]>(pieces);
   }
 
-  std::byte* staged(std::size_t x) const noexcept { return blocks[(x / block_bytes) % blocks.size()] + x % block_bytes; }
+  std::byte* staged(std::size_t x) const noexcept {
+    return blocks[(x / block_bytes) % blocks.size()] + x % block_bytes;
+  }
 
   // Copies piece p, calling `between` after each slice but the last (the
   // conductor's DMA bookkeeping; it may throw, leaving the piece undone).

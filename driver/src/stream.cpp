@@ -59,7 +59,7 @@ void report_callback_error(const detail::DriverCore& core, const StreamRef& stre
 
 struct HostCallback {
   std::function<void()> fn;
-  std::shared_ptr<const detail::DriverCore> core;  // the callback may outlive every other drvshim object
+  std::shared_ptr<const detail::DriverCore> core;   // the callback may outlive every other drvshim object
   std::pair<std::uintptr_t, std::uint64_t> stream;  // StreamRef::key()
   std::string stream_name;
 };
@@ -131,8 +131,8 @@ void StreamRef::wait(const EventRef& event) const {
   const auto event_handle = detail::live_event_handle(event, "StreamRef::wait");
   const auto& core = *context_.device().core();
   detail::ContextScope scope(core, context_.address(), "StreamRef::wait");
-  DRVSHIM_TRY(core, cuStreamWaitEvent, fmt::format("{} waits for {}", name(), event.name()),
-              native_stream(handle_), reinterpret_cast<CUevent>(event_handle), 0u);
+  DRVSHIM_TRY(core, cuStreamWaitEvent, fmt::format("{} waits for {}", name(), event.name()), native_stream(handle_),
+              reinterpret_cast<CUevent>(event_handle), 0u);
 }
 
 void StreamRef::launch_host_func(std::function<void()> callback) const {
@@ -141,8 +141,7 @@ void StreamRef::launch_host_func(std::function<void()> callback) const {
   const auto& core = *context_.device().core();
   core.bury_spent_callbacks();
   detail::ContextScope scope(core, context_.address(), "StreamRef::launch_host_func");
-  auto cb = std::make_unique<HostCallback>(
-      HostCallback{std::move(callback), context_.device().core(), key(), name()});
+  auto cb = std::make_unique<HostCallback>(HostCallback{std::move(callback), context_.device().core(), key(), name()});
   DRVSHIM_TRY(core, cuLaunchHostFunc, name(), native_stream(handle_), &run_host_callback, cb.get());
   (void)cb.release();  // the driver owns the call now; run_host_callback frees it
   detail::after_submit(core, native_stream(handle_), "cuLaunchHostFunc", [this] { return name(); });
@@ -183,7 +182,6 @@ void StreamRef::attach_memory(std::uint64_t address, std::size_t bytes, MemoryAt
                           static_cast<unsigned>(attach)),
               native_stream(handle_), static_cast<CUdeviceptr>(address), bytes, static_cast<unsigned>(attach));
 }
-
 
 Stream::Stream(ContextRef context, std::uintptr_t handle, StreamFlags flags, int priority) noexcept
     : handle_({std::move(context), handle, detail::new_owner_id(), flags, priority}) {}

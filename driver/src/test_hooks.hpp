@@ -11,9 +11,9 @@
 namespace drvshim::detail::test_hooks {
 
 enum class Point {
-  pool_park,         // a thread is parking a block in its hot slot (the pool's last handle must wait for it)
-  pool_unpark,       // another thread found a parked block of the size it wants and is about to take it
-  thread_start,      // a helper thread is about to be started: returning false makes the start fail (EAGAIN)
+  pool_park,             // a thread is parking a block in its hot slot (the pool's last handle must wait for it)
+  pool_unpark,           // another thread found a parked block of the size it wants and is about to take it
+  thread_start,          // a helper thread is about to be started: returning false makes the start fail (EAGAIN)
   peer_access_answered,  // PeerAccess::enable has the driver's answer and is about to record its owner
 };
 
@@ -28,7 +28,8 @@ extern std::atomic<Hook> g_hook;
 // One relaxed load and a branch when no test hook is installed.
 inline bool at(Point point) noexcept {
   const Hook hook = g_hook.load(std::memory_order_relaxed);
-  if (hook == nullptr) [[likely]] return true;
+  if (hook == nullptr) [[likely]]
+    return true;
   return hook(point);
 }
 

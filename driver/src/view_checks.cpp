@@ -64,11 +64,10 @@ bool owner_alive([[maybe_unused]] std::uint64_t id) noexcept {
 }
 
 void throw_stream_view_dead(const StreamRef& stream, const char* api) {
-  throw InvalidArgumentError(api,
-                             fmt::format("a stream view (StreamRef of {}) was used after its Stream was destroyed",
-                                         stream.name()),
-                             "keep the Stream alive while its StreamRefs are in use (checked in debug builds of "
-                             "libdrvshim; undefined behaviour in release builds)");
+  throw InvalidArgumentError(
+      api, fmt::format("a stream view (StreamRef of {}) was used after its Stream was destroyed", stream.name()),
+      "keep the Stream alive while its StreamRefs are in use (checked in debug builds of "
+      "libdrvshim; undefined behaviour in release builds)");
 }
 
 }  // namespace drvshim::detail

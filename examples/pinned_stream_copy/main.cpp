@@ -57,12 +57,14 @@ int main(int argc, char** argv) {
       auto gbs = [&](double ms) { return static_cast<double>(bytes) / ms / 1e6; };
       const double ph = event_ms(a, [&] { copy_async(a.ref(), d, std::span<const std::byte>(pageable)); });
       const double nh = event_ms(a, [&] { copy_async(a.ref(), d, std::span<const std::byte>(p)); });
-      const double pd = event_ms(a, [&] { copy_async(a.ref(), std::span<std::byte>(pageable), DeviceSpan<const std::byte>(d)); });
+      const double pd =
+          event_ms(a, [&] { copy_async(a.ref(), std::span<std::byte>(pageable), DeviceSpan<const std::byte>(d)); });
       const double nd = event_ms(a, [&] { copy_async(a.ref(), p, DeviceSpan<const std::byte>(d)); });
       std::printf("%10zu %14.1f %14.1f %14.1f %14.1f\n", mib, gbs(ph), gbs(nh), gbs(pd), gbs(nd));
     }
 
-    std::printf("\n2. a copy overlapping a kernel on two streams (%zu MiB, kernel repeat %u)\n", std::min<std::size_t>(max_mib, 64), repeat);
+    std::printf("\n2. a copy overlapping a kernel on two streams (%zu MiB, kernel repeat %u)\n",
+                std::min<std::size_t>(max_mib, 64), repeat);
     const unsigned n = static_cast<unsigned>(std::min<std::size_t>(std::size_t{1} << 24, (max_mib << 20) / 4));
     const std::size_t bytes = std::size_t{n} * 4;
     auto host = PinnedBuffer::allocate(ctx, bytes);
@@ -90,7 +92,8 @@ int main(int argc, char** argv) {
     }
     std::printf("   copy alone (stream A)      %8.3f ms\n", example::median(copy_ms));
     std::printf("   kernel alone (stream B)    %8.3f ms\n", example::median(kernel_ms));
-    std::printf("   both, two streams          %8.3f ms (overlapped: the longer of the two)\n", example::median(both_ms));
+    std::printf("   both, two streams          %8.3f ms (overlapped: the longer of the two)\n",
+                example::median(both_ms));
     const double serial = event_ms(a, [&] {
       copy_async(a.ref(), copy_dst.as<float>(), std::span<const float>(host.as<float>()));
       launch(scale, example::grid_for(n, a.ref()), work.address(), 1.0f, n, repeat);

@@ -120,7 +120,8 @@ int main(int argc, char** argv) {
           auto ma = MappedBuffer::allocate(ctx, bytes), mb = MappedBuffer::allocate(ctx, bytes),
                mc = MappedBuffer::allocate(ctx, bytes);
           fill_inputs(ma.as<float>().data(), mb.as<float>().data(), n);
-          const auto t = run(k, s, ma.device_address(), mb.device_address(), mc.device_address(), n, [] {}, [] {});
+          const auto t = run(
+              k, s, ma.device_address(), mb.device_address(), mc.device_address(), n, [] {}, [] {});
           verify(name, "mapped", mc.as<float>().data(), n);
           std::printf("%-10u %-13s %-11s %12.4f %12.4f\n", n, name, "mapped", t.kernel_ms, t.total_ms);
         }
@@ -149,7 +150,8 @@ int main(int argc, char** argv) {
             pb = fallback[1].device_address();
             pc = fallback[2].device_address();
           }
-          const auto t = run(k, s, pa, pb, pc, n, [] {}, [] {});
+          const auto t = run(
+              k, s, pa, pb, pc, n, [] {}, [] {});
           verify(name, label, fallback.empty() ? hc.data() : fallback[2].as<float>().data(), n);
           std::printf("%-10u %-13s %-11s %12.4f %12.4f\n", n, name, label, t.kernel_ms, t.total_ms);
         }

@@ -29,11 +29,11 @@ struct CacheCore {
   NvrtcLoadOptions load_options;
   mutable std::mutex nvrtc_mutex;
   mutable std::optional<Nvrtc> nvrtc;
-  std::string nvrtc_path;     // the library the identity describes, as found
-  std::string nvrtc_print;    // its fingerprint (name, size, time)
-  std::string cuda_include;   // the toolkit include directory beside it
+  std::string nvrtc_path;                                     // the library the identity describes, as found
+  std::string nvrtc_print;                                    // its fingerprint (name, size, time)
+  std::string cuda_include;                                   // the toolkit include directory beside it
   std::vector<std::pair<std::string, std::string>> builtins;  // NVRTC's builtins libraries: path, fingerprint
-  mutable std::vector<int> archs;  // NVRTC's targets, from the toolchain memo or NVRTC
+  mutable std::vector<int> archs;                             // NVRTC's targets, from the toolchain memo or NVRTC
   CacheOptions options;
   std::string directory;
   std::string disabled_reason;

@@ -43,14 +43,16 @@ struct Reader {
   std::uint32_t u32() {
     if (!need(4)) return 0;
     std::uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) v |= std::uint32_t{static_cast<unsigned char>(in[pos + static_cast<std::size_t>(i)])} << (8 * i);
+    for (int i = 0; i < 4; ++i)
+      v |= std::uint32_t{static_cast<unsigned char>(in[pos + static_cast<std::size_t>(i)])} << (8 * i);
     pos += 4;
     return v;
   }
   std::uint64_t u64() {
     if (!need(8)) return 0;
     std::uint64_t v = 0;
-    for (int i = 0; i < 8; ++i) v |= std::uint64_t{static_cast<unsigned char>(in[pos + static_cast<std::size_t>(i)])} << (8 * i);
+    for (int i = 0; i < 8; ++i)
+      v |= std::uint64_t{static_cast<unsigned char>(in[pos + static_cast<std::size_t>(i)])} << (8 * i);
     pos += 8;
     return v;
   }

@@ -63,11 +63,11 @@ Fd open_own_file(int dirfd, const char* name, int flags);
 // Whether the lock `fd` holds is still the file at `name` (not one removed by
 // its writer or the housekeeping since it was opened).
 inline bool still_linked(int dirfd, const std::string& name, int fd) {
-  struct stat mine {}, now {};
+  struct stat mine {
+  }, now{};
   return ::fstat(fd, &mine) == 0 && ::fstatat(dirfd, name.c_str(), &now, AT_SYMLINK_NOFOLLOW) == 0 &&
          mine.st_dev == now.st_dev && mine.st_ino == now.st_ino;
 }
-
 
 // Every regular file in each subdirectory of `parent` (objects/ or locks/):
 // f(subdirectory fd, its name, file name, stat).

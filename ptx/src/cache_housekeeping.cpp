@@ -60,7 +60,9 @@ std::uint64_t CacheCore::disk_bytes() const {
     total += static_cast<std::uint64_t>(st.st_size);
   });
   Fd t(::openat(v1_dir().fd, "tmp", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (t) for_each_file(t.fd, [&](const std::string&, const struct stat& st) { total += static_cast<std::uint64_t>(st.st_size); });
+  if (t)
+    for_each_file(t.fd,
+                  [&](const std::string&, const struct stat& st) { total += static_cast<std::uint64_t>(st.st_size); });
   return total;
 }
 
@@ -104,12 +106,14 @@ void CacheCore::housekeeping(const std::string& keep_hex) const {
   });
   std::uint64_t removed = 0;
   const std::uint64_t now = static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
   if (const Fd& t = tmp_dir()) {
     for_each_file(t.fd, [&](const std::string& name, const struct stat& st) {
       if (mtime_ns(st) + kStaleTemporaryNs < now && ::unlinkat(t.fd, name.c_str(), 0) == 0) {
         ++removed;
-        cache_log(log::Level::info, "compile cache: removed {}/v1/tmp/{}, left by a writer that stopped", directory, name);
+        cache_log(log::Level::info, "compile cache: removed {}/v1/tmp/{}, left by a writer that stopped", directory,
+                  name);
       } else {
         total += static_cast<std::uint64_t>(st.st_size);
       }
@@ -140,8 +144,8 @@ void CacheCore::housekeeping(const std::string& keep_hex) const {
       if (same && ::unlinkat(dir.fd, item.name.c_str(), 0) == 0) {
         total -= item.size;
         bump([](CacheStats& s) { ++s.evictions; });
-        cache_log(log::Level::debug, "compile cache: evicted {} ({} bytes, least recently used)", (item.sub + item.name).substr(0, 14),
-             item.size);
+        cache_log(log::Level::debug, "compile cache: evicted {} ({} bytes, least recently used)",
+                  (item.sub + item.name).substr(0, 14), item.size);
       }
     }
   }

@@ -44,9 +44,7 @@ std::string dirname_of(const std::string& path) {
   return slash == 0 ? std::string("/") : path.substr(0, slash);
 }
 
-std::string join(const std::string& dir, const std::string& name) {
-  return dir == "/" ? "/" + name : dir + "/" + name;
-}
+std::string join(const std::string& dir, const std::string& name) { return dir == "/" ? "/" + name : dir + "/" + name; }
 
 const char* kind_label(IncludeRef::Kind kind) {
   switch (kind) {
@@ -148,7 +146,9 @@ void hash_headers(const HeaderMemo& memo, Sha256& key, const KernelSource& progr
     std::optional<std::string> dir;        // the including file's directory for "quoted" names
     std::string where;                     // for messages
   };
-  auto own_dir = [&](const std::string& name) { return opts.source_include ? std::optional(dirname_of(name)) : std::nullopt; };
+  auto own_dir = [&](const std::string& name) {
+    return opts.source_include ? std::optional(dirname_of(name)) : std::nullopt;
+  };
   std::vector<Pending> work;
   std::vector<IncludeScan> memory_scans;
   memory_scans.reserve(program.headers.size() + 2);
@@ -169,7 +169,8 @@ void hash_headers(const HeaderMemo& memo, Sha256& key, const KernelSource& progr
   std::vector<std::pair<MacroLookup, std::optional<std::string>>> macro_lookups;
 
   // One lookup; returns the files found that the preprocessor would read.
-  auto lookup = [&](const std::string& name, bool quoted, IncludeRef::Kind kind, const std::optional<std::string>& dir) {
+  auto lookup = [&](const std::string& name, bool quoted, IncludeRef::Kind kind,
+                    const std::optional<std::string>& dir) {
     std::vector<std::pair<std::string, std::shared_ptr<const FileInfo>>> found;
     const bool every = kind == IncludeRef::Kind::include_next || kind == IncludeRef::Kind::has_include_next;
     const bool exists_only = kind == IncludeRef::Kind::has_include || kind == IncludeRef::Kind::has_include_next;
@@ -213,8 +214,8 @@ void hash_headers(const HeaderMemo& memo, Sha256& key, const KernelSource& progr
     Pending p = std::move(work.back());
     work.pop_back();
     if (!p.scan->unknowable.empty()) {
-      out.unknowable = fmt::format("{}: {} names a file the cache cannot know without preprocessing", p.where,
-                                   p.scan->unknowable);
+      out.unknowable =
+          fmt::format("{}: {} names a file the cache cannot know without preprocessing", p.where, p.scan->unknowable);
       return;
     }
     wrappers.insert(p.scan->wrappers.begin(), p.scan->wrappers.end());
@@ -275,7 +276,8 @@ std::string inputs_changed(const HeaderMemo& memo, std::string_view identity, co
   const auto& a = before.witness;
   const auto& b = after.witness;
   for (std::size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
-    if (i >= a.size() || i >= b.size() || !(a[i] == b[i])) return (i < a.size() ? a[i] : b[i]).path + " changed while it was compiled";
+    if (i >= a.size() || i >= b.size() || !(a[i] == b[i]))
+      return (i < a.size() ? a[i] : b[i]).path + " changed while it was compiled";
   }
   return "a header lookup changed while it was compiled (a file appeared or vanished)";
 }

@@ -51,9 +51,9 @@ struct Witness {
   std::string path;
   std::shared_ptr<const FileInfo> info;  // its stat identity and digest
   bool operator==(const Witness& o) const noexcept {
-    return path == o.path && (info == o.info || (info->dev == o.info->dev && info->ino == o.info->ino &&
-                                                 info->size == o.info->size && info->mtime == o.info->mtime &&
-                                                 info->ctime == o.info->ctime));
+    return path == o.path &&
+           (info == o.info || (info->dev == o.info->dev && info->ino == o.info->ino && info->size == o.info->size &&
+                               info->mtime == o.info->mtime && info->ctime == o.info->ctime));
   }
 };
 

@@ -80,7 +80,8 @@ void CompileCache::open(CacheOptions options) {
         detail::create_parents(dir);
         parent_fd = detail::Fd(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
       }
-      std::string problem = parent_fd ? std::string() : fmt::format("cannot open {}: {}", parent, detail::errno_text(errno));
+      std::string problem =
+          parent_fd ? std::string() : fmt::format("cannot open {}: {}", parent, detail::errno_text(errno));
       const bool create = !c.options.read_only;
       if (problem.empty()) {
         c.root = detail::open_subdir(parent_fd.fd, dir.substr(slash + 1), dir, create, c.options.read_only, problem);
@@ -97,26 +98,28 @@ void CompileCache::open(CacheOptions options) {
         problem = detail::check_subdir(c.root.fd, "v1", dir + "/v1", c.options.read_only, &v1_missing);
         if (v1_missing) problem.clear();
         if (problem.empty() && !v1_missing) {
-          c.objects = detail::open_checked_beneath(c.root.fd, "v1/objects", dir + "/v1/objects", c.options.read_only, problem);
+          c.objects =
+              detail::open_checked_beneath(c.root.fd, "v1/objects", dir + "/v1/objects", c.options.read_only, problem);
         }
         if (problem.empty() && c.objects) {
-          c.toolchain = detail::open_checked_beneath(c.root.fd, kToolchain, dir + "/" + kToolchain, c.options.read_only,
-                                                     refused);
+          c.toolchain =
+              detail::open_checked_beneath(c.root.fd, kToolchain, dir + "/" + kToolchain, c.options.read_only, refused);
         }
       }
       // Missing (to be created) or a kernel without openat2: step by step, each opened from its checked parent.
       if (problem.empty() && !c.objects) {
         c.v1 = detail::open_subdir(c.root.fd, "v1", dir + "/v1", create, c.options.read_only, problem);
         if (problem.empty()) {
-          c.objects = detail::open_subdir(c.v1.fd, "objects", dir + "/v1/objects", create, c.options.read_only, problem);
+          c.objects =
+              detail::open_subdir(c.v1.fd, "objects", dir + "/v1/objects", create, c.options.read_only, problem);
         }
       }
       if (problem.empty() && !c.toolchain && refused.empty()) {
         c.disk = true;  // for v1_dir()
         c.directory = dir;
         if (const detail::Fd& v1 = c.v1_dir()) {
-          c.toolchain = detail::open_subdir(v1.fd, "toolchain", dir + "/" + kToolchain, create, c.options.read_only, refused,
-                                            &toolchain_missing);
+          c.toolchain = detail::open_subdir(v1.fd, "toolchain", dir + "/" + kToolchain, create, c.options.read_only,
+                                            refused, &toolchain_missing);
         }
       }
       if (!refused.empty() && !toolchain_missing) {
@@ -132,8 +135,8 @@ void CompileCache::open(CacheOptions options) {
     }
   }
   c.learn_toolchain();
-  detail::cache_log(log::Level::debug, "compile cache: {}", c.disk ? "at " + c.directory + (c.options.read_only ? " (read-only)" : "")
-                                                              : c.disabled_reason);
+  detail::cache_log(log::Level::debug, "compile cache: {}",
+                    c.disk ? "at " + c.directory + (c.options.read_only ? " (read-only)" : "") : c.disabled_reason);
 }
 
 namespace {
@@ -194,7 +197,8 @@ CachedCompile run(const detail::CacheCore& c, const KernelSource& program, const
     out.linked = s.linked;
     out.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     detail::cache_log(log::Level::debug, "compile cache: {} {} ({}){}", to_string(out.outcome), program.name,
-                 out.key.substr(0, 16), out.miss_reason.empty() ? std::string() : ": miss because " + out.miss_reason);
+                      out.key.substr(0, 16),
+                      out.miss_reason.empty() ? std::string() : ": miss because " + out.miss_reason);
     return out;
   };
   // Compiled and returned, stored nowhere: the caller reads why in miss_reason.
@@ -290,7 +294,8 @@ CachedCompile run(const detail::CacheCore& c, const KernelSource& program, const
       if (!produced.kept) ++c.stats.uncached;
     }
   }
-  if (!produced.kept) detail::cache_log(log::Level::info, "compile cache: not caching {}: {}", program.name, out.miss_reason);
+  if (!produced.kept)
+    detail::cache_log(log::Level::info, "compile cache: not caching {}: {}", program.name, out.miss_reason);
   return finish(*produced.stored);
 }
 
@@ -301,7 +306,8 @@ CachedCompile CompileCache::compile(const KernelSource& program) const {
   return run(c, program, "none", [&] {
     c.bump([](CacheStats& s) { ++s.compiles; });
     detail::Stored s;
-    s.result = c.compiler().compile(program.source, program.name, program.options, program.headers, program.name_expressions);
+    s.result =
+        c.compiler().compile(program.source, program.name, program.options, program.headers, program.name_expressions);
     return s;
   });
 }
@@ -315,11 +321,13 @@ CachedCompile CompileCache::compile_for(const ContextRef& context, KernelSource 
   if (program.options.arch.rfind("sm_", 0) == 0) return compile(program);
   // PTX for a device newer than NVRTC: the driver's SASS is what is kept, so
   // the key names the driver and the device it was made for.
-  const std::string link = fmt::format("driver {} sm_{}{}", detail::driver_version_of(context.device()), cc.major, cc.minor);
+  const std::string link =
+      fmt::format("driver {} sm_{}{}", detail::driver_version_of(context.device()), cc.major, cc.minor);
   return run(c, program, link, [&] {
     c.bump([](CacheStats& s) { ++s.compiles; });
     detail::Stored s;
-    s.result = c.compiler().compile(program.source, program.name, program.options, program.headers, program.name_expressions);
+    s.result =
+        c.compiler().compile(program.source, program.name, program.options, program.headers, program.name_expressions);
     LinkedImage linked = link_ptx(context, s.result.image, program.name);
     c.bump([](CacheStats& st) { ++st.links; });
     s.result.image = std::move(linked.cubin);
@@ -349,13 +357,13 @@ void CompileCache::clear_memory() const {
 
 void CompileCache::clear() const {
   if (core_->options.read_only) {
-    throw InvalidArgumentError("CompileCache::clear", "the cache is read-only", "open it without read_only to clear it");
+    throw InvalidArgumentError("CompileCache::clear", "the cache is read-only",
+                               "open it without read_only to clear it");
   }
   clear_memory();
   if (!core_->disk) return;
-  detail::for_each_entry(core_->objects.fd, [](int dirfd, const std::string&, const std::string& name, const struct stat&) {
-    (void)::unlinkat(dirfd, name.c_str(), 0);
-  });
+  detail::for_each_entry(core_->objects.fd, [](int dirfd, const std::string&, const std::string& name,
+                                               const struct stat&) { (void)::unlinkat(dirfd, name.c_str(), 0); });
   // The ledger no longer describes the directory: the next write rebuilds it.
   (void)::unlinkat(core_->v1_dir().fd, "ledger", 0);
 }

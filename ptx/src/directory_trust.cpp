@@ -17,7 +17,6 @@ std::string directory_problem(const struct stat& st, const std::string& path, bo
   return {};
 }
 
-
 Fd open_subdir(int parent, const std::string& name, const std::string& shown, bool create, bool allow_root_owner,
                std::string& problem, bool* missing) {
   if (missing != nullptr) *missing = false;
@@ -34,7 +33,7 @@ Fd open_subdir(int parent, const std::string& name, const std::string& shown, bo
   if (!fd) {
     if (missing != nullptr) *missing = errno == ENOENT;
     problem = errno == ELOOP || errno == ENOTDIR ? fmt::format("{} is a symbolic link or not a directory", shown)
-                                                  : fmt::format("cannot open {}: {}", shown, errno_text(errno));
+                                                 : fmt::format("cannot open {}: {}", shown, errno_text(errno));
     return {};
   }
   struct stat st {};
@@ -46,7 +45,6 @@ Fd open_subdir(int parent, const std::string& name, const std::string& shown, bo
   if (!problem.empty()) return {};
   return fd;
 }
-
 
 std::string check_subdir(int parent, const std::string& name, const std::string& shown, bool allow_root_owner,
                          bool* missing) {

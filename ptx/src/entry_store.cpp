@@ -21,7 +21,8 @@ void CacheCore::lazy_dirs() const {
   std::string problem;
   if (!v1_locked()) return;
   locks = open_subdir(v1.fd, "locks", directory + "/v1/locks", true, false, problem);
-  if (!problem.empty()) cache_log(log::Level::warn, "compile cache: {}; compiles here will not wait for other processes", problem);
+  if (!problem.empty())
+    cache_log(log::Level::warn, "compile cache: {}; compiles here will not wait for other processes", problem);
   problem.clear();
   tmp = open_subdir(v1.fd, "tmp", directory + "/v1/tmp", true, false, problem);
   if (!problem.empty()) cache_log(log::Level::warn, "compile cache: {}; no entry can be written", problem);
@@ -123,19 +124,20 @@ std::shared_ptr<const Stored> CacheCore::read_entry(const std::string& hex, cons
   if (!problem.empty()) {
     reason = problem;
     bump([](CacheStats& s) { ++s.corrupt_removed; });
-    cache_log(log::Level::info, "compile cache: removing entry {}: {}; it will be recompiled", hex.substr(0, 16), problem);
+    cache_log(log::Level::info, "compile cache: removing entry {}: {}; it will be recompiled", hex.substr(0, 16),
+              problem);
     // Removed only if it is still the file just judged (another process may have replaced it).
     struct stat now {};
     if (!options.read_only && entry_dir() >= 0 && ::fstatat(dir.fd, name.c_str(), &now, AT_SYMLINK_NOFOLLOW) == 0 &&
-        now.st_ino == st.st_ino &&
-        now.st_dev == st.st_dev) {
+        now.st_ino == st.st_ino && now.st_dev == st.st_dev) {
       (void)::unlinkat(dir.fd, name.c_str(), 0);
     }
     return nullptr;
   }
   // LRU: a hit refreshes the entry's time, at most once a minute, so reads stay reads.
   const auto now = std::chrono::system_clock::now().time_since_epoch();
-  if (!options.read_only && std::chrono::nanoseconds(now).count() - static_cast<std::int64_t>(mtime_ns(st)) > 60'000'000'000ll) {
+  if (!options.read_only &&
+      std::chrono::nanoseconds(now).count() - static_cast<std::int64_t>(mtime_ns(st)) > 60'000'000'000ll) {
     (void)::futimens(fd.fd, nullptr);
   }
   return stored;
@@ -148,13 +150,14 @@ bool CacheCore::write_entry(const std::string& hex, const Sha256::Digest& key, c
   if (bytes.size() > options.max_bytes) {
     bump([](CacheStats& st) { ++st.oversized; });
     cache_log(log::Level::info, "compile cache: entry {} not stored: its {} bytes exceed the cache's cap of {} bytes",
-         hex.substr(0, 16), bytes.size(), options.max_bytes);
+              hex.substr(0, 16), bytes.size(), options.max_bytes);
     return false;
   }
   std::random_device rd;
   const std::string tmp_name = fmt::format("{:08x}{:08x}{:08x}{:08x}.tmp", rd(), rd(), rd(), rd());
   const Fd& staging = tmp_dir();
-  Fd fd(staging ? ::openat(staging.fd, tmp_name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600) : -1);
+  Fd fd(staging ? ::openat(staging.fd, tmp_name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)
+                : -1);
   std::string problem;
   if (!staging) {
     problem = "its temporary directory v1/tmp cannot be opened";
@@ -185,7 +188,8 @@ bool CacheCore::write_entry(const std::string& hex, const Sha256::Digest& key, c
   }
   if (!problem.empty()) {
     bump([](CacheStats& st) { ++st.write_failures; });
-    cache_log(log::Level::warn, "compile cache: could not store entry {} in {}: {}", hex.substr(0, 16), directory, problem);
+    cache_log(log::Level::warn, "compile cache: could not store entry {} in {}: {}", hex.substr(0, 16), directory,
+              problem);
     return false;
   }
   bump([](CacheStats& st) { ++st.writes; });

@@ -232,7 +232,8 @@ class Scanner {
       ++pos_;
       while (pos_ < s_.size()) {
         const char d = s_[pos_];
-        if ((d == '+' || d == '-') && (s_[pos_ - 1] == 'e' || s_[pos_ - 1] == 'E' || s_[pos_ - 1] == 'p' || s_[pos_ - 1] == 'P')) {
+        if ((d == '+' || d == '-') &&
+            (s_[pos_ - 1] == 'e' || s_[pos_ - 1] == 'E' || s_[pos_ - 1] == 'p' || s_[pos_ - 1] == 'P')) {
           ++pos_;
         } else if (d == '\'' && ident_char(at(1))) {
           pos_ += 2;
@@ -287,8 +288,10 @@ class Scanner {
   }
 
   std::size_t line_number(std::size_t offset) const {
-    const auto newlines = static_cast<std::size_t>(std::count(s_.begin(), s_.begin() + static_cast<std::ptrdiff_t>(offset), '\n'));
-    const auto joined = static_cast<std::size_t>(std::upper_bound(splices_.begin(), splices_.end(), offset) - splices_.begin());
+    const auto newlines =
+        static_cast<std::size_t>(std::count(s_.begin(), s_.begin() + static_cast<std::ptrdiff_t>(offset), '\n'));
+    const auto joined =
+        static_cast<std::size_t>(std::upper_bound(splices_.begin(), splices_.end(), offset) - splices_.begin());
     return 1 + newlines + joined;
   }
 
@@ -365,8 +368,9 @@ class Scanner {
       const bool literal = header_argument(i + 2, header, quoted, last);
       if (id == "__has_include" || id == "__has_include_next") {
         if (literal) {
-          out_.refs.push_back({header, quoted,
-                               id == "__has_include" ? IncludeRef::Kind::has_include : IncludeRef::Kind::has_include_next});
+          out_.refs.push_back(
+              {header, quoted,
+               id == "__has_include" ? IncludeRef::Kind::has_include : IncludeRef::Kind::has_include_next});
         } else if (i >= body && body > 0 && i + 2 < line_.size() && line_[i + 2].kind == Token::Kind::ident &&
                    std::find(params.begin(), params.end(), text(line_[i + 2])) != params.end()) {
           if (std::find(out_.wrappers.begin(), out_.wrappers.end(), defined) == out_.wrappers.end()) {

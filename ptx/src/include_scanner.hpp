@@ -46,7 +46,7 @@ struct MacroLookup {
 
 struct IncludeScan {
   std::vector<IncludeRef> refs;
-  std::vector<std::string> wrappers;    // function-like macros whose body applies __has_include to a parameter
+  std::vector<std::string> wrappers;  // function-like macros whose body applies __has_include to a parameter
   std::vector<MacroLookup> macro_lookups;
   // The first construct whose file name cannot be known without preprocessing
   // ("#include HEADER_MACRO" on line 12); empty when there is none.

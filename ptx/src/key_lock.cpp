@@ -35,8 +35,8 @@ std::shared_ptr<const Stored> lock_key(const CacheCore& c, const std::string& he
       if (std::chrono::steady_clock::now() >= deadline) {
         c.bump([](CacheStats& s) { ++s.lock_timeouts; });
         cache_log(log::Level::warn,
-                     "compile cache: waited {} ms for another process compiling {}; compiling it here too",
-                     c.options.lock_timeout.count(), hex.substr(0, 16));
+                  "compile cache: waited {} ms for another process compiling {}; compiling it here too",
+                  c.options.lock_timeout.count(), hex.substr(0, 16));
         break;
       }
       waited = true;

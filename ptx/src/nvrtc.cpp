@@ -2,13 +2,13 @@
 #include <link.h>
 #include <nvrtc.h>
 
-#include <drvshim/nvrtc.hpp>
 #include <fmt/format.h>
+#include <drvshim/nvrtc.hpp>
 
 #include <unistd.h>
 
-#include <drvshim/device.hpp>
 #include <fmt/ranges.h>
+#include <drvshim/device.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -50,7 +50,8 @@ bool has_file(const std::string& path) { return access(path.c_str(), R_OK) == 0;
 // loaded NVRTC (lib64/ or targets/<arch>/lib/ beside include/), else /usr/local/cuda/include.
 std::string find_cuda_include(const std::string& nvrtc_path, bool use_environment) {
   std::vector<std::string> candidates;
-  if (auto env = use_environment ? detail::env::raw("DRVSHIM_CUDA_INCLUDE") : std::nullopt) candidates.push_back(std::move(*env));
+  if (auto env = use_environment ? detail::env::raw("DRVSHIM_CUDA_INCLUDE") : std::nullopt)
+    candidates.push_back(std::move(*env));
   const std::string dir = nvrtc_path.substr(0, nvrtc_path.rfind('/'));
   candidates.push_back(dir + "/../include");
   candidates.push_back(dir + "/../../include");
@@ -67,7 +68,8 @@ std::string find_cuda_include(const std::string& nvrtc_path, bool use_environmen
 std::vector<std::string> nvrtc_candidates(const NvrtcLoadOptions& options) {
   constexpr int kMajor = DRVSHIM_CUDA_HEADER_MAJOR;
   if (!options.path.empty()) return {options.path};
-  if (auto env = options.use_environment ? detail::env::raw("DRVSHIM_LIBNVRTC") : std::nullopt) return {std::move(*env)};
+  if (auto env = options.use_environment ? detail::env::raw("DRVSHIM_LIBNVRTC") : std::nullopt)
+    return {std::move(*env)};
   return {fmt::format("libnvrtc.so.{}", kMajor), fmt::format("/usr/local/cuda/lib64/libnvrtc.so.{}", kMajor)};
 }
 
@@ -82,14 +84,14 @@ std::string locate_nvrtc(const NvrtcLoadOptions& options) {
   // An explicit path names the file; only a bare soname may match what is mapped.
   if (candidates.front().find('/') == std::string::npos) {
     dl_iterate_phdr(
-      [](dl_phdr_info* info, std::size_t, void* data) -> int {
-        const std::string_view name = info->dlpi_name != nullptr ? info->dlpi_name : "";
-        const auto slash = name.rfind('/');
-        if (name.substr(slash == std::string_view::npos ? 0 : slash + 1).rfind("libnvrtc.so", 0) != 0) return 0;
-        static_cast<Search*>(data)->found = std::string(name);
-        return 1;
-      },
-      &search);
+        [](dl_phdr_info* info, std::size_t, void* data) -> int {
+          const std::string_view name = info->dlpi_name != nullptr ? info->dlpi_name : "";
+          const auto slash = name.rfind('/');
+          if (name.substr(slash == std::string_view::npos ? 0 : slash + 1).rfind("libnvrtc.so", 0) != 0) return 0;
+          static_cast<Search*>(data)->found = std::string(name);
+          return 1;
+        },
+        &search);
   }
   // Not resolved to a canonical path: the cache names NVRTC by file size and
   // time, and a realpath() is a readlink per path component.
@@ -107,7 +109,8 @@ std::string locate_nvrtc(const NvrtcLoadOptions& options) {
           pos = end + 1;
         }
       }
-      for (const char* d : {"/usr/local/cuda/lib64/", "/usr/lib/x86_64-linux-gnu/", "/usr/lib64/", "/usr/lib/"}) dirs.emplace_back(d);
+      for (const char* d : {"/usr/local/cuda/lib64/", "/usr/lib/x86_64-linux-gnu/", "/usr/lib64/", "/usr/lib/"})
+        dirs.emplace_back(d);
     }
     for (const auto& d : dirs) {
       const std::string path = d + c;
@@ -173,14 +176,16 @@ std::string compile_hint(int code, const std::string& log) {
   };
   const char* docs = "NVRTC's options are listed in its documentation under \"Supported Compile Options\"";
   if (const std::string unknown = quoted("unrecognized option ", " \n"); !unknown.empty()) {
-    return fmt::format("NVRTC does not know the option {}: correct or remove it (CompileOptions::extra passes options "
-                       "unchanged; {})",
-                       unknown, docs);
+    return fmt::format(
+        "NVRTC does not know the option {}: correct or remove it (CompileOptions::extra passes options "
+        "unchanged; {})",
+        unknown, docs);
   }
   if (const std::string option = quoted("invalid value for ", "\n"); !option.empty()) {
-    return fmt::format("the value given for {} is not one NVRTC accepts (CompileOptions::arch: sm_XY or compute_XY "
-                       "from Nvrtc::supported_architectures(); standard: c++11 to c++20; {})",
-                       option, docs);
+    return fmt::format(
+        "the value given for {} is not one NVRTC accepts (CompileOptions::arch: sm_XY or compute_XY "
+        "from Nvrtc::supported_architectures(); standard: c++11 to c++20; {})",
+        option, docs);
   }
   return fmt::format("NVRTC rejected an option, not the source: the log names it ({})", docs);
 }
@@ -190,11 +195,11 @@ std::string compile_hint(int code, const std::string& log) {
 
 NvrtcCompileError::NvrtcCompileError(const std::string& program, const std::string& log,
                                      std::vector<std::string> options, const std::string& excerpt_text, int code)
-    : Error(ErrorKind::cuda,
-            fmt::format("NVRTC could not compile {} (nvrtcResult {}); options: {}; log:\n{}{}", program, code,
-                        fmt::join(options, " "), log,
-                        excerpt_text.empty() ? std::string() : "\nsource:" + excerpt_text),
-            ErrorDetails{"nvrtcCompileProgram", 0, program, detail::compile_hint(code, log), false}),
+    : Error(
+          ErrorKind::cuda,
+          fmt::format("NVRTC could not compile {} (nvrtcResult {}); options: {}; log:\n{}{}", program, code,
+                      fmt::join(options, " "), log, excerpt_text.empty() ? std::string() : "\nsource:" + excerpt_text),
+          ErrorDetails{"nvrtcCompileProgram", 0, program, detail::compile_hint(code, log), false}),
       log_(log),
       options_(std::move(options)) {}
 
@@ -215,15 +220,18 @@ std::vector<std::string> CompileOptions::render() const {
 NvrtcNotFoundError::NvrtcNotFoundError(const std::string& what, std::vector<std::string> paths_tried,
                                        std::vector<std::string> dl_errors)
     : Error(ErrorKind::driver_not_found,
-            fmt::format("{} could not be loaded; tried: {}", what, [&] {
-              std::string out;
-              for (std::size_t i = 0; i < paths_tried.size(); ++i) {
-                out += fmt::format("{}\"{}\" ({})", i == 0 ? "" : "; ", paths_tried[i],
-                                   i < dl_errors.size() ? dl_errors[i] : "");
-              }
-              return out;
-            }()),
-            ErrorDetails{"Nvrtc::load", 0, {},
+            fmt::format("{} could not be loaded; tried: {}", what,
+                        [&] {
+                          std::string out;
+                          for (std::size_t i = 0; i < paths_tried.size(); ++i) {
+                            out += fmt::format("{}\"{}\" ({})", i == 0 ? "" : "; ", paths_tried[i],
+                                               i < dl_errors.size() ? dl_errors[i] : "");
+                          }
+                          return out;
+                        }()),
+            ErrorDetails{"Nvrtc::load",
+                         0,
+                         {},
                          "install the CUDA toolkit's NVRTC (the cuda-nvrtc package) or set "
                          "DRVSHIM_LIBNVRTC=/path/to/libnvrtc.so.<major>",
                          false}),
@@ -244,10 +252,10 @@ Nvrtc Nvrtc::load(const NvrtcLoadOptions& options) {
   core->loaded_path = detail::loaded_file(core->handle, core->requested_path);
 
   std::vector<std::string> missing;
-#define DRVSHIM_X(name, need)                                                     \
-  {                                                                               \
-    void* p = dlsym(core->handle, #name);                                         \
-    std::memcpy(&core->name, &p, sizeof(p));                                      \
+#define DRVSHIM_X(name, need)                                                            \
+  {                                                                                      \
+    void* p = dlsym(core->handle, #name);                                                \
+    std::memcpy(&core->name, &p, sizeof(p));                                             \
     if (p == nullptr && std::string_view(#need) == "Required") missing.push_back(#name); \
   }
   DRVSHIM_NVRTC_FUNCTIONS(DRVSHIM_X)
@@ -341,7 +349,8 @@ CompileResult Nvrtc::compile(const std::string& source, const std::string& name,
   for (const auto& expr : name_expressions) {
     r = core_->nvrtcAddNameExpression(program, expr.c_str());
     if (r != NVRTC_SUCCESS) {
-      throw NvrtcCompileError(name, fmt::format("nvrtcAddNameExpression(\"{}\"): {}", expr, core_->nvrtcGetErrorString(r)),
+      throw NvrtcCompileError(name,
+                              fmt::format("nvrtcAddNameExpression(\"{}\"): {}", expr, core_->nvrtcGetErrorString(r)),
                               result.options, "", static_cast<int>(r));
     }
   }

@@ -6,13 +6,13 @@ namespace drvshim::detail {
 namespace {
 
 enum class Role {
-  plain,          // changes the output only through its text, which the key holds
-  include_dir,    // -I
-  pre_include,    // -include
-  no_source,      // --no-source-include
-  ptxas,          // -Xptxas: checked for ptxas options that read or write files
-  reads_file,     // reads a file the cache cannot key
-  writes_file,    // writes a file a cache hit would not write
+  plain,        // changes the output only through its text, which the key holds
+  include_dir,  // -I
+  pre_include,  // -include
+  no_source,    // --no-source-include
+  ptxas,        // -Xptxas: checked for ptxas options that read or write files
+  reads_file,   // reads a file the cache cannot key
+  writes_file,  // writes a file a cache hit would not write
 };
 
 struct Known {

@@ -60,7 +60,8 @@ __attribute__((target("sha,sse4.1,ssse3"))) void block_sha_ni(std::array<std::ui
       next = _mm_add_epi32(next, _mm_alignr_epi8(w[(i - 1) % 4], w[(i - 2) % 4], 4));
       cur = _mm_sha256msg2_epu32(next, w[(i - 1) % 4]);
     }
-    __m128i msg = _mm_add_epi32(cur, _mm_loadu_si128(reinterpret_cast<const __m128i*>(&kRound[static_cast<std::size_t>(4 * i)])));
+    __m128i msg =
+        _mm_add_epi32(cur, _mm_loadu_si128(reinterpret_cast<const __m128i*>(&kRound[static_cast<std::size_t>(4 * i)])));
     state1 = _mm_sha256rnds2_epu32(state1, state0, msg);
     msg = _mm_shuffle_epi32(msg, 0x0E);
     state0 = _mm_sha256rnds2_epu32(state0, state1, msg);

@@ -50,7 +50,8 @@ std::vector<std::pair<std::string, std::string>> probe_builtins(const std::strin
   const std::string dir = nvrtc_path.substr(0, nvrtc_path.rfind('/'));
   const std::string file = nvrtc_path.substr(nvrtc_path.rfind('/') + 1);
   const auto so = file.find(".so.");
-  const std::string major = so == std::string::npos ? std::string() : file.substr(so + 4, file.find('.', so + 4) - so - 4);
+  const std::string major =
+      so == std::string::npos ? std::string() : file.substr(so + 4, file.find('.', so + 4) - so - 4);
   for (int minor = 0; minor < 10 && !major.empty(); ++minor) {
     std::string builtins = fmt::format("{}/libnvrtc-builtins.so.{}.{}", dir, major, minor);
     if (::access(builtins.c_str(), F_OK) == 0) {
@@ -71,12 +72,13 @@ const Nvrtc& CacheCore::compiler() const {
   if (!nvrtc) {
     const auto t0 = std::chrono::steady_clock::now();
     nvrtc.emplace(Nvrtc::load(load_options));
-    cache_log(log::Level::debug, "compile cache: loaded NVRTC {}.{} from {} for a miss ({:.1f} ms)", nvrtc->version_major(),
-         nvrtc->version_minor(), nvrtc->loaded_path(),
-         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    cache_log(log::Level::debug, "compile cache: loaded NVRTC {}.{} from {} for a miss ({:.1f} ms)",
+              nvrtc->version_major(), nvrtc->version_minor(), nvrtc->loaded_path(),
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     if (fingerprint(nvrtc->loaded_path()) != nvrtc_print) {
-      cache_log(log::Level::warn, "compile cache: NVRTC was expected at {} but loaded from {}; entries are keyed by the former",
-           nvrtc_path.empty() ? std::string("(not found without loading)") : nvrtc_path, nvrtc->loaded_path());
+      cache_log(log::Level::warn,
+                "compile cache: NVRTC was expected at {} but loaded from {}; entries are keyed by the former",
+                nvrtc_path.empty() ? std::string("(not found without loading)") : nvrtc_path, nvrtc->loaded_path());
     }
     if (archs.empty()) {
       archs = nvrtc->supported_architectures();

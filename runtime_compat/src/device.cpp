@@ -133,7 +133,8 @@ cudaDeviceProp read_properties(const Device& d) {
   p.deferredMappingCudaArraySupported = attr(d, cudaDevAttrDeferredMappingCudaArraySupported);
   p.ipcEventSupported = attr(d, cudaDevAttrIpcEventSupport);
   p.clusterLaunch = attr(d, cudaDevAttrClusterLaunch);
-  p.unifiedFunctionPointers = attr(d, static_cast<cudaDeviceAttr>(129));  // CU_DEVICE_ATTRIBUTE_UNIFIED_FUNCTION_POINTERS
+  p.unifiedFunctionPointers =
+      attr(d, static_cast<cudaDeviceAttr>(129));  // CU_DEVICE_ATTRIBUTE_UNIFIED_FUNCTION_POINTERS
   p.deviceNumaConfig = attr(d, cudaDevAttrNumaConfig);
   p.deviceNumaId = attr(d, cudaDevAttrNumaId);
   p.mpsEnabled = attr(d, cudaDevAttrMpsEnabled);
@@ -155,8 +156,8 @@ PropertyCache& property_cache() {
 }
 
 // The bits cudaSetDeviceFlags accepts.
-constexpr unsigned kDeviceFlags = cudaDeviceScheduleMask | cudaDeviceMapHost | cudaDeviceLmemResizeToMax |
-                                  cudaDeviceSyncMemops;
+constexpr unsigned kDeviceFlags =
+    cudaDeviceScheduleMask | cudaDeviceMapHost | cudaDeviceLmemResizeToMax | cudaDeviceSyncMemops;
 
 }  // namespace
 
@@ -191,8 +192,8 @@ DRVSHIM_CUDART cudaError_t cudaInitDevice(int device, unsigned device_flags, uns
   return guarded("cudaInitDevice", [&] {
     if (const cudaError_t e = check_device("cudaInitDevice", device); e != cudaSuccess) return e;
     if ((flags & ~static_cast<unsigned>(cudaInitDeviceFlagsAreValid)) != 0 || (device_flags & ~kDeviceFlags) != 0) {
-      return fail(cudaErrorInvalidValue, fmt::format("cudaInitDevice: flags 0x{:x}, device flags 0x{:x}", flags,
-                                                     device_flags));
+      return fail(cudaErrorInvalidValue,
+                  fmt::format("cudaInitDevice: flags 0x{:x}, device flags 0x{:x}", flags, device_flags));
     }
     if ((flags & cudaInitDeviceFlagsAreValid) != 0) {
       // As cudaSetDeviceFlags: the flags change even on an active context; mapping host memory is implicit.
@@ -257,7 +258,8 @@ DRVSHIM_CUDART cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr att
   return guarded("cudaDeviceGetAttribute", [&] {
     if (const cudaError_t e = check_device("cudaDeviceGetAttribute", device); e != cudaSuccess) return e;
     // The numbering matches the driver's (cudaDeviceAttr == CUdevice_attribute).
-    const AttributeValue v = driver("cudaDeviceGetAttribute").device(device).attribute_number(static_cast<int>(attribute));
+    const AttributeValue v =
+        driver("cudaDeviceGetAttribute").device(device).attribute_number(static_cast<int>(attribute));
     if (v.has_value()) {
       *value = v.value();
       return cudaSuccess;
@@ -362,7 +364,8 @@ DRVSHIM_CUDART cudaError_t cudaSetDeviceFlags(unsigned flags) {
 DRVSHIM_CUDART cudaError_t cudaGetDeviceFlags(unsigned* flags) {
   if (flags == nullptr) return null_argument("cudaGetDeviceFlags", "flags");
   return guarded("cudaGetDeviceFlags", [&] {
-    const PrimaryContextState s = initialised_driver("cudaGetDeviceFlags").device(thread().device).primary_context_state();
+    const PrimaryContextState s =
+        initialised_driver("cudaGetDeviceFlags").device(thread().device).primary_context_state();
     // Mapping host memory is implicit for the runtime.
     *flags = static_cast<unsigned>(s.flags) | cudaDeviceMapHost;
     return cudaSuccess;

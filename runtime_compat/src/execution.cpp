@@ -22,9 +22,9 @@ struct LaunchRequest {
 };
 
 cudaError_t unknown_function(const char* api, const void* func) {
-  return fail(cudaErrorInvalidDeviceFunction,
-              fmt::format("{}: {} is not a registered kernel (a __global__ function's address, or a cudaKernel_t)", api,
-                          func));
+  return fail(
+      cudaErrorInvalidDeviceFunction,
+      fmt::format("{}: {} is not a registered kernel (a __global__ function's address, or a cudaKernel_t)", api, func));
 }
 
 cudaError_t launch(const char* api, KernelHandle* k, const LaunchRequest& r, void** args, DefaultStream zero) {
@@ -35,13 +35,18 @@ cudaError_t launch(const char* api, KernelHandle* k, const LaunchRequest& r, voi
                   fmt::format("{}: kernel {}: grid {}x{}x{}, block {}x{}x{}: no dimension may be 0", api, k->name,
                               r.grid.x, r.grid.y, r.grid.z, r.block.x, r.block.y, r.block.z));
     }
-    if (r.shared > UINT_MAX) return fail(cudaErrorInvalidValue, fmt::format("{}: {} bytes of shared memory", api, r.shared));
+    if (r.shared > UINT_MAX)
+      return fail(cudaErrorInvalidValue, fmt::format("{}: {} bytes of shared memory", api, r.shared));
     // The kernel runs in the stream's context: bound there (loading its fatbin the first time).
     const StreamRef s = stream_of(r.stream, zero, api);
     const ContextRef& ctx = s.context();
     const Kernel kernel = bound_kernel(*k, ctx, ctx.device().ordinal(), api);
-    LaunchConfig config{{r.grid.x, r.grid.y, r.grid.z}, {r.block.x, r.block.y, r.block.z},
-                        static_cast<unsigned>(r.shared), s, r.cluster, r.cooperative};
+    LaunchConfig config{{r.grid.x, r.grid.y, r.grid.z},
+                        {r.block.x, r.block.y, r.block.z},
+                        static_cast<unsigned>(r.shared),
+                        s,
+                        r.cluster,
+                        r.cooperative};
     try {
       launch_raw(kernel, config, args);
     } catch (const InvalidArgumentError& e) {
@@ -122,7 +127,8 @@ DRVSHIM_CUDART cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 grid, di
 
 DRVSHIM_CUDART cudaError_t cudaLaunchCooperativeKernel(const void* func, dim3 grid, dim3 block, void** args,
                                                        size_t shared, cudaStream_t stream) {
-  return launch_by_function("cudaLaunchCooperativeKernel", func, {grid, block, shared, stream, true, {}}, args, kLegacy);
+  return launch_by_function("cudaLaunchCooperativeKernel", func, {grid, block, shared, stream, true, {}}, args,
+                            kLegacy);
 }
 DRVSHIM_CUDART cudaError_t cudaLaunchCooperativeKernel_ptsz(const void* func, dim3 grid, dim3 block, void** args,
                                                             size_t shared, cudaStream_t stream) {
@@ -269,8 +275,8 @@ DRVSHIM_CUDART cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(size_t* byt
   KernelHandle* k = kernel_for(func);
   if (k == nullptr) return unknown_function("cudaOccupancyAvailableDynamicSMemPerBlock", func);
   if (blocks <= 0 || block_size <= 0) {
-    return fail(cudaErrorInvalidValue, fmt::format("cudaOccupancyAvailableDynamicSMemPerBlock: {} blocks of {} threads",
-                                                   blocks, block_size));
+    return fail(cudaErrorInvalidValue,
+                fmt::format("cudaOccupancyAvailableDynamicSMemPerBlock: {} blocks of {} threads", blocks, block_size));
   }
   return guarded("cudaOccupancyAvailableDynamicSMemPerBlock", [&] {
     const Bound b = bind_here(*k, "cudaOccupancyAvailableDynamicSMemPerBlock");

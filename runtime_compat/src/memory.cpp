@@ -44,7 +44,7 @@ void host_copy_on(const StreamRef& s, void* dst, const void* src, std::size_t by
 // One copy, as cudaMemcpy / cudaMemcpyAsync and their per-thread-stream forms do it.
 // `stream` empty: synchronous on the legacy default stream (cuMemcpy*).
 cudaError_t do_copy(const char* api, void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind,
-                 std::optional<cudaStream_t> stream, DefaultStream zero) {
+                    std::optional<cudaStream_t> stream, DefaultStream zero) {
   if (!valid_kind(kind)) return bad_kind(api, kind);
   if ((dst == nullptr || src == nullptr) && bytes != 0) return null_argument(api, "dst or src");
   return guarded(api, [&] {
@@ -83,7 +83,7 @@ cudaError_t do_copy(const char* api, void* dst, const void* src, std::size_t byt
 }
 
 cudaError_t do_memset(const char* api, void* ptr, int value, std::size_t bytes, std::optional<cudaStream_t> stream,
-                   DefaultStream zero) {
+                      DefaultStream zero) {
   if (ptr == nullptr && bytes != 0) return null_argument(api, "devPtr");
   return guarded(api, [&] {
     const ContextRef ctx = context(api);
@@ -101,8 +101,8 @@ cudaError_t do_memset(const char* api, void* ptr, int value, std::size_t bytes, 
 }
 
 cudaError_t do_copy_2d(const char* api, void* dst, std::size_t dpitch, const void* src, std::size_t spitch,
-                    std::size_t width, std::size_t height, cudaMemcpyKind kind, std::optional<cudaStream_t> stream,
-                    DefaultStream zero) {
+                       std::size_t width, std::size_t height, cudaMemcpyKind kind, std::optional<cudaStream_t> stream,
+                       DefaultStream zero) {
   if (!valid_kind(kind)) return bad_kind(api, kind);
   if (width > dpitch || width > spitch) {
     // cudart 13.0 answers cudaErrorInvalidValue, not ...PitchValue (H200, pitched_2d.cu, 2026-12-01).
@@ -138,8 +138,8 @@ cudaError_t do_copy_2d(const char* api, void* dst, std::size_t dpitch, const voi
   });
 }
 
-cudaError_t do_memset_2d(const char* api, void* ptr, std::size_t pitch, int value, std::size_t width, std::size_t height,
-                      std::optional<cudaStream_t> stream, DefaultStream zero) {
+cudaError_t do_memset_2d(const char* api, void* ptr, std::size_t pitch, int value, std::size_t width,
+                         std::size_t height, std::optional<cudaStream_t> stream, DefaultStream zero) {
   if (width > pitch) {
     return fail(cudaErrorInvalidValue, fmt::format("{}: width {} exceeds the pitch {}", api, width, pitch));
   }
@@ -162,8 +162,8 @@ std::size_t allocation_size(const DeviceAllocation& a) { return a.bytes; }
 
 template <class Owner>
 void record_device(void** out, std::uintptr_t address, std::size_t bytes, Owner&& owner) {
-  registries().device_memory.add(
-      address, std::make_shared<DeviceAllocation>(DeviceAllocation{thread().device, bytes, std::forward<Owner>(owner)}));
+  registries().device_memory.add(address, std::make_shared<DeviceAllocation>(
+                                              DeviceAllocation{thread().device, bytes, std::forward<Owner>(owner)}));
   *out = reinterpret_cast<void*>(address);
 }
 
@@ -205,8 +205,9 @@ DRVSHIM_CUDART cudaError_t cudaMallocManaged(void** ptr, size_t bytes, unsigned 
   if (ptr == nullptr) return null_argument("cudaMallocManaged", "devPtr");
   if (bytes == 0) return fail(cudaErrorInvalidValue, "cudaMallocManaged: size 0");
   if (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost) {
-    return fail(cudaErrorInvalidValue,
-                fmt::format("cudaMallocManaged: flags 0x{:x}: cudaMemAttachGlobal (1) or cudaMemAttachHost (2)", flags));
+    return fail(
+        cudaErrorInvalidValue,
+        fmt::format("cudaMallocManaged: flags 0x{:x}: cudaMemAttachGlobal (1) or cudaMemAttachHost (2)", flags));
   }
   return guarded("cudaMallocManaged", [&] {
     auto buffer = ManagedBuffer::allocate(context("cudaMallocManaged"), bytes, static_cast<MemoryAttach>(flags));
@@ -282,8 +283,9 @@ DRVSHIM_CUDART cudaError_t cudaFree(void* ptr) {
     if (!a) {
       const auto [base, inside] = memory.find_containing(address, allocation_size);
       return fail(cudaErrorInvalidValue,
-                  inside ? fmt::format("cudaFree: {} points inside the allocation at 0x{:x}, not at its start", ptr, base)
-                         : fmt::format("cudaFree: {} is not an allocation of this runtime", ptr));
+                  inside
+                      ? fmt::format("cudaFree: {} points inside the allocation at 0x{:x}, not at its start", ptr, base)
+                      : fmt::format("cudaFree: {} is not an allocation of this runtime", ptr));
     }
     // After a sticky error the context is gone: the memory went with it, and
     // cudart reports the error here as at every other call.
@@ -310,8 +312,9 @@ DRVSHIM_CUDART cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned flag
     if (bytes == 0) return cudaSuccess;  // as cudart: success, and a null pointer
     PinnedBuffer buffer = PinnedBuffer::allocate(ctx, bytes, static_cast<HostAllocFlags>(flags));
     void* data = buffer.data();
-    registries().host_memory.add(reinterpret_cast<std::uintptr_t>(data),
-                                 std::make_shared<HostAllocation>(HostAllocation{thread().device, flags, std::move(buffer)}));
+    registries().host_memory.add(
+        reinterpret_cast<std::uintptr_t>(data),
+        std::make_shared<HostAllocation>(HostAllocation{thread().device, flags, std::move(buffer)}));
     *ptr = data;
     return cudaSuccess;
   });
@@ -336,8 +339,9 @@ DRVSHIM_CUDART cudaError_t cudaHostGetDevicePointer(void** device, void* host, u
     (void)context("cudaHostGetDevicePointer");
     const PointerInfo info = inspect_pointer(driver("cudaHostGetDevicePointer"), host);
     if (info.kind != MemoryKind::page_locked_host || info.device_address == 0) {
-      return fail(cudaErrorInvalidValue, fmt::format("cudaHostGetDevicePointer: {} is not mapped page-locked memory ({})",
-                                                     host, info.to_string()));
+      return fail(
+          cudaErrorInvalidValue,
+          fmt::format("cudaHostGetDevicePointer: {} is not mapped page-locked memory ({})", host, info.to_string()));
     }
     *device = reinterpret_cast<void*>(info.device_address);
     return cudaSuccess;
@@ -358,8 +362,8 @@ DRVSHIM_CUDART cudaError_t cudaHostGetFlags(unsigned* flags, void* host) {
 DRVSHIM_CUDART cudaError_t cudaHostRegister(void* ptr, size_t bytes, unsigned flags) {
   if (ptr == nullptr) return null_argument("cudaHostRegister", "ptr");
   return guarded("cudaHostRegister", [&] {
-    auto range = RegisteredRange::register_range(context("cudaHostRegister"), ptr, bytes,
-                                                 static_cast<HostRegisterFlags>(flags));
+    auto range =
+        RegisteredRange::register_range(context("cudaHostRegister"), ptr, bytes, static_cast<HostRegisterFlags>(flags));
     registries().registrations.add(
         reinterpret_cast<std::uintptr_t>(ptr),
         std::make_shared<HostRegistration>(HostRegistration{thread().device, flags, std::move(range)}));
@@ -415,7 +419,8 @@ DRVSHIM_CUDART cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* sr
 }
 DRVSHIM_CUDART cudaError_t cudaMemcpy2D_ptds(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                                              size_t height, cudaMemcpyKind kind) {
-  return do_copy_2d("cudaMemcpy2D", dst, dpitch, src, spitch, width, height, kind, std::nullopt, DefaultStream::per_thread);
+  return do_copy_2d("cudaMemcpy2D", dst, dpitch, src, spitch, width, height, kind, std::nullopt,
+                    DefaultStream::per_thread);
 }
 DRVSHIM_CUDART cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                                              size_t height, cudaMemcpyKind kind, cudaStream_t stream) {
@@ -424,7 +429,8 @@ DRVSHIM_CUDART cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const voi
 DRVSHIM_CUDART cudaError_t cudaMemcpy2DAsync_ptsz(void* dst, size_t dpitch, const void* src, size_t spitch,
                                                   size_t width, size_t height, cudaMemcpyKind kind,
                                                   cudaStream_t stream) {
-  return do_copy_2d("cudaMemcpy2DAsync", dst, dpitch, src, spitch, width, height, kind, stream, DefaultStream::per_thread);
+  return do_copy_2d("cudaMemcpy2DAsync", dst, dpitch, src, spitch, width, height, kind, stream,
+                    DefaultStream::per_thread);
 }
 
 DRVSHIM_CUDART cudaError_t cudaMemset2D(void* ptr, size_t pitch, int value, size_t width, size_t height) {
@@ -480,8 +486,8 @@ cudaError_t prefetch(const char* api, const void* ptr, std::size_t bytes, cudaMe
 
 }  // namespace
 
-DRVSHIM_CUDART cudaError_t cudaMemPrefetchAsync(const void* ptr, size_t bytes, cudaMemLocation location,
-                                                unsigned flags, cudaStream_t stream) {
+DRVSHIM_CUDART cudaError_t cudaMemPrefetchAsync(const void* ptr, size_t bytes, cudaMemLocation location, unsigned flags,
+                                                cudaStream_t stream) {
   return prefetch("cudaMemPrefetchAsync", ptr, bytes, location, flags, stream, DefaultStream::legacy);
 }
 DRVSHIM_CUDART cudaError_t cudaMemPrefetchAsync_ptsz(const void* ptr, size_t bytes, cudaMemLocation location,
@@ -492,8 +498,8 @@ DRVSHIM_CUDART cudaError_t cudaMemPrefetchAsync_ptsz(const void* ptr, size_t byt
 DRVSHIM_CUDART cudaError_t cudaMemAdvise(const void* ptr, size_t bytes, cudaMemoryAdvise advice,
                                          cudaMemLocation location) {
   return guarded("cudaMemAdvise", [&] {
-    advise(context("cudaMemAdvise"), reinterpret_cast<std::uintptr_t>(ptr), bytes,
-           static_cast<MemoryAdvice>(advice), location_of(location));
+    advise(context("cudaMemAdvise"), reinterpret_cast<std::uintptr_t>(ptr), bytes, static_cast<MemoryAdvice>(advice),
+           location_of(location));
     return cudaSuccess;
   });
 }

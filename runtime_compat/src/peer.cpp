@@ -72,8 +72,9 @@ DRVSHIM_CUDART cudaError_t cudaDeviceGetP2PAttribute(int* value, cudaDeviceP2PAt
     const Driver& drv = driver("cudaDeviceGetP2PAttribute");
     const AttributeValue v = peer_attribute(drv.device(src), drv.device(dst), attribute_of(attribute));
     if (!v.has_value()) {
-      return fail(cudaErrorInvalidValue, fmt::format("cudaDeviceGetP2PAttribute: attribute {} is {} for devices {} to {}",
-                                                     static_cast<int>(attribute), v.to_string(), src, dst));
+      return fail(cudaErrorInvalidValue,
+                  fmt::format("cudaDeviceGetP2PAttribute: attribute {} is {} for devices {} to {}",
+                              static_cast<int>(attribute), v.to_string(), src, dst));
     }
     *value = v.value();
     return cudaSuccess;
@@ -88,7 +89,8 @@ DRVSHIM_CUDART cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned flags) 
     if (flags != 0) return fail(cudaErrorInvalidValue, "cudaDeviceEnablePeerAccess: flags must be 0");
     const int device = thread().device;
     if (peer == device) {
-      return fail(cudaErrorInvalidDevice, fmt::format("cudaDeviceEnablePeerAccess: device {} is the current device", peer));
+      return fail(cudaErrorInvalidDevice,
+                  fmt::format("cudaDeviceEnablePeerAccess: device {} is the current device", peer));
     }
     const ContextRef from = context("cudaDeviceEnablePeerAccess");
     const ContextRef to = primary(peer, "cudaDeviceEnablePeerAccess");
@@ -106,8 +108,9 @@ DRVSHIM_CUDART cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned flags) 
     }
     if (access->adopted()) {
       // Another component enabled it: cudart reports that, and drvshim never disables it.
-      return fail(cudaErrorPeerAccessAlreadyEnabled,
-                  fmt::format("cudaDeviceEnablePeerAccess: device {} to {} was enabled by another component", device, peer));
+      return fail(
+          cudaErrorPeerAccessAlreadyEnabled,
+          fmt::format("cudaDeviceEnablePeerAccess: device {} to {} was enabled by another component", device, peer));
     }
     r.owners.emplace(std::make_pair(device, peer), std::move(*access));
     return cudaSuccess;

@@ -36,19 +36,19 @@ struct Binding {
 struct KernelState {
   std::mutex mutex;
   std::vector<Binding> bindings;
-  std::map<FunctionAttribute, int> attributes;   // cudaFuncSetAttribute, for every context
-  std::optional<CachePreference> cache;          // cudaFuncSetCacheConfig
+  std::map<FunctionAttribute, int> attributes;  // cudaFuncSetAttribute, for every context
+  std::optional<CachePreference> cache;         // cudaFuncSetCacheConfig
 };
 
 // Lock order: the registrations' lock first; a fatbin's lock and a kernel
 // state's lock are never held together.
 struct Registrations {
-  std::mutex mutex;  // guards everything below
-  std::vector<std::unique_ptr<Fatbin>> fatbins;                 // never freed: handles outlive them
-  std::map<const void*, KernelHandle*> by_stub;                 // host stub -> its current handle
+  std::mutex mutex;                                                      // guards everything below
+  std::vector<std::unique_ptr<Fatbin>> fatbins;                          // never freed: handles outlive them
+  std::map<const void*, KernelHandle*> by_stub;                          // host stub -> its current handle
   std::map<const KernelHandle*, std::unique_ptr<KernelHandle>> handles;  // every handle ever made
   std::map<const KernelHandle*, std::unique_ptr<KernelState>> states;
-  std::map<const void*, std::unique_ptr<Variable>> variables;   // host shadow -> variable
+  std::map<const void*, std::unique_ptr<Variable>> variables;  // host shadow -> variable
   // A __managed__ variable's symbol in host code is its managed address
   // (`&var`), known once __cudaInitModule filled it in.
   std::map<const void*, const Variable*> managed_addresses;
@@ -100,8 +100,8 @@ std::shared_ptr<Library> library_of(Fatbin& f, const char* trigger) {
   std::lock_guard<std::mutex> lock(f.mutex);
   if (f.library) return f.library;
   if (f.bytes == 0) {
-    throw CudaError(ErrorDetails{"cuLibraryLoadData", cudaErrorInvalidKernelImage,
-                                 "a registered image without the fatbin magic", {}, false});
+    throw CudaError(ErrorDetails{
+        "cuLibraryLoadData", cudaErrorInvalidKernelImage, "a registered image without the fatbin magic", {}, false});
   }
   implicit(trigger, fmt::format("load a registered fatbin ({} bytes, {} kernels)", f.bytes, kernels));
   f.library = std::make_shared<Library>(
@@ -148,7 +148,8 @@ Kernel bound_kernel(KernelHandle& k, const ContextRef& ctx, int device, const ch
   if (cache) kernel.set_cache_preference(*cache);
   std::lock_guard<std::mutex> lock(s.mutex);
   // Bindings of older generations are dead contexts: drop them.
-  std::erase_if(s.bindings, [&](const Binding& b) { return b.generation != generation(device) && b.context == ctx.address(); });
+  std::erase_if(s.bindings,
+                [&](const Binding& b) { return b.generation != generation(device) && b.context == ctx.address(); });
   s.bindings.push_back(Binding{ctx.address(), gen, kernel});
   return kernel;
 }
@@ -254,8 +255,9 @@ DRVSHIM_CUDART void** __cudaRegisterFatBinary(void* fat_cubin) {
   f->image = wrapper->data;
   f->bytes = fatbin_bytes(wrapper->data);
   if (wrapper->magic != FATBINC_MAGIC || f->bytes == 0) {
-    logf(log::Level::error, "runtime_compat: __cudaRegisterFatBinary: not a fatbin wrapper (magic 0x{:x}); its kernels "
-                            "cannot run",
+    logf(log::Level::error,
+         "runtime_compat: __cudaRegisterFatBinary: not a fatbin wrapper (magic 0x{:x}); its kernels "
+         "cannot run",
          static_cast<unsigned>(wrapper->magic));
   }
   logf(log::Level::debug, "runtime_compat: fatbin registered ({} bytes, wrapper version {}); loaded at first use",
@@ -309,8 +311,8 @@ DRVSHIM_CUDART void __cudaRegisterVar(void** handle, char* host_var, char*, cons
                                       int constant, int) {
   auto& r = registrations();
   std::lock_guard<std::mutex> lock(r.mutex);
-  r.variables[host_var] = std::make_unique<Variable>(
-      Variable{reinterpret_cast<Fatbin*>(handle), device_name != nullptr ? device_name : "", size, constant != 0, nullptr});
+  r.variables[host_var] = std::make_unique<Variable>(Variable{
+      reinterpret_cast<Fatbin*>(handle), device_name != nullptr ? device_name : "", size, constant != 0, nullptr});
 }
 
 DRVSHIM_CUDART void __cudaRegisterManagedVar(void** handle, void** host_var_ptr_address, char*, const char* device_name,
@@ -338,8 +340,9 @@ DRVSHIM_CUDART void __cudaRegisterHostVar(void** handle, const char* device_name
 
 // Unified function-pointer tables (not emitted by nvcc for C++): accepted and logged.
 DRVSHIM_CUDART void __cudaRegisterUnifiedTable(void** handle, void*, void*, void*, void*) {
-  logf(log::Level::warn, "runtime_compat: __cudaRegisterUnifiedTable for fatbin {} ignored: unified function pointers "
-                         "are not supported",
+  logf(log::Level::warn,
+       "runtime_compat: __cudaRegisterUnifiedTable for fatbin {} ignored: unified function pointers "
+       "are not supported",
        static_cast<void*>(handle));
 }
 

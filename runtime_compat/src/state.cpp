@@ -127,15 +127,15 @@ std::uint64_t next_generation() noexcept { return g_generations.fetch_add(1, std
 
 // One device's primary context as the runtime holds it.
 struct DeviceSlot {
-  std::mutex mutex;                           // guards `primary` (retain, reset)
+  std::mutex mutex;  // guards `primary` (retain, reset)
   std::optional<PrimaryContext> primary;
   std::atomic<std::uint64_t> generation{next_generation()};  // renewed by each reset
-  std::atomic<int> sticky{0};                 // a sticky error seen in its context
+  std::atomic<int> sticky{0};                                // a sticky error seen in its context
 };
 
 struct Runtime {
   std::atomic<int> policy{-1};
-  std::mutex driver_mutex;                    // guards `driver` (load, cuInit) and `slots`
+  std::mutex driver_mutex;  // guards `driver` (load, cuInit) and `slots`
   std::optional<Driver> driver;
   // The background policy's set-up (started when the library loads, or by
   // set_policy), and the devices whose primary context the runtime took from
@@ -143,7 +143,7 @@ struct Runtime {
   std::mutex background_mutex;
   std::optional<BackgroundInit> background;
   std::vector<int> background_consumed;
-  bool background_blocked = false;  // during shutdown(): its last step must not start another
+  bool background_blocked = false;            // during shutdown(): its last step must not start another
   std::atomic<const Driver*> ready{nullptr};  // set once loaded and initialised
   std::atomic<bool> eager_done{false};
   std::vector<std::unique_ptr<DeviceSlot>> slots;  // one per device, made once cuInit succeeded
@@ -193,7 +193,8 @@ std::optional<PrimaryContext> take_background_primary(int device) {
     // Skipped because cuInit failed: that failure was the first call's to
     // report, and the runtime initialised since. A failed retain is this call's.
     const BackgroundInit& bg = *r.background;
-    if (bg.step(bg.find(fmt::format("primary-context {}", device))).state == InitStepState::skipped) return std::nullopt;
+    if (bg.step(bg.find(fmt::format("primary-context {}", device))).state == InitStepState::skipped)
+      return std::nullopt;
     throw;
   }
 }
@@ -240,8 +241,9 @@ int policy_from_environment() noexcept {
   for (int i = 0; i < 3; ++i) {
     if (value == kPolicyNames[i]) return i;
   }
-  logf(log::Level::warn, "DRVSHIM_RT_POLICY=\"{}\" is not one of the choices; accepted: lazy, eager, background; using "
-                         "the default: lazy",
+  logf(log::Level::warn,
+       "DRVSHIM_RT_POLICY=\"{}\" is not one of the choices; accepted: lazy, eager, background; using "
+       "the default: lazy",
        env);
   return 0;
 }
@@ -340,7 +342,8 @@ ContextRef primary(int device, const char* trigger) {
   const Driver& drv = driver(trigger);
   DeviceSlot* s = slot(device);
   if (s == nullptr) {
-    if (device_count(trigger) == 0) throw CudaError(ErrorDetails{trigger, cudaErrorNoDevice, "no CUDA device", {}, false});
+    if (device_count(trigger) == 0)
+      throw CudaError(ErrorDetails{trigger, cudaErrorNoDevice, "no CUDA device", {}, false});
     throw CudaError(ErrorDetails{trigger, cudaErrorInvalidDevice, fmt::format("device {}", device), {}, false});
   }
   std::lock_guard<std::mutex> lock(s->mutex);
@@ -359,10 +362,10 @@ ContextRef primary(int device, const char* trigger) {
       // the sticky code, cudart says cudaErrorDevicesUnavailable (H200,
       // kernel_assert.cu after cudaDeviceReset, 2026-12-01).
       if (!is_sticky_error(e.code())) throw;
-      throw CudaError(ErrorDetails{trigger, cudaErrorDevicesUnavailable,  // 46, the driver's number too
-                                   fmt::format("device {}: activating its primary context failed with {} ({})", device,
-                                               e.code_name(), e.code()),
-                                   "the device cannot be used again in this process; restart it", false});
+      throw CudaError(ErrorDetails{
+          trigger, cudaErrorDevicesUnavailable,  // 46, the driver's number too
+          fmt::format("device {}: activating its primary context failed with {} ({})", device, e.code_name(), e.code()),
+          "the device cannot be used again in this process; restart it", false});
     }
   }
   return s->primary->ref();
@@ -383,7 +386,8 @@ ContextRef current_for(int device, const char* trigger) {
   DeviceSlot* s = slot(device);
   auto& c = t_current;
   std::optional<ContextRef> ctx;
-  if (s != nullptr && c.device == device && c.generation == s->generation.load(std::memory_order_acquire) && c.context) {
+  if (s != nullptr && c.device == device && c.generation == s->generation.load(std::memory_order_acquire) &&
+      c.context) {
     ctx = c.context;
   } else {
     ctx = primary(device, trigger);
@@ -467,9 +471,9 @@ StreamRef stream_of(cudaStream_t stream, DefaultStream zero, const char* trigger
   }
   const auto entry = registries().streams.find(handle);
   if (!entry) {
-    throw CudaError(ErrorDetails{trigger, cudaErrorInvalidResourceHandle, fmt::format("stream {}", static_cast<void*>(stream)),
-                                 "pass a stream from cudaStreamCreate, 0, cudaStreamLegacy or cudaStreamPerThread",
-                                 false});
+    throw CudaError(
+        ErrorDetails{trigger, cudaErrorInvalidResourceHandle, fmt::format("stream {}", static_cast<void*>(stream)),
+                     "pass a stream from cudaStreamCreate, 0, cudaStreamLegacy or cudaStreamPerThread", false});
   }
   (void)context(trigger);  // the calling thread's context is current, as under cudart
   return entry->owner.ref();
@@ -530,7 +534,8 @@ void start_background(const char* trigger) noexcept {
     r.background_consumed.clear();
     r.background.emplace(BackgroundInit::start(std::move(options)));
   } catch (const std::exception& e) {
-    logf(log::Level::warn, "runtime_compat: the background set-up could not start ({}); the first call sets up", e.what());
+    logf(log::Level::warn, "runtime_compat: the background set-up could not start ({}); the first call sets up",
+         e.what());
   }
 }
 

@@ -18,9 +18,9 @@
 #define __CUDA_API_VERSION_INTERNAL 1
 #endif
 #include <cuda_runtime_api.h>
+#include <fmt/format.h>
 #include <drvshim/drvshim.hpp>
 #include <drvshim/runtime_compat.hpp>
-#include <fmt/format.h>
 
 #include <atomic>
 #include <cstdint>
@@ -82,9 +82,9 @@ cudaError_t guarded(const char* api, F&& body) noexcept;
 // ---- the calling thread ---------------------------------------------------------------------------
 
 struct ThreadState {
-  int device = 0;               // cudaSetDevice's choice; device 0 until then
+  int device = 0;  // cudaSetDevice's choice; device 0 until then
   cudaError_t last = cudaSuccess;
-  std::string detail;           // what the last error was about
+  std::string detail;  // what the last error was about
 };
 ThreadState& thread() noexcept;
 

@@ -17,7 +17,8 @@ constexpr DefaultStream kPerThread = DefaultStream::per_thread;
 std::shared_ptr<EventEntry> event_entry(const char* api, cudaEvent_t event) {
   auto e = registries().events.find(reinterpret_cast<std::uintptr_t>(event));
   if (!e) {
-    throw CudaError(ErrorDetails{api, cudaErrorInvalidResourceHandle, fmt::format("event {}", static_cast<void*>(event)),
+    throw CudaError(ErrorDetails{api, cudaErrorInvalidResourceHandle,
+                                 fmt::format("event {}", static_cast<void*>(event)),
                                  "pass an event from cudaEventCreate", false});
   }
   return e;
@@ -37,8 +38,8 @@ cudaError_t create_stream(const char* api, cudaStream_t* stream, unsigned flags,
     priority = std::clamp(priority, range.greatest, range.least);
     auto s = Stream::create(ctx, static_cast<StreamFlags>(flags), priority);
     const std::uintptr_t native = s.ref().native();
-    registries().streams.add(native, std::make_shared<StreamEntry>(StreamEntry{thread().device, flags, priority,
-                                                                               std::move(s)}));
+    registries().streams.add(
+        native, std::make_shared<StreamEntry>(StreamEntry{thread().device, flags, priority, std::move(s)}));
     *stream = reinterpret_cast<cudaStream_t>(native);
     return cudaSuccess;
   });
@@ -71,7 +72,9 @@ cudaError_t add_callback(const char* api, cudaStream_t stream, cudaStreamCallbac
   return guarded(api, [&] {
     // Runs on the driver's thread once the stream's earlier work is done,
     // with the handle the program passed and the stream's status.
-    stream_of(stream, zero, api).launch_host_func([callback, stream, user_data] { callback(stream, cudaSuccess, user_data); });
+    stream_of(stream, zero, api).launch_host_func([callback, stream, user_data] {
+      callback(stream, cudaSuccess, user_data);
+    });
     return cudaSuccess;
   });
 }
@@ -137,8 +140,8 @@ cudaError_t get_attribute(const char* api, cudaStream_t stream, cudaStreamAttrID
 cudaError_t attach(const char* api, cudaStream_t stream, void* ptr, std::size_t length, unsigned flags,
                    DefaultStream zero) {
   return guarded(api, [&] {
-    stream_of(stream, zero, api).attach_memory(reinterpret_cast<std::uintptr_t>(ptr), length,
-                                               static_cast<MemoryAttach>(flags));
+    stream_of(stream, zero, api)
+        .attach_memory(reinterpret_cast<std::uintptr_t>(ptr), length, static_cast<MemoryAttach>(flags));
     return cudaSuccess;
   });
 }
@@ -185,7 +188,9 @@ DRVSHIM_CUDART cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   });
 }
 
-DRVSHIM_CUDART cudaError_t cudaStreamSynchronize(cudaStream_t s) { return synchronize("cudaStreamSynchronize", s, kLegacy); }
+DRVSHIM_CUDART cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+  return synchronize("cudaStreamSynchronize", s, kLegacy);
+}
 DRVSHIM_CUDART cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t s) {
   return synchronize("cudaStreamSynchronize", s, kPerThread);
 }
@@ -282,7 +287,9 @@ DRVSHIM_CUDART cudaError_t cudaEventDestroy(cudaEvent_t event) {
   });
 }
 
-DRVSHIM_CUDART cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { return record("cudaEventRecord", e, s, 0, kLegacy); }
+DRVSHIM_CUDART cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+  return record("cudaEventRecord", e, s, 0, kLegacy);
+}
 DRVSHIM_CUDART cudaError_t cudaEventRecord_ptsz(cudaEvent_t e, cudaStream_t s) {
   return record("cudaEventRecord", e, s, 0, kPerThread);
 }

@@ -17,8 +17,9 @@ cudaError_t resolve(const char* api, const void* symbol, std::size_t offset, std
                     ContextRef* ctx_out) {
   const Variable* v = variable_for(symbol);
   if (v == nullptr) {
-    return fail(cudaErrorInvalidSymbol,
-                fmt::format("{}: {} is not the address of a __device__, __constant__ or __managed__ variable", api, symbol));
+    return fail(
+        cudaErrorInvalidSymbol,
+        fmt::format("{}: {} is not the address of a __device__, __constant__ or __managed__ variable", api, symbol));
   }
   const ContextRef ctx = context(api);
   std::pair<DevicePtr, std::size_t> where;
@@ -55,8 +56,8 @@ cudaError_t copy_symbol(const char* api, bool to_symbol, const void* symbol, voi
     void* dst = to_symbol ? device : other;
     const void* src = to_symbol ? other : device;
     const cudaMemcpyKind resolved = kind == cudaMemcpyDefault ? cudaMemcpyDefault
-                                    : host_side                ? (to_symbol ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost)
-                                                               : cudaMemcpyDeviceToDevice;
+                                    : host_side ? (to_symbol ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost)
+                                                : cudaMemcpyDeviceToDevice;
     // The copy itself is cudaMemcpy's (or cudaMemcpyAsync's), so it follows the same stream rules.
     if (stream.has_value()) {
       return zero == kPerThread ? cudaMemcpyAsync_ptsz(dst, src, bytes, resolved, *stream)
@@ -121,7 +122,8 @@ DRVSHIM_CUDART cudaError_t cudaGetSymbolSize(size_t* size, const void* symbol) {
   return guarded("cudaGetSymbolSize", [&] {
     const Variable* v = variable_for(symbol);
     if (v == nullptr) {
-      return fail(cudaErrorInvalidSymbol, fmt::format("cudaGetSymbolSize: {} is not the address of a variable", symbol));
+      return fail(cudaErrorInvalidSymbol,
+                  fmt::format("cudaGetSymbolSize: {} is not the address of a variable", symbol));
     }
     *size = variable_address(*v, context("cudaGetSymbolSize"), "cudaGetSymbolSize").second;
     return cudaSuccess;

@@ -144,8 +144,8 @@ CUresult fake_cuDevicePrimaryCtxRelease(CUdevice dev) {
 CUresult fake_cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned flags) {
   FAKE_ENTER("cuDevicePrimaryCtxSetFlags");
   if (!valid_device(e, dev)) return CUDA_ERROR_INVALID_DEVICE;
-  if ((flags & ~kValidCtxFlags) != 0 || (flags & 0x07) == 0x03 || (flags & 0x07) == 0x05 ||
-      (flags & 0x07) == 0x06 || (flags & 0x07) == 0x07) {
+  if ((flags & ~kValidCtxFlags) != 0 || (flags & 0x07) == 0x03 || (flags & 0x07) == 0x05 || (flags & 0x07) == 0x06 ||
+      (flags & 0x07) == 0x07) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   Primary& p = e.primaries[static_cast<size_t>(dev)];

@@ -10,8 +10,8 @@ namespace {
 
 // A memset, synchronous (`async` false: on the legacy stream, complete on
 // return) or queued on stream `s`.
-CUresult fake_memset(Engine& e, std::unique_lock<std::mutex>& lock, CUdeviceptr dst, unsigned value, size_t n, size_t width,
-                     bool async, CUstream s) {
+CUresult fake_memset(Engine& e, std::unique_lock<std::mutex>& lock, CUdeviceptr dst, unsigned value, size_t n,
+                     size_t width, bool async, CUstream s) {
   FakeCtx* ctx = nullptr;
   if (const CUresult r = async ? stream_ctx(e, s, &ctx) : current(e, &ctx); r != CUDA_SUCCESS) return r;
   const auto p = static_cast<uintptr_t>(dst);
@@ -59,8 +59,8 @@ CUresult fake_cuMemsetD32Async(CUdeviceptr d, unsigned v, size_t n, CUstream s) 
 // except that, as with the driver, a pageable source is read at once (the
 // driver stages it before returning) and a copy into pageable memory returns
 // only when done.
-CUresult fake_copy(Engine& e, std::unique_lock<std::mutex>& lock, uintptr_t dst, bool dst_dev, uintptr_t src, bool src_dev,
-                   size_t n, bool async, CUstream s) {
+CUresult fake_copy(Engine& e, std::unique_lock<std::mutex>& lock, uintptr_t dst, bool dst_dev, uintptr_t src,
+                   bool src_dev, size_t n, bool async, CUstream s) {
   FakeCtx* ctx = nullptr;
   if (const CUresult r = async ? stream_ctx(e, s, &ctx) : current(e, &ctx); r != CUDA_SUCCESS) return r;
   if (n == 0) return CUDA_SUCCESS;
@@ -69,7 +69,8 @@ CUresult fake_copy(Engine& e, std::unique_lock<std::mutex>& lock, uintptr_t dst,
   }
   if (dst == 0 || src == 0) return CUDA_ERROR_INVALID_VALUE;
   if (!async) {
-    run_synchronously(e, lock, ctx, [=] { std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n); });
+    run_synchronously(e, lock, ctx,
+                      [=] { std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n); });
     return CUDA_SUCCESS;
   }
   FakeStream* st = queue_of(e, s, ctx);
@@ -87,11 +88,13 @@ CUresult fake_copy(Engine& e, std::unique_lock<std::mutex>& lock, uintptr_t dst,
 
 CUresult fake_cuMemcpyHtoD(CUdeviceptr dst, const void* src, size_t n) {
   FAKE_ENTER("cuMemcpyHtoD");
-  return fake_copy(e, lock, static_cast<uintptr_t>(dst), true, reinterpret_cast<uintptr_t>(src), false, n, false, nullptr);
+  return fake_copy(e, lock, static_cast<uintptr_t>(dst), true, reinterpret_cast<uintptr_t>(src), false, n, false,
+                   nullptr);
 }
 CUresult fake_cuMemcpyDtoH(void* dst, CUdeviceptr src, size_t n) {
   FAKE_ENTER("cuMemcpyDtoH");
-  return fake_copy(e, lock, reinterpret_cast<uintptr_t>(dst), false, static_cast<uintptr_t>(src), true, n, false, nullptr);
+  return fake_copy(e, lock, reinterpret_cast<uintptr_t>(dst), false, static_cast<uintptr_t>(src), true, n, false,
+                   nullptr);
 }
 CUresult fake_cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n) {
   FAKE_ENTER("cuMemcpyDtoD");

@@ -102,7 +102,8 @@ void ensure_profile_from_env() {
         const size_t c2 = c1 == std::string::npos ? std::string::npos : item.find(':', c1 + 1);
         if (c2 != std::string::npos) {
           const int nth = std::atoi(item.c_str() + c1 + 1);
-          e.injections.push_back(Injection{item.substr(0, c1), nth > 0 ? nth - 1 : 0, std::atoi(item.c_str() + c2 + 1)});
+          e.injections.push_back(
+              Injection{item.substr(0, c1), nth > 0 ? nth - 1 : 0, std::atoi(item.c_str() + c2 + 1)});
         } else {
           std::fprintf(stderr, "fake driver: DRVSHIM_FAKE_FAIL item '%s' is not api:nth:code; ignored\n", item.c_str());
         }
@@ -150,8 +151,8 @@ struct ExitReport {
     Engine& e = engine();
     std::FILE* f = std::fopen(path, "w");
     if (f == nullptr) return;
-    std::fprintf(f, "calls_while_deinitialized %llu\nmisuse %llu\nlive_contexts %zu\n", e.calls_while_deinit,
-                 e.misuse, e.live.size());
+    std::fprintf(f, "calls_while_deinitialized %llu\nmisuse %llu\nlive_contexts %zu\n", e.calls_while_deinit, e.misuse,
+                 e.live.size());
     std::fclose(f);
   }
 } g_exit_report;

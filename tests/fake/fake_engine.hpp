@@ -50,9 +50,9 @@ struct FakeCtx {
   unsigned flags = 0;
   bool primary = false;
   unsigned long long id = 0;
-  int sticky = 0;  // a poisoning error: every later call in this context returns it
-  std::map<int, size_t> limits;      // cuCtxSetLimit values (unset: the defaults in fake_cuda_rt.inc)
-  std::set<FakeCtx*> peers;          // contexts this one enabled peer access to
+  int sticky = 0;                // a poisoning error: every later call in this context returns it
+  std::map<int, size_t> limits;  // cuCtxSetLimit values (unset: the defaults in fake_cuda_rt.inc)
+  std::set<FakeCtx*> peers;      // contexts this one enabled peer access to
   std::map<int, CUstreamAttrValue> default_stream_attrs;  // attributes set on the default streams
 };
 
@@ -101,20 +101,20 @@ struct RecordState {
 // engine lock; host functions run without it.
 struct FakeOp {
   enum Kind { work, kernel, record, wait, host_fn } kind = work;
-  std::function<void()> run;             // work (under the engine lock), kernel (without it)
-  std::shared_ptr<RecordState> state;    // record, wait
-  HostFn fn{};                           // host_fn
+  std::function<void()> run;           // work (under the engine lock), kernel (without it)
+  std::shared_ptr<RecordState> state;  // record, wait
+  HostFn fn{};                         // host_fn
 };
 
 struct FakeStream {
   FakeCtx* ctx = nullptr;
   unsigned flags = 0;
   int priority = 0;
-  bool legacy = false;             // the context's legacy default stream (handle 0 or CU_STREAM_LEGACY)
-  bool held = false;               // queued work does not run until released (or synchronised)
-  std::deque<FakeOp> queue;        // work not yet run, in order
-  int running = 0;                 // a host function or kernel of this stream runs now (without the engine lock)
-  int fail_with = 0;               // the next query/synchronize reports this asynchronous error
+  bool legacy = false;       // the context's legacy default stream (handle 0 or CU_STREAM_LEGACY)
+  bool held = false;         // queued work does not run until released (or synchronised)
+  std::deque<FakeOp> queue;  // work not yet run, in order
+  int running = 0;           // a host function or kernel of this stream runs now (without the engine lock)
+  int fail_with = 0;         // the next query/synchronize reports this asynchronous error
   std::map<int, CUstreamAttrValue> attrs;  // cuStreamSetAttribute
 };
 
@@ -174,8 +174,8 @@ struct Engine {
   std::map<uintptr_t, Registration> registered;  // host registrations, by base
   std::set<FakeStream*> streams;
   std::map<FakeCtx*, std::unique_ptr<FakeStream>> legacy_streams;  // each context's legacy default stream
-  bool recycle_handles = false;          // reuse the last destroyed stream's handle (ABA tests)
-  bool endless_param_info = false;       // cuFuncGetParamInfo never reports the end (a broken driver)
+  bool recycle_handles = false;     // reuse the last destroyed stream's handle (ABA tests)
+  bool endless_param_info = false;  // cuFuncGetParamInfo never reports the end (a broken driver)
   std::vector<FakeStream*> free_streams;
   std::set<FakeEvent*> events;
   std::set<FakeModule*> modules;
@@ -226,15 +226,17 @@ void misuse(Engine& e, const std::string& what);
 // apply the stub profile, the deinitialised switch and injected failures.
 CUresult enter(Engine& e, const char* api, bool needs_init = true);
 
-#define FAKE_ENTER_AS(name, needs_init)                       \
-  ensure_profile_from_env();                                  \
-  Engine& e = engine();                                       \
-  std::unique_lock<std::mutex> lock(e.mutex);                 \
+#define FAKE_ENTER_AS(name, needs_init)       \
+  ensure_profile_from_env();                  \
+  Engine& e = engine();                       \
+  std::unique_lock<std::mutex> lock(e.mutex); \
   if (const CUresult r_ = enter(e, name, needs_init); r_ != CUDA_SUCCESS) return r_
 
 #define FAKE_ENTER(name) FAKE_ENTER_AS(name, true)
 
-inline bool valid_device(const Engine& e, CUdevice dev) { return dev >= 0 && static_cast<size_t>(dev) < e.devices.size(); }
+inline bool valid_device(const Engine& e, CUdevice dev) {
+  return dev >= 0 && static_cast<size_t>(dev) < e.devices.size();
+}
 
 // A device attribute of the profile (0 when the profile lacks it).
 inline int attr(const Engine& e, int device, CUdevice_attribute a) {

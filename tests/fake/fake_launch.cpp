@@ -27,7 +27,8 @@ CUresult do_launch(Engine& e, std::unique_lock<std::mutex>& lock, CUfunction hf,
   // Dynamic shared memory beyond 48 KiB needs the kernel's opt-in
   // (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES), as on the real driver.
   const auto dyn = f->attributes.find(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
-  if (shared > (dyn != f->attributes.end() ? static_cast<unsigned>(dyn->second) : 49152u)) return CUDA_ERROR_INVALID_VALUE;
+  if (shared > (dyn != f->attributes.end() ? static_cast<unsigned>(dyn->second) : 49152u))
+    return CUDA_ERROR_INVALID_VALUE;
   ++e.launches;
   auto it = e.kernels.find(f->name);
   const drvshim_fake_kernel_fn impl = it != e.kernels.end() ? it->second : builtin_kernel(f->name);
@@ -60,8 +61,8 @@ CUresult do_launch(Engine& e, std::unique_lock<std::mutex>& lock, CUfunction hf,
   return CUDA_SUCCESS;
 }
 
-CUresult fake_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                             unsigned bz, unsigned shared, CUstream s, void** args, void** extra) {
+CUresult fake_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                             unsigned shared, CUstream s, void** args, void** extra) {
   FAKE_ENTER("cuLaunchKernel");
   if (extra != nullptr) return CUDA_ERROR_NOT_SUPPORTED;
   const unsigned grid[3] = {gx, gy, gz};
@@ -77,7 +78,8 @@ CUresult fake_cuLaunchKernelEx(const CUlaunchConfig* c, CUfunction f, void** arg
     if (c->attrs[i].id != CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) continue;
     const auto& d = c->attrs[i].value.clusterDim;
     FakeFunction* fn = live_function(e, f);
-    const bool opted_in = fn != nullptr && fn->attributes.count(CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED) != 0 &&
+    const bool opted_in = fn != nullptr &&
+                          fn->attributes.count(CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED) != 0 &&
                           fn->attributes[CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED] == 1;
     if (d.x * d.y * d.z > (opted_in ? 16u : 8u)) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
   }

@@ -49,7 +49,8 @@ CUresult fake_cuLibraryLoadData(CUlibrary* pl, const void* code, CUjit_option* o
     }
     // No image any device can run: the driver refuses the library outright.
     bool runs_somewhere = false;
-    for (size_t d = 0; d < e.devices.size(); ++d) runs_somewhere = runs_somewhere || library_runs_on(e, *l, static_cast<int>(d));
+    for (size_t d = 0; d < e.devices.size(); ++d)
+      runs_somewhere = runs_somewhere || library_runs_on(e, *l, static_cast<int>(d));
     if (!runs_somewhere) {
       delete l;
       return CUDA_ERROR_NO_BINARY_FOR_GPU;
@@ -86,7 +87,8 @@ CUresult fake_cuLibraryLoadData(CUlibrary* pl, const void* code, CUjit_option* o
     }
     if (l->lazy_jit_error.empty()) {
       write_wall_time(n, opts, values, 0.25f);
-      write_log(n, opts, values, CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, info_log(*l, n, opts, values));
+      write_log(n, opts, values, CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+                info_log(*l, n, opts, values));
     }
   } else {
     for (const auto& name : elf.kernels) {  // SASS only: names, no parameter layout

@@ -180,7 +180,8 @@ std::vector<ProcEntry> module_procs() {
       {"cuFuncGetName", 12030, erase_fn(&fake_cuFuncGetName)},
       {"cuFuncGetParamInfo", 12040, erase_fn(&fake_cuFuncGetParamInfo)},
       {"cuFuncGetAttribute", 2020, erase_fn(&fake_cuFuncGetAttribute)},
-      {"cuOccupancyMaxActiveBlocksPerMultiprocessor", 6050, erase_fn(&fake_cuOccupancyMaxActiveBlocksPerMultiprocessor)},
+      {"cuOccupancyMaxActiveBlocksPerMultiprocessor", 6050,
+       erase_fn(&fake_cuOccupancyMaxActiveBlocksPerMultiprocessor)},
   };
 }
 

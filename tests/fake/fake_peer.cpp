@@ -47,13 +47,15 @@ CUresult fake_cuDeviceGetP2PAttribute(int* value, CUdevice_P2PAttribute attrib, 
   }
   const bool path = peer_path(e, src, dst);
   switch (attrib) {
-    case CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK: *value = 0; break;  // one NVLink hop (what the H200 pair is assumed to report)
+    case CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK:
+      *value = 0;
+      break;  // one NVLink hop (what the H200 pair is assumed to report)
     case CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED: *value = path ? 1 : 0; break;
     case CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED: *value = path ? 1 : 0; break;
     case CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED: *value = path ? 1 : 0; break;
     case CU_DEVICE_P2P_ATTRIBUTE_ONLY_PARTIAL_NATIVE_ATOMIC_SUPPORTED:
       if (e.driver_version < 13000) return CUDA_ERROR_INVALID_VALUE;  // unknown to older drivers
-      *value = 0;  // full native atomics where there is a path
+      *value = 0;                                                     // full native atomics where there is a path
       break;
     default: return CUDA_ERROR_INVALID_VALUE;
   }

@@ -22,9 +22,9 @@ CUresult fake_cuGetProcAddress_v1_entry(const char* symbol, void** pfn, int vers
 const std::vector<ProcEntry>& proc_table() {
   static const std::vector<ProcEntry> table = [] {
     using Area = std::vector<ProcEntry> (*)();
-    const Area areas[] = {error_procs,  device_procs,  context_procs, stream_procs,         event_procs,
-                          memory_procs, copy_procs,    module_procs,  launch_procs,         library_procs,
-                          link_procs,   peer_procs,    runtime_support_procs};
+    const Area areas[] = {error_procs,  device_procs, context_procs,        stream_procs, event_procs,
+                          memory_procs, copy_procs,   module_procs,         launch_procs, library_procs,
+                          link_procs,   peer_procs,   runtime_support_procs};
     std::vector<ProcEntry> all;
     for (Area area : areas) {
       const std::vector<ProcEntry> entries = area();
@@ -45,8 +45,8 @@ const std::vector<ProcEntry>& proc_table() {
 // drvshim-trace then maps the lookup by name and version).
 CUresult fake_cuDeviceGetCount_shim(int* count) { return fake_cuDeviceGetCount(count); }
 
-CUresult get_proc(const char* symbol, void** pfn, int version, cuuint64_t flags,
-                  CUdriverProcAddressQueryResult* status, const char* api) {
+CUresult get_proc(const char* symbol, void** pfn, int version, cuuint64_t flags, CUdriverProcAddressQueryResult* status,
+                  const char* api) {
   FAKE_ENTER_AS(api, false);
   if (symbol == nullptr || pfn == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (flags > 2) return CUDA_ERROR_INVALID_VALUE;
@@ -99,7 +99,9 @@ CUresult fake_cuGetProcAddress_v1_entry(const char* symbol, void** pfn, int vers
 
 extern "C" {
 
-DRVSHIM_FAKE_API CUresult cuDriverGetVersion(int* version) { return drvshim::fake::fake_cuDriverGetVersion_impl(version); }
+DRVSHIM_FAKE_API CUresult cuDriverGetVersion(int* version) {
+  return drvshim::fake::fake_cuDriverGetVersion_impl(version);
+}
 
 #ifndef DRVSHIM_FAKE_NO_PROC_V2
 DRVSHIM_FAKE_API CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flags,
@@ -110,9 +112,9 @@ DRVSHIM_FAKE_API CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, in
 
 // The 11.3-11.8 form (no status). cuda.h maps the name to _v2, so declare it by hand.
 DRVSHIM_FAKE_API CUresult drvshim_fake_cuGetProcAddress_v1(const char* symbol, void** pfn, int version,
-                                                          cuuint64_t flags) __asm__("cuGetProcAddress");
+                                                           cuuint64_t flags) __asm__("cuGetProcAddress");
 DRVSHIM_FAKE_API CUresult drvshim_fake_cuGetProcAddress_v1(const char* symbol, void** pfn, int version,
-                                                          cuuint64_t flags) {
+                                                           cuuint64_t flags) {
   return drvshim::fake::get_proc(symbol, pfn, version, flags, nullptr, "cuGetProcAddress");
 }
 

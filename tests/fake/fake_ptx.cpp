@@ -50,7 +50,8 @@ std::string ptx_name(const std::string& decl) {
   auto end = decl.find_last_not_of(" \t;,)");
   if (end == std::string::npos) return {};
   auto start = decl.find_last_of(" \t", end);
-  std::string name = decl.substr(start == std::string::npos ? 0 : start + 1, end - (start == std::string::npos ? 0 : start + 1) + 1);
+  std::string name =
+      decl.substr(start == std::string::npos ? 0 : start + 1, end - (start == std::string::npos ? 0 : start + 1) + 1);
   if (auto lb = name.find('['); lb != std::string::npos) name.resize(lb);
   return name;
 }
@@ -58,8 +59,8 @@ std::string ptx_name(const std::string& decl) {
 // Writes a variable's initializer ("5", "0f3F800000", "{1, 2, 3}") into its memory.
 void ptx_initialize(const std::string& decl, std::string values, unsigned char* mem, size_t size) {
   size_t elem = 0;
-  for (const char* t : {".u64", ".s64", ".b64", ".f64", ".u32", ".s32", ".b32", ".f32", ".u16", ".s16", ".b16", ".u8",
-                        ".s8", ".b8"}) {
+  for (const char* t :
+       {".u64", ".s64", ".b64", ".f64", ".u32", ".s32", ".b32", ".f32", ".u16", ".s16", ".b16", ".u8", ".s8", ".b8"}) {
     if (decl.find(t) != std::string::npos) {
       elem = ptx_type_size(t);
       break;
@@ -95,7 +96,8 @@ std::string parse_ptx(const std::string& ptx, FakeModule& m) {
   if (ptx.find(".version") == std::string::npos) return "ptxas fatal : Parsing error: missing .version directive";
   if (const auto bad = ptx.find("syntax_error"); bad != std::string::npos) {
     const auto line = 1 + std::count(ptx.begin(), ptx.begin() + static_cast<long>(bad), '\n');
-    return "ptxas application ptx input, line " + std::to_string(line) + "; fatal   : Parsing error near 'syntax_error': syntax error";
+    return "ptxas application ptx input, line " + std::to_string(line) +
+           "; fatal   : Parsing error near 'syntax_error': syntax error";
   }
   size_t pos = 0;
   while ((pos = ptx.find(".entry", pos)) != std::string::npos) {

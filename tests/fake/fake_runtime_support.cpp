@@ -143,7 +143,8 @@ CUresult fake_cuCtxSetLimit(CUlimit limit, size_t value) {
   if (limit < 0 || limit > CU_LIMIT_PERSISTING_L2_CACHE_SIZE) return CUDA_ERROR_UNSUPPORTED_LIMIT;
   if (limit == CU_LIMIT_MAX_L2_FETCH_GRANULARITY && value > 128) return CUDA_ERROR_INVALID_VALUE;
   if (limit == CU_LIMIT_PERSISTING_L2_CACHE_SIZE) {
-    value = std::min<size_t>(value, static_cast<size_t>(attr(e, ctx->device, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)) * 3 / 4);
+    value =
+        std::min<size_t>(value, static_cast<size_t>(attr(e, ctx->device, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)) * 3 / 4);
   }
   ctx->limits[limit] = value;
   return CUDA_SUCCESS;
@@ -221,7 +222,7 @@ CUresult fake_cuStreamGetAttribute(CUstream s, CUstreamAttrID id, CUstreamAttrVa
 const std::pair<const uintptr_t, Alloc>* managed_range(const Engine& e, CUdeviceptr p, size_t n) {
   const auto* a = find_alloc(e, static_cast<uintptr_t>(p), n);
   return a != nullptr && (a->second.kind == AllocKind::managed || a->second.kind == AllocKind::module_global) ? a
-                                                                                                             : nullptr;
+                                                                                                              : nullptr;
 }
 
 CUresult fake_cuStreamAttachMemAsync(CUstream s, CUdeviceptr p, size_t length, unsigned flags) {
@@ -272,19 +273,19 @@ CUresult copy_side(const Engine& e, CUmemorytype type, const void* host, CUdevic
 CUresult fake_copy_2d(Engine& e, const CUDA_MEMCPY2D* c) {
   if (c == nullptr) return CUDA_ERROR_INVALID_VALUE;
   uintptr_t src = 0, dst = 0;
-  if (const CUresult r = copy_side(e, c->srcMemoryType, c->srcHost, c->srcDevice, c->srcXInBytes, c->srcY,
-                                   c->srcPitch, c->WidthInBytes, c->Height, &src);
+  if (const CUresult r = copy_side(e, c->srcMemoryType, c->srcHost, c->srcDevice, c->srcXInBytes, c->srcY, c->srcPitch,
+                                   c->WidthInBytes, c->Height, &src);
       r != CUDA_SUCCESS) {
     return r;
   }
-  if (const CUresult r = copy_side(e, c->dstMemoryType, c->dstHost, c->dstDevice, c->dstXInBytes, c->dstY,
-                                   c->dstPitch, c->WidthInBytes, c->Height, &dst);
+  if (const CUresult r = copy_side(e, c->dstMemoryType, c->dstHost, c->dstDevice, c->dstXInBytes, c->dstY, c->dstPitch,
+                                   c->WidthInBytes, c->Height, &dst);
       r != CUDA_SUCCESS) {
     return r;
   }
   for (size_t row = 0; row < c->Height; ++row) {
-    std::memmove(reinterpret_cast<void*>(dst + row * c->dstPitch), reinterpret_cast<const void*>(src + row * c->srcPitch),
-                 c->WidthInBytes);
+    std::memmove(reinterpret_cast<void*>(dst + row * c->dstPitch),
+                 reinterpret_cast<const void*>(src + row * c->srcPitch), c->WidthInBytes);
   }
   return CUDA_SUCCESS;
 }
@@ -339,7 +340,8 @@ CUresult check_location(const Engine& e, CUmemLocation location) {
 
 CUresult fake_cuMemAdvise(CUdeviceptr p, size_t count, CUmem_advise advice, CUmemLocation location) {
   FAKE_ENTER("cuMemAdvise");
-  if (advice < CU_MEM_ADVISE_SET_READ_MOSTLY || advice > CU_MEM_ADVISE_UNSET_ACCESSED_BY) return CUDA_ERROR_INVALID_VALUE;
+  if (advice < CU_MEM_ADVISE_SET_READ_MOSTLY || advice > CU_MEM_ADVISE_UNSET_ACCESSED_BY)
+    return CUDA_ERROR_INVALID_VALUE;
   if (managed_range(e, p, count) == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (advice == CU_MEM_ADVISE_SET_READ_MOSTLY || advice == CU_MEM_ADVISE_UNSET_READ_MOSTLY) return CUDA_SUCCESS;
   return check_location(e, location);

@@ -1,7 +1,7 @@
 #pragma once
 // The real driver for GPU tests, or a clear reason to skip.
-#include <drvshim/drvshim.hpp>
 #include <gtest/gtest.h>
+#include <drvshim/drvshim.hpp>
 
 #include <optional>
 #include <string>
@@ -50,8 +50,8 @@ class GpuContextTest : public ::testing::Test {
 }  // namespace drvshim_gpu
 
 // Skips the test (reported by ctest as skipped, never as passed) without a GPU.
-#define DRVSHIM_REQUIRE_GPU(var)                        \
-  std::string drvshim_why_;                             \
+#define DRVSHIM_REQUIRE_GPU(var)                           \
+  std::string drvshim_why_;                                \
   auto var##_opt = drvshim_gpu::real_driver(drvshim_why_); \
-  if (!var##_opt) GTEST_SKIP() << drvshim_why_;         \
+  if (!var##_opt) GTEST_SKIP() << drvshim_why_;            \
   drvshim::Driver& var = *var##_opt

@@ -11,8 +11,8 @@
 #include <cstdio>
 #include <optional>
 #include <span>
-#include <vector>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -38,12 +38,12 @@ int in_child(F&& body) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-#define CHILD_CHECK(cond, code)                                  \
-  do {                                                           \
-    if (!(cond)) {                                               \
-      std::printf("[ child    ] check failed: %s\n", #cond);     \
-      return code;                                               \
-    }                                                            \
+#define CHILD_CHECK(cond, code)                              \
+  do {                                                       \
+    if (!(cond)) {                                           \
+      std::printf("[ child    ] check failed: %s\n", #cond); \
+      return code;                                           \
+    }                                                        \
   } while (0)
 
 std::string state(const drvshim::Device& d) {
@@ -93,7 +93,9 @@ TEST(GpuInterop, DrvshimRetainsFirstAndTheRuntimeUsesItsContext) {
     CHILD_CHECK(seen.front() == 0x5a && seen.back() == 0x5a, 24);
     auto ours = drvshim::DeviceBuffer::allocate(primary.ref(), 4096);
     drvshim::fill(ours.as<unsigned char>(), static_cast<unsigned char>(0x33));
-    CHILD_CHECK(cudaMemcpy(host, reinterpret_cast<void*>(ours.address()), sizeof host, cudaMemcpyDeviceToHost) == cudaSuccess, 25);
+    CHILD_CHECK(
+        cudaMemcpy(host, reinterpret_cast<void*>(ours.address()), sizeof host, cudaMemcpyDeviceToHost) == cudaSuccess,
+        25);
     CHILD_CHECK(host[0] == 0x33 && host[15] == 0x33, 26);
     ours.free();
     CHILD_CHECK(cudaFree(p) == cudaSuccess, 19);
@@ -162,7 +164,8 @@ TEST(MultiGpuInterop, PeerAccessTheRuntimeEnabledIsAdoptedAndLeftOn) {
     auto p1 = drv.device(1).retain_primary_context();
     {
       auto adopted = drvshim::PeerAccess::enable(p0.ref(), p1.ref());
-      std::printf("[ child    ] 0 -> 1 after cudaDeviceEnablePeerAccess: %s\n", adopted.adopted() ? "adopted" : "not adopted");
+      std::printf("[ child    ] 0 -> 1 after cudaDeviceEnablePeerAccess: %s\n",
+                  adopted.adopted() ? "adopted" : "not adopted");
       CHILD_CHECK(adopted.adopted(), 13);
       auto own = drvshim::PeerAccess::enable(p1.ref(), p0.ref());
       CHILD_CHECK(!own.adopted() && !own.shared(), 14);

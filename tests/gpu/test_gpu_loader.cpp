@@ -23,7 +23,8 @@ TEST(GpuLoader, RealDriverResolvesTheTableAndInitialises) {
   EXPECT_GE(drv.version(), 12000);
   EXPECT_TRUE(drv.initialized());
   for (const auto& m : drv.missing_functions()) EXPECT_FALSE(m.required) << m.name;
-  EXPECT_EQ(drv.functions_resolved(), drv.functions_total()) << "a CUDA 13 driver provides every function drvshim lists";
+  EXPECT_EQ(drv.functions_resolved(), drv.functions_total())
+      << "a CUDA 13 driver provides every function drvshim lists";
 }
 
 TEST(GpuLoader, DevicesReportIdentityAndHostMapping) {
@@ -63,8 +64,10 @@ TEST(GpuLoader, AChildForkedAfterInitIsToldWhyCuInitFails) {
       code = 1;
     } catch (const drvshim::CudaError& e) {
       std::printf("[ child    ] %s\n", e.what());
-      if (e.code() != 3 /* CUDA_ERROR_NOT_INITIALIZED */) code = 2;
-      else if (std::string(e.what()).find("forked") == std::string::npos) code = 3;
+      if (e.code() != 3 /* CUDA_ERROR_NOT_INITIALIZED */)
+        code = 2;
+      else if (std::string(e.what()).find("forked") == std::string::npos)
+        code = 3;
     } catch (const drvshim::Error& e) {
       std::printf("[ child    ] other error: %s\n", e.what());
       code = 4;

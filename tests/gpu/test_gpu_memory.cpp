@@ -85,7 +85,8 @@ TEST_F(GpuMemory, PinnedMappedRegisteredManagedAndPooledMemory) {
     auto pooled = AsyncDeviceBuffer::allocate(stream.ref(), n * 4);
     copy_async(stream.ref(), pooled.as<std::uint32_t>(), DeviceSpan<const std::uint32_t>(dev.as<std::uint32_t>()));
     std::vector<std::uint32_t> out(n, 0);
-    copy_async(stream.ref(), std::span<std::uint32_t>(out), DeviceSpan<const std::uint32_t>(pooled.as<std::uint32_t>()));
+    copy_async(stream.ref(), std::span<std::uint32_t>(out),
+               DeviceSpan<const std::uint32_t>(pooled.as<std::uint32_t>()));
     stream.ref().synchronize();
     EXPECT_EQ(out, in);
   }
@@ -120,9 +121,7 @@ TEST_F(GpuMemory, RegistrationContractCases) {
     EXPECT_EQ(got, c.expected) << c.name;
   }
   std::vector<std::uint8_t> block(8192);
-  {
-    auto r = RegisteredRange::register_range(ctx(), block.data(), block.size());
-  }
+  { auto r = RegisteredRange::register_range(ctx(), block.data(), block.size()); }
   const Status twice = unregister_host_range(ctx(), block.data());
   std::printf("[ contract ] unregister an unregistered range: %s\n", twice.to_string().c_str());
   EXPECT_EQ(twice.code(), 713);

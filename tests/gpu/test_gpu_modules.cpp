@@ -2,8 +2,8 @@
 // time (tests/gpu/kernels/kernels.cu): every format, argument checks, a PTX
 // syntax error's JIT log, ordering across streams with a spinning kernel, and
 // a real illegal-address fault in its own process.
-#include <filesystem>
 #include <unistd.h>
+#include <filesystem>
 
 #include <climits>
 #include <cstdio>
@@ -97,9 +97,11 @@ int poison_recovery_child(const std::string& how) {
       if (how == "reset") dev.reset_primary_context();
     }  // drvshim's retain goes
     step = 2;
-    std::printf("[ child    ] %s done; primary context %s\n", how.c_str(), dev.primary_context_state().active ? "active" : "inactive");
+    std::printf("[ child    ] %s done; primary context %s\n", how.c_str(),
+                dev.primary_context_state().active ? "active" : "inactive");
     auto again = dev.retain_primary_context();
-    std::printf("[ child    ] retained again: context 0x%lx (%s address)\n", static_cast<unsigned long>(again.ref().address()),
+    std::printf("[ child    ] retained again: context 0x%lx (%s address)\n",
+                static_cast<unsigned long>(again.ref().address()),
                 again.ref().address() == first ? "the same" : "another");
     step = 3;
     auto m = Module::load_file(again.ref(), kernel_dir() + "kernels.cubin");
@@ -150,8 +152,8 @@ TEST_F(GpuModules, ThePoisonedContextsRecoveryAsTheHintSaysIt) {
     const int code = WEXITSTATUS(status);
     const bool refused = code >= 20 && code < 30;
     std::printf("[ recovery ] %s: %s (child exit %d)\n", how,
-                code == 0 ? "the new context works"
-                : refused ? "the driver refused a step"
+                code == 0     ? "the new context works"
+                : refused     ? "the driver refused a step"
                 : code >= 128 ? "the child crashed"
                               : "drvshim failed",
                 code);
@@ -174,7 +176,8 @@ TEST_F(GpuModules, EveryFormatLoadsAndVaddComputes) {
   std::printf("[ info     ] module loading mode: %s\n", module_loading_mode(*drv_).c_str());
   for (const char* file : {"kernels.ptx", "kernels.cubin", "kernels.fatbin"}) {
     auto m = Module::load_file(ctx(), drvshim_gpu::kernel_dir() + file);
-    std::printf("[ info     ] %s: format %s, JIT %.3f ms, kernels:", file, to_string(m.format()), static_cast<double>(m.jit_log().wall_ms));
+    std::printf("[ info     ] %s: format %s, JIT %.3f ms, kernels:", file, to_string(m.format()),
+                static_cast<double>(m.jit_log().wall_ms));
     for (const auto& k : m.kernel_names()) std::printf(" %s", k.c_str());
     std::printf("\n");
     const Kernel vadd = m.kernel("vadd");
@@ -337,8 +340,9 @@ TEST_F(GpuModuleLifetime, AKernelOutlivesItsModuleOwnerAndStillComputes) {
 TEST_F(GpuModuleLifetime, AKernelWithoutParametersIsUncheckedAndLaunches) {
   auto m = Module::load_file(ctx(), drvshim_gpu::kernel_dir() + "kernels.cubin");
   const Kernel bump = m.kernel("bump_counter");
-  std::printf("[ info     ] bump_counter: params() %s\n",
-              bump.params() ? ("known, " + std::to_string(bump.params()->size()) + " parameter(s)").c_str() : "unknown");
+  std::printf(
+      "[ info     ] bump_counter: params() %s\n",
+      bump.params() ? ("known, " + std::to_string(bump.params()->size()) + " parameter(s)").c_str() : "unknown");
   EXPECT_FALSE(bump.params().has_value());
   auto counter = m.global<std::uint32_t>("counter");
   fill(counter, 0u);
@@ -352,7 +356,8 @@ TEST_F(GpuModuleLifetime, AKernelWithoutParametersIsUncheckedAndLaunches) {
 }
 
 std::string many_kernels_ptx(int count) {
-  std::string ptx = "// drvshim many kernels " + std::to_string(::getpid()) + "\n.version 7.0\n.target sm_75\n.address_size 64\n";
+  std::string ptx =
+      "// drvshim many kernels " + std::to_string(::getpid()) + "\n.version 7.0\n.target sm_75\n.address_size 64\n";
   for (int i = 0; i < count; ++i) {
     ptx += ".visible .entry kernel_number_" + std::to_string(i) + "(\n    .param .u64 p0\n)\n{\n    ret;\n}\n";
   }
@@ -452,8 +457,9 @@ TEST_F(GpuNvrtc, CompileCacheHitsLoadAndRunAndTheLinkerMakesACubin) {
   o.directory = std::string(tmpl) + "/c";
   KernelSource p;
   p.name = "axpy2.cu";
-  p.source = "template <typename T> __global__ void axpy(T a, const T* x, T* y, unsigned n) {\n"
-             "  const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) y[i] = a * x[i] + y[i];\n}\n";
+  p.source =
+      "template <typename T> __global__ void axpy(T a, const T* x, T* y, unsigned n) {\n"
+      "  const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) y[i] = a * x[i] + y[i];\n}\n";
   p.name_expressions = {"axpy<float>"};
   const auto cold = CompileCache(NvrtcLoadOptions{}, o).compile_for(ctx(), p);
   EXPECT_EQ(cold.outcome, CacheOutcome::compiled);

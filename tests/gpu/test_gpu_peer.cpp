@@ -24,11 +24,11 @@ std::string kernel_dir();
 namespace {
 
 // The real driver with at least two devices, or a skip saying why not.
-#define DRVSHIM_REQUIRE_TWO_GPUS(var)                                                                  \
-  DRVSHIM_REQUIRE_GPU(var);                                                                            \
-  if (var.device_count() < 2)                                                                          \
-    GTEST_SKIP() << "needs two devices; the driver reports " << var.device_count() << " (run on kind " \
-                 << "nvidia-h200-x2)"
+#define DRVSHIM_REQUIRE_TWO_GPUS(var)                                                                \
+  DRVSHIM_REQUIRE_GPU(var);                                                                          \
+  if (var.device_count() < 2)                                                                        \
+  GTEST_SKIP() << "needs two devices; the driver reports " << var.device_count() << " (run on kind " \
+               << "nvidia-h200-x2)"
 
 std::vector<std::uint32_t> random_words(std::size_t n, std::uint32_t seed) {
   std::mt19937 gen(seed);
@@ -96,7 +96,8 @@ TEST(MultiGpu, PeerCopiesOfRealSizesWithAndWithoutPeerAccess) {
                DeviceSpan<const std::uint32_t>(b.as<std::uint32_t>().subspan(0, n / 2)));
     s1.ref().synchronize();
     const auto back_values = read(a);
-    EXPECT_TRUE(std::equal(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(n / 2), back_values.begin() + static_cast<std::ptrdiff_t>(n / 2)))
+    EXPECT_TRUE(std::equal(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(n / 2),
+                           back_values.begin() + static_cast<std::ptrdiff_t>(n / 2)))
         << "unified-address copy_async back, peer access " << with_access;
     copy(a.as<std::uint32_t>(), std::span<const std::uint32_t>(values));
   }
@@ -168,8 +169,9 @@ TEST(MultiGpu, PoolsEnginesModulesAndCachesPerDeviceOnTwoThreads) {
   options.directory = std::string(dir_template) + "/c";
   CompileCache cache(nvrtc, options);
   KernelSource program;
-  program.source = "extern \"C\" __global__ void add_one(unsigned* p, unsigned n) {\n"
-                   "  unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) p[i] += 1u; }\n";
+  program.source =
+      "extern \"C\" __global__ void add_one(unsigned* p, unsigned n) {\n"
+      "  unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) p[i] += 1u; }\n";
   program.name = "add_one.cu";
   auto work = [&](const ContextRef& ctx, std::uint32_t seed) {
     PinnedPool pool(ctx);

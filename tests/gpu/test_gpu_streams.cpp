@@ -43,7 +43,8 @@ TEST_F(GpuStreams, AnEventWaitOrdersWorkAcrossStreams) {
   copy_async(consumer.ref(), b.as<std::uint32_t>(), DeviceSpan<const std::uint32_t>(a.as<std::uint32_t>()));
   copy_async(consumer.ref(), dst.as<std::uint32_t>(), DeviceSpan<const std::uint32_t>(b.as<std::uint32_t>()));
   consumer.ref().synchronize();
-  EXPECT_TRUE(std::equal(src.as<std::uint32_t>().begin(), src.as<std::uint32_t>().end(), dst.as<std::uint32_t>().begin()))
+  EXPECT_TRUE(
+      std::equal(src.as<std::uint32_t>().begin(), src.as<std::uint32_t>().end(), dst.as<std::uint32_t>().begin()))
       << "the consumer read before the producer's copy completed";
   producer.ref().synchronize();
 }

@@ -4,11 +4,11 @@
 #pragma once
 #include <cstdio>
 
-#define CHECK(call)                                                                       \
-  do {                                                                                    \
-    const cudaError_t e_ = (call);                                                        \
-    if (e_ != cudaSuccess) {                                                              \
+#define CHECK(call)                                                                                      \
+  do {                                                                                                   \
+    const cudaError_t e_ = (call);                                                                       \
+    if (e_ != cudaSuccess) {                                                                             \
       std::fprintf(stderr, "%s failed: %s (%s)\n", #call, cudaGetErrorName(e_), cudaGetErrorString(e_)); \
-      return 1;                                                                           \
-    }                                                                                     \
+      return 1;                                                                                          \
+    }                                                                                                    \
   } while (0)

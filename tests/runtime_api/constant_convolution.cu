@@ -24,7 +24,8 @@ int main(int argc, char** argv) {
   find_cuda_device(argc, argv);
   const int n = 1 << 16;
   float filter[2 * kRadius + 1];
-  for (int k = 0; k <= 2 * kRadius; ++k) filter[k] = 1.0f / static_cast<float>(1 + (k > kRadius ? k - kRadius : kRadius - k));
+  for (int k = 0; k <= 2 * kRadius; ++k)
+    filter[k] = 1.0f / static_cast<float>(1 + (k > kRadius ? k - kRadius : kRadius - k));
   checkCudaErrors(cudaMemcpyToSymbol(c_filter, filter, sizeof filter));
   size_t size = 0;
   checkCudaErrors(cudaGetSymbolSize(&size, c_filter));

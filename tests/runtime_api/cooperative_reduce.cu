@@ -52,7 +52,8 @@ int main(int argc, char** argv) {
   checkCudaErrors(cudaMemcpy(&sum, total, sizeof sum, cudaMemcpyDeviceToHost));
   long long expect = 0;
   for (int i = 0; i < n; ++i) expect += host[i];
-  std::printf("grid of %d x %d threads synchronised as a whole: sum %d (expected %lld)\n", blocks, threads, sum, expect);
+  std::printf("grid of %d x %d threads synchronised as a whole: sum %d (expected %lld)\n", blocks, threads, sum,
+              expect);
   const cudaError_t too_large =
       cudaLaunchCooperativeKernel(reinterpret_cast<void*>(grid_sum), blocks + 1, threads, args, 0, nullptr);
   std::printf("one block more than fits: %s\n", cudaGetErrorName(too_large));

@@ -9,8 +9,8 @@ int main() {
   checkCudaErrors(cudaDriverGetVersion(&driver));
   checkCudaErrors(cudaRuntimeGetVersion(&runtime));
   std::printf("Detected %d CUDA capable device(s)\n", count);
-  std::printf("CUDA driver version %d.%d, runtime version %d.%d\n", driver / 1000, (driver % 100) / 10,
-              runtime / 1000, (runtime % 100) / 10);
+  std::printf("CUDA driver version %d.%d, runtime version %d.%d\n", driver / 1000, (driver % 100) / 10, runtime / 1000,
+              (runtime % 100) / 10);
   for (int d = 0; d < count; ++d) {
     checkCudaErrors(cudaSetDevice(d));
     cudaDeviceProp p;
@@ -43,13 +43,13 @@ int main() {
     std::printf("  Integrated:                              %s\n", p.integrated ? "yes" : "no");
     std::printf("  Maps host memory:                        %s\n", p.canMapHostMemory ? "yes" : "no");
     std::printf("  Unified addressing:                      %s\n", p.unifiedAddressing ? "yes" : "no");
-    std::printf("  Managed memory:                          %s (concurrent access %s)\n", p.managedMemory ? "yes" : "no",
-                p.concurrentManagedAccess ? "yes" : "no");
+    std::printf("  Managed memory:                          %s (concurrent access %s)\n",
+                p.managedMemory ? "yes" : "no", p.concurrentManagedAccess ? "yes" : "no");
     std::printf("  Cooperative launch:                      %s\n", p.cooperativeLaunch ? "yes" : "no");
     std::printf("  Cluster launch:                          %s\n", p.clusterLaunch ? "yes" : "no");
     std::printf("  Memory pools:                            %s\n", p.memoryPoolsSupported ? "yes" : "no");
-    std::printf("  Host memory registration:                %s (read-only %s)\n", p.hostRegisterSupported ? "yes" : "no",
-                p.hostRegisterReadOnlySupported ? "yes" : "no");
+    std::printf("  Host memory registration:                %s (read-only %s)\n",
+                p.hostRegisterSupported ? "yes" : "no", p.hostRegisterReadOnlySupported ? "yes" : "no");
     std::printf("  ECC:                                     %s\n", p.ECCEnabled ? "on" : "off");
     std::printf("  PCI domain/bus/device:                   %d / %d / %d\n", p.pciDomainID, p.pciBusID, p.pciDeviceID);
     int mode = 0, clock = 0, memclock = 0, priorities = 0;

@@ -30,7 +30,8 @@ int main(int argc, char** argv) {
   cudaFuncAttributes attr;
   checkCudaErrors(cudaFuncGetAttributes(&attr, reverse_block));
   std::printf("max dynamic shared before: %d\n", attr.maxDynamicSharedSizeBytes);
-  checkCudaErrors(cudaFuncSetAttribute(reverse_block, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  checkCudaErrors(
+      cudaFuncSetAttribute(reverse_block, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   checkCudaErrors(cudaFuncGetAttributes(&attr, reverse_block));
   std::printf("max dynamic shared after: %d\n", attr.maxDynamicSharedSizeBytes);
   reverse_block<<<1, 256, bytes>>>(dev, n);

@@ -41,8 +41,8 @@ int main(int argc, char** argv) {
   float* strip = nullptr;
   size_t strip_pitch = 0;
   checkCudaErrors(cudaMallocPitch(&strip, &strip_pitch, 16 * sizeof(float), height));
-  checkCudaErrors(cudaMemcpy2D(strip, strip_pitch, dev + 100, pitch, 16 * sizeof(float), height,
-                               cudaMemcpyDeviceToDevice));
+  checkCudaErrors(
+      cudaMemcpy2D(strip, strip_pitch, dev + 100, pitch, 16 * sizeof(float), height, cudaMemcpyDeviceToDevice));
   float corner = 0.0f;
   checkCudaErrors(cudaMemcpy2D(&corner, sizeof(float), reinterpret_cast<char*>(strip) + (height - 1) * strip_pitch,
                                strip_pitch, sizeof(float), 1, cudaMemcpyDeviceToHost));

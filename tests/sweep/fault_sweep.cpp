@@ -12,11 +12,11 @@
 //
 // Prints "N scenarios, M injected failures, C crashes, L leaks, P problems"
 // and exits non-zero when C, L or P is not 0.
-#include <drvshim/drvshim.hpp>
 #include <cuda_runtime_api.h>
-#include <drvshim/runtime_compat.hpp>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <drvshim/drvshim.hpp>
+#include <drvshim/runtime_compat.hpp>
 
 #include <cstdio>
 #include <cstdlib>
@@ -119,7 +119,8 @@ std::vector<Scenario> scenarios() {
                  auto st = Stream::create(w.ctx());
                  fill_async(st.ref(), a.as<std::uint32_t>(), 3u);
                  copy_async(st.ref(), b.as<std::uint32_t>(), DeviceSpan<const std::uint32_t>(a.as<std::uint32_t>()));
-                 copy_async(st.ref(), std::span<std::uint32_t>(back), DeviceSpan<const std::uint32_t>(b.as<std::uint32_t>()));
+                 copy_async(st.ref(), std::span<std::uint32_t>(back),
+                            DeviceSpan<const std::uint32_t>(b.as<std::uint32_t>()));
                  st.ref().synchronize();
                  check(back[0] == 3, "async round trip");
                  (void)inspect_pointer(*w.driver, a.address());
@@ -186,8 +187,9 @@ std::vector<Scenario> scenarios() {
   s.push_back({"NVRTC and the compile cache (PTX linked by the driver)", "discrete", true, [](World& w) {
                  KernelSource program;
                  program.name = "sweep.cu";
-                 program.source = "extern \"C\" __global__ void vadd(const float* a, const float* b, float* c, unsigned n) "
-                                  "{ unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) c[i] = a[i] + b[i]; }";
+                 program.source =
+                     "extern \"C\" __global__ void vadd(const float* a, const float* b, float* c, unsigned n) "
+                     "{ unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) c[i] = a[i] + b[i]; }";
                  CompileCache cache(NvrtcLoadOptions{});
                  const CachedCompile result = cache.compile_for(w.ctx(), program);
                  auto m = Module::load(w.ctx(), result.result.image);
@@ -234,7 +236,8 @@ std::vector<Scenario> scenarios() {
                  (void)pool.acquire(1 << 20);
                  (void)pool.trim(0);
                }});
-  s.push_back({"runtime_compat: the Runtime API's lazy policy", "discrete", false, [](World&) {
+  s.push_back({"runtime_compat: the Runtime API's lazy policy", "discrete", false,
+               [](World&) {
                  namespace rt = drvshim::rt;
                  rt::set_policy(rt::Policy::lazy);
                  auto must = [](cudaError_t e, const char* what) {
@@ -306,8 +309,9 @@ const std::map<std::string, std::string>& recoveries() {
       {"cuCtxGetCurrent", "ContextScope tries a failed context switch once more"},
       {"cuCtxPushCurrent", "ContextScope tries a failed context switch once more"},
       {"cuCtxPopCurrent", "ContextScope tries a failed context switch once more"},
-      {"cuGetProcAddress", "Driver::load: an optional function is reported missing (a required one fails the load with "
-                           "DriverTooOldError naming it)"},
+      {"cuGetProcAddress",
+       "Driver::load: an optional function is reported missing (a required one fails the load with "
+       "DriverTooOldError naming it)"},
   };
   return m;
 }
@@ -317,18 +321,22 @@ struct Ledgers {
   unsigned long long misuse;
 };
 Ledgers read_ledgers() {
-  return Ledgers{drvshim_fake_live_contexts(),   drvshim_fake_live_device_allocations(),
-                 drvshim_fake_live_pinned_allocations(), drvshim_fake_live_registrations(),
-                 drvshim_fake_live_streams(),    drvshim_fake_live_events(),
-                 drvshim_fake_live_modules(),    std::max(0, drvshim_fake_primary_refcount(0)) +
-                                                     std::max(0, drvshim_fake_primary_refcount(1)),
+  return Ledgers{drvshim_fake_live_contexts(),
+                 drvshim_fake_live_device_allocations(),
+                 drvshim_fake_live_pinned_allocations(),
+                 drvshim_fake_live_registrations(),
+                 drvshim_fake_live_streams(),
+                 drvshim_fake_live_events(),
+                 drvshim_fake_live_modules(),
+                 std::max(0, drvshim_fake_primary_refcount(0)) + std::max(0, drvshim_fake_primary_refcount(1)),
                  drvshim_fake_misuse_count()};
 }
 
 std::string leak_text(const Ledgers& l, const std::set<std::string>& allowed) {
   std::string out;
   auto add = [&](const char* what, int n) {
-    if (n != 0 && allowed.count(what) == 0) out += std::string(out.empty() ? "" : ", ") + what + " " + std::to_string(n);
+    if (n != 0 && allowed.count(what) == 0)
+      out += std::string(out.empty() ? "" : ", ") + what + " " + std::to_string(n);
   };
   add("contexts", l.contexts);
   add("device", l.device);
@@ -371,7 +379,8 @@ int run_in_child(const Scenario& sc, const std::string& api, int nth, int out) {
   try {
     sc.body(w);
     if (api.empty()) {
-      for (size_t i = 0; i < drvshim_fake_call_log_size(); ++i) say(std::string("call ") + drvshim_fake_call_log_entry(i));
+      for (size_t i = 0; i < drvshim_fake_call_log_size(); ++i)
+        say(std::string("call ") + drvshim_fake_call_log_entry(i));
     } else if (drvshim_fake_pending_injections() != 0) {
       drvshim_fake_fail_call(api.c_str(), 0, 0);
       say("not reached (timing-dependent call)");
@@ -531,8 +540,9 @@ int main(int argc, char** argv) {
   }
   std::error_code ec;
   std::filesystem::remove_all(cache_dir, ec);
-  std::printf("%d scenarios, %d injected failures, %d crashes, %d leaks, %d problems (%d timing-dependent calls not "
-              "reached)\n",
-              scenarios_run, injected, crashes, leaks, problems, not_reached);
+  std::printf(
+      "%d scenarios, %d injected failures, %d crashes, %d leaks, %d problems (%d timing-dependent calls not "
+      "reached)\n",
+      scenarios_run, injected, crashes, leaks, problems, not_reached);
   return crashes + leaks + problems == 0 ? 0 : 1;
 }

@@ -1,6 +1,7 @@
 // drvshim-trace's analysis on hand-made record streams: no driver, no
 // process, no clock. Each diagnostic is shown firing on its pattern and not
 // firing on the nearest harmless one.
+#include <gtest/gtest.h>
 #include <drvshim_recorder/json_line.hpp>
 #include <drvshim_trace/api_info.hpp>
 #include <drvshim_trace/chrome_trace.hpp>
@@ -8,7 +9,6 @@
 #include <drvshim_trace/model.hpp>
 #include <drvshim_trace/records_io.hpp>
 #include <drvshim_trace/report.hpp>
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -259,9 +259,10 @@ TEST(TraceModel, UntracedEntryPointsOfAnOlderTraceMakeOneTimelineLineAndAListInT
   const std::string timeline = format_timeline(a, p, 100);
   EXPECT_EQ(timeline.find("untraced-entry-point"), std::string::npos) << timeline;
   EXPECT_EQ(timeline.find("untraced-summary"), std::string::npos) << timeline;
-  const std::string line = "[untraced] 4 entry point(s) the driver resolves but does not export: cuGLCtxCreate, "
-                           "cuGLMapBufferObject, cuEGLStreamConsumerConnect, cuVDPAUGetDevice; calls through them are "
-                           "not traced\n";
+  const std::string line =
+      "[untraced] 4 entry point(s) the driver resolves but does not export: cuGLCtxCreate, "
+      "cuGLMapBufferObject, cuEGLStreamConsumerConnect, cuVDPAUGetDevice; calls through them are "
+      "not traced\n";
   const auto at = timeline.find(line);
   ASSERT_NE(at, std::string::npos) << timeline;
   EXPECT_EQ(timeline.find(line, at + 1), std::string::npos) << "once per process\n" << timeline;
@@ -297,14 +298,14 @@ TEST(TraceModel, AnUntracedEntryPointThatWasCalledKeepsItsOwnLine) {
             std::string::npos)
       << child;
   EXPECT_EQ(child.find("entry point(s) the driver resolves"), std::string::npos) << child;
-  EXPECT_NE(format_summary(a, a.processes[0]).find("    cuGLInit@2000 flags 0: called 7 time(s)\n"),
-            std::string::npos);
+  EXPECT_NE(format_summary(a, a.processes[0]).find("    cuGLInit@2000 flags 0: called 7 time(s)\n"), std::string::npos);
 }
 
 TEST(TraceModel, CallsOtherThanStateChangesAreFoldedPerThreadAndApi) {
   Stream s;
   start(s);
-  for (int i = 0; i < 5; ++i) s.call(kMain, "cuLaunchKernel", "0xf, 1, 1, 1, 1, 1, 1, 0, null, 0x1, null", 0, "app", 0xc0, 200);
+  for (int i = 0; i < 5; ++i)
+    s.call(kMain, "cuLaunchKernel", "0xf, 1, 1, 1, 1, 1, 1, 0, null, 0x1, null", 0, "app", 0xc0, 200);
   const auto a = analyse(s.records());
   const auto& f = a.processes[0].folded.at(kMain).at("cuLaunchKernel");
   EXPECT_EQ(f.calls, 4u) << "the first launch is shown as the thread's first use of the context";
@@ -417,14 +418,16 @@ TEST(TraceDiagnostics, ALibraryLeavesTheStackUnbalanced) {
 TEST(TraceDiagnostics, CudaInAForkedChildOfAnInitialisedParent) {
   Stream s;
   start(s);
-  s.pid(200).event(Kind::process, "fork", "parent=100; parent_initialized=1; exe=/bin/app", 200)
+  s.pid(200)
+      .event(Kind::process, "fork", "parent=100; parent_initialized=1; exe=/bin/app", 200)
       .call(200, "cuDeviceGetCount", "->1", 0, "app");
   const auto a = analyse(s.records());
   ASSERT_EQ(a.processes.size(), 2u);
   ASSERT_TRUE(has(a, "fork-after-init")) << format_diagnostics(a);
   EXPECT_EQ(a.diagnostics[0].pid, 200u);
   Stream clean;
-  clean.pid(200).event(Kind::process, "fork", "parent=100; parent_initialized=0; exe=/bin/app", 200)
+  clean.pid(200)
+      .event(Kind::process, "fork", "parent=100; parent_initialized=0; exe=/bin/app", 200)
       .call(200, "cuInit", "0x0", 0, "app");
   EXPECT_FALSE(has(analyse(clean.records()), "fork-after-init")) << "a child of an uninitialised parent may use CUDA";
 }

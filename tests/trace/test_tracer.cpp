@@ -3,12 +3,12 @@
 // linked with -lcuda, entry points through cuGetProcAddress, runtime_compat's
 // programs, fork, spawn, dlopen by path); the tests assert on the recorded
 // calls, the analysis, the report and the Chrome trace.
+#include <gtest/gtest.h>
+#include <unistd.h>
 #include <drvshim_trace/api_info.hpp>
 #include <drvshim_trace/model.hpp>
 #include <drvshim_trace/records_io.hpp>
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -45,16 +45,16 @@ struct TraceRun {
 
 // Runs `command` under drvshim-trace with the fake behind the interposer.
 TraceRun trace(const std::vector<std::string>& tracer_args, const std::vector<std::string>& command,
-          const std::string& env = "", const std::string& libcuda = DRVSHIM_TEST_FAKE_PATH) {
+               const std::string& env = "", const std::string& libcuda = DRVSHIM_TEST_FAKE_PATH) {
   static int counter = 0;
-  const fs::path dir = fs::path(DRVSHIM_TEST_WORK_DIR) / "runs" /
-                       (std::to_string(::getpid()) + "-" + std::to_string(++counter));
+  const fs::path dir =
+      fs::path(DRVSHIM_TEST_WORK_DIR) / "runs" / (std::to_string(::getpid()) + "-" + std::to_string(++counter));
   fs::create_directories(dir);
   const std::string json = (dir / "trace.jsonl").string();
   const std::string chrome = (dir / "trace.json").string();
   const std::string report = (dir / "report.txt").string();
-  std::string cmd = env + " " DRVSHIM_TEST_TRACER " --libcuda " + libcuda + " --json " + json +
-                    " --chrome " + chrome + " --report " + report;
+  std::string cmd = env + " " DRVSHIM_TEST_TRACER " --libcuda " + libcuda + " --json " + json + " --chrome " + chrome +
+                    " --report " + report;
   for (const auto& a : tracer_args) cmd += " " + a;
   cmd += " --";
   for (const auto& c : command) cmd += " " + c;
@@ -101,9 +101,9 @@ TEST(Tracer, ALcudaProgramsCallsInOrderAttributedToIt) {
   const TraceRun run = trace({}, {kScenarios, "basic"});
   ASSERT_EQ(run.code, 0) << run.err;
   EXPECT_EQ(run.bad_lines, 0u);
-  const std::vector<std::string> expected = {"cuInit",          "cuDeviceGet",  "cuDevicePrimaryCtxRetain",
-                                             "cuCtxSetCurrent", "cuMemAlloc_v2", "cuMemFree_v2",
-                                             "cuCtxSetCurrent", "cuDevicePrimaryCtxRelease_v2"};
+  const std::vector<std::string> expected = {
+      "cuInit",        "cuDeviceGet",  "cuDevicePrimaryCtxRetain", "cuCtxSetCurrent",
+      "cuMemAlloc_v2", "cuMemFree_v2", "cuCtxSetCurrent",          "cuDevicePrimaryCtxRelease_v2"};
   EXPECT_EQ(calls_from(run, "trace_scenarios"), expected);
   ASSERT_EQ(run.analysis.processes.size(), 1u);
   const ProcessInfo& p = run.analysis.processes[0];
@@ -149,7 +149,8 @@ TEST(Tracer, LookupsHandBackTheInterposersWrapperOfExactlyTheVariantReturned) {
   ASSERT_EQ(run.code, 0) << run.err << run.out;
   // Calls through the looked-up pointers are traced under their exact names.
   const auto calls = calls_from(run, "trace_scenarios");
-  for (const char* sym : {"cuMemAlloc_v2", "cuMemFree_v2", "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRetain"}) {
+  for (const char* sym :
+       {"cuMemAlloc_v2", "cuMemFree_v2", "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRetain"}) {
     EXPECT_NE(std::find(calls.begin(), calls.end(), sym), calls.end()) << sym;
   }
   // The lookups themselves, the empty-symbol probe and the legacy 4-argument form included.
@@ -307,8 +308,7 @@ INSTANTIATE_TEST_SUITE_P(
         DiagnosticCase{"fork", "fork-after-init", "after it initialised CUDA) called cuDeviceGetCount", ""},
         DiagnosticCase{"reset-while-used", "primary-released-while-used",
                        "(libtrace_helper.so) reset device 0's primary context while 1 retain(s)", ""},
-        DiagnosticCase{"ignored-error", "ignored-error",
-                       "cuStreamSynchronize on 0x", ""}),
+        DiagnosticCase{"ignored-error", "ignored-error", "cuStreamSynchronize on 0x", ""}),
     [](const auto& param_info) {
       std::string name = param_info.param.id;
       std::replace(name.begin(), name.end(), '-', '_');
@@ -461,8 +461,9 @@ TEST(Tracer, SummaryModeRecordsStateChangesAndCountsTheRest) {
   const TraceRun run = trace({"--mode", "summary"}, {kScenarios, "basic"});
   ASSERT_EQ(run.code, 0) << run.err;
   const auto calls = calls_from(run, "trace_scenarios");
-  const std::vector<std::string> expected = {"cuInit", "cuDevicePrimaryCtxRetain", "cuCtxSetCurrent", "cuMemAlloc_v2",
-                                             "cuMemFree_v2", "cuCtxSetCurrent", "cuDevicePrimaryCtxRelease_v2"};
+  const std::vector<std::string> expected = {
+      "cuInit",          "cuDevicePrimaryCtxRetain",    "cuCtxSetCurrent", "cuMemAlloc_v2", "cuMemFree_v2",
+      "cuCtxSetCurrent", "cuDevicePrimaryCtxRelease_v2"};
   EXPECT_EQ(calls, expected) << "cuDeviceGet is only counted";
   const auto& p = run.analysis.processes.at(0);
   EXPECT_EQ(p.folded.at(p.pid).at("cuDeviceGet").calls, 1u);

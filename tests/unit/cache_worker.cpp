@@ -69,7 +69,8 @@ int main(int argc, char** argv) {
   try {
     if (argc == 6 && std::string(argv[1]) == "--stress") return stress(argv[2], argv[3], argv[4], std::atoi(argv[5]));
     if (argc != 4) {
-      std::fprintf(stderr, "usage: %s CACHE_DIR START_FILE SEED\n       %s --stress CACHE_DIR INCLUDE_DIR START_FILE MILLIS\n",
+      std::fprintf(stderr,
+                   "usage: %s CACHE_DIR START_FILE SEED\n       %s --stress CACHE_DIR INCLUDE_DIR START_FILE MILLIS\n",
                    argv[0], argv[0]);
       return 2;
     }
@@ -77,7 +78,8 @@ int main(int argc, char** argv) {
     options.directory = argv[1];
     drvshim::CompileCache cache(drvshim::NvrtcLoadOptions{}, options);
     drvshim::KernelSource program;
-    program.source = std::string("extern \"C\" __global__ void worker(int* p) { p[threadIdx.x] += ") + argv[3] + "; }\n";
+    program.source =
+        std::string("extern \"C\" __global__ void worker(int* p) { p[threadIdx.x] += ") + argv[3] + "; }\n";
     program.name = "worker.cu";
     program.options.arch = "compute_90";
     if (!wait_for_start(argv[2])) return 3;

@@ -106,7 +106,8 @@ inline int value_in(const std::vector<std::byte>& image) {
   const std::string text(reinterpret_cast<const char*>(image.data()), image.size());
   for (auto pos = text.find("7310"); pos != std::string::npos; pos = text.find("7310", pos + 1)) {
     if (pos + 6 < text.size() && std::isdigit(static_cast<unsigned char>(text[pos + 4])) &&
-        std::isdigit(static_cast<unsigned char>(text[pos + 5])) && !std::isdigit(static_cast<unsigned char>(text[pos + 6]))) {
+        std::isdigit(static_cast<unsigned char>(text[pos + 5])) &&
+        !std::isdigit(static_cast<unsigned char>(text[pos + 6]))) {
       return (text[pos + 4] - '0') * 10 + (text[pos + 5] - '0');
     }
   }
@@ -138,7 +139,8 @@ struct LogCapture {
   }
   bool has(const std::string& part) {
     std::lock_guard<std::mutex> lock(mutex);
-    return std::any_of(lines.begin(), lines.end(), [&](const std::string& l) { return l.find(part) != std::string::npos; });
+    return std::any_of(lines.begin(), lines.end(),
+                       [&](const std::string& l) { return l.find(part) != std::string::npos; });
   }
   std::string all() {
     std::lock_guard<std::mutex> lock(mutex);

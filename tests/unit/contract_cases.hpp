@@ -74,15 +74,13 @@ inline std::vector<ContractResult> run_contract_cases(const drvshim::Driver& drv
       PrimaryContext second = dev.retain_primary_context();
       add("second retain: same context", second.ref().address() == p.ref().address() ? "same" : "different", "same");
       // drvshim's own first retain activated it: the second is not an adoption (issue 19).
-      add("second retain: not adopted (drvshim activated it)", second.adopted() ? "adopted" : "activated",
-          "activated");
+      add("second retain: not adopted (drvshim activated it)", second.adopted() ? "adopted" : "activated", "activated");
     }
     add("one of two retains released: still active", state_text(dev.primary_context_state()), "active,sched_auto");
     add("set other flags while active: refused",
         code_of_failure([&] { dev.set_primary_context_flags(ContextFlags::sched_spin); }), "drvshim-error");
     const MemoryInfo info = p.ref().memory_info();
-    add("memory_info total equals cuDeviceTotalMem", info.total == dev.total_memory() ? "equal" : "different",
-        "equal");
+    add("memory_info total equals cuDeviceTotalMem", info.total == dev.total_memory() ? "equal" : "different", "equal");
     add("memory_info free within total", info.free > 0 && info.free <= info.total ? "yes" : "no", "yes");
   }
   add("all retains released: inactive", state_text(dev.primary_context_state()), "inactive,sched_auto");
@@ -105,8 +103,8 @@ inline std::vector<ContractResult> run_contract_cases(const drvshim::Driver& drv
     PrimaryContext p = dev.retain_primary_context();
     const std::string ptx = fresh_ptx();
     const auto image = std::as_bytes(std::span<const char>(ptx.data(), ptx.size()));
-    add("PTX module load: JIT wall time reported",
-        positive_ms(Module::load(p.ref(), image).jit_log().wall_ms), "positive");
+    add("PTX module load: JIT wall time reported", positive_ms(Module::load(p.ref(), image).jit_log().wall_ms),
+        "positive");
     const std::string ptx2 = fresh_ptx();
     add("link_ptx: JIT wall time reported",
         positive_ms(link_ptx(p.ref(), std::as_bytes(std::span<const char>(ptx2.data(), ptx2.size())), "contract.ptx")

@@ -3,8 +3,8 @@
 // test checks the invariants that must hold after any sequence of drvshim
 // calls: the thread's context stack is as it was, nothing leaked, no misuse
 // of driver handles, every primary-context retain of drvshim released.
-#include <drvshim/drvshim.hpp>
 #include <gtest/gtest.h>
+#include <drvshim/drvshim.hpp>
 
 #include <optional>
 #include <stdexcept>

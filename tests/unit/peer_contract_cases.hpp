@@ -43,13 +43,23 @@ inline std::vector<ContractResult> run_peer_contract_cases(const drvshim::Driver
   const ContextRef c1 = p1.ref();
   {
     PeerAccess there = PeerAccess::enable(c0, c1);
-    add("enable 0 -> 1: a fresh enablement", there.adopted() ? "adopted" : there.shared() ? "shared" : "fresh", "fresh");
+    add("enable 0 -> 1: a fresh enablement",
+        there.adopted()  ? "adopted"
+        : there.shared() ? "shared"
+                         : "fresh",
+        "fresh");
     PeerAccess again = PeerAccess::enable(c0, c1);
     add("enable 0 -> 1 twice: the driver says already enabled (drvshim shares it)",
-        again.adopted() ? "adopted" : again.shared() ? "shared" : "fresh", "shared");
+        again.adopted()  ? "adopted"
+        : again.shared() ? "shared"
+                         : "fresh",
+        "shared");
     PeerAccess back = PeerAccess::enable(c1, c0);
     add("enable 1 -> 0 while 0 -> 1 is on: access is one-way, this is another enablement",
-        back.adopted() ? "adopted" : back.shared() ? "shared" : "fresh", "fresh");
+        back.adopted()  ? "adopted"
+        : back.shared() ? "shared"
+                        : "fresh",
+        "fresh");
     again.disable();
     there.disable();
     back.disable();
@@ -57,14 +67,14 @@ inline std::vector<ContractResult> run_peer_contract_cases(const drvshim::Driver
   {
     // The last owner's disable really ended it: the driver enables it afresh.
     PeerAccess after = PeerAccess::enable(c0, c1);
-    add("enable 0 -> 1 after the last owner disabled it", after.shared() || after.adopted() ? "left on" : "fresh", "fresh");
+    add("enable 0 -> 1 after the last owner disabled it", after.shared() || after.adopted() ? "left on" : "fresh",
+        "fresh");
   }
   {
     Context other = d1.create_context();
     add("enable 0 -> a non-primary context of device 1",
         code_of_failure([&] { PeerAccess a = PeerAccess::enable(c0, other.ref()); }), "ok");
-    add("enable between two contexts of device 0: refused by drvshim",
-        code_of_failure([&] {
+    add("enable between two contexts of device 0: refused by drvshim", code_of_failure([&] {
           Context mine = d0.create_context();
           PeerAccess a = PeerAccess::enable(c0, mine.ref());
         }),
@@ -97,8 +107,7 @@ inline std::vector<ContractResult> run_peer_contract_cases(const drvshim::Driver
     PeerAccess there = PeerAccess::enable(c1, c0);
     auto s1 = Stream::create(c1);
     fill(b.as<std::uint32_t>(), 0u);
-    add("copy_peer_async on a stream of the destination, with peer access",
-        code_of_failure([&] {
+    add("copy_peer_async on a stream of the destination, with peer access", code_of_failure([&] {
           copy_peer_async(s1.ref(), b.as<std::uint32_t>(), a.as<std::uint32_t>());
           s1.ref().synchronize();
         }),
@@ -106,8 +115,7 @@ inline std::vector<ContractResult> run_peer_contract_cases(const drvshim::Driver
     add("copy_peer_async: data arrives", same(b), "same");
     auto s0 = Stream::create(c0);
     fill(b.as<std::uint32_t>(), 0u);
-    add("unified-address copy_async on a stream of the source",
-        code_of_failure([&] {
+    add("unified-address copy_async on a stream of the source", code_of_failure([&] {
           copy_async(s0.ref(), b.as<std::uint32_t>(), DeviceSpan<const std::uint32_t>(a.as<std::uint32_t>()));
           s0.ref().synchronize();
         }),
@@ -122,16 +130,15 @@ inline std::vector<ContractResult> run_peer_contract_cases(const drvshim::Driver
     auto e0 = Event::create(c0);
     add("cuEventRecord of device 0's event on device 0's stream", code_of_failure([&] { e0.ref().record(s0.ref()); }),
         "ok");
-    add("a stream of device 1 waits for device 0's event (cuStreamWaitEvent)",
-        code_of_failure([&] {
+    add("a stream of device 1 waits for device 0's event (cuStreamWaitEvent)", code_of_failure([&] {
           s1.ref().wait(e0.ref());
           s1.ref().synchronize();
         }),
         "ok");
     // drvshim refuses before the driver (EventRef::record checks the contexts; the
     // driver would answer CUDA_ERROR_INVALID_HANDLE, as cuda.h documents).
-    add("cuEventRecord of device 0's event on device 1's stream",
-        code_of_failure([&] { e0.ref().record(s1.ref()); }), "drvshim-error");
+    add("cuEventRecord of device 0's event on device 1's stream", code_of_failure([&] { e0.ref().record(s1.ref()); }),
+        "drvshim-error");
     s0.ref().synchronize();
   }
   return out;

@@ -14,11 +14,11 @@ namespace drvshim_test {
 
 struct RegisterCase {
   const char* name;
-  std::size_t offset;   // into a page-aligned 64 KiB host block
+  std::size_t offset;  // into a page-aligned 64 KiB host block
   std::size_t bytes;
   std::size_t offset2;  // a second registration, when bytes2 != 0
   std::size_t bytes2;
-  const char* expected; // "ok", an error kind, or the CUresult name of the second registration
+  const char* expected;  // "ok", an error kind, or the CUresult name of the second registration
 };
 
 inline const std::vector<RegisterCase>& register_cases() {
@@ -51,10 +51,11 @@ inline std::string outcome(const std::function<void()>& f) {
 // Runs one case in `ctx`; registrations are undone before returning.
 inline std::string run_register_case(const drvshim::ContextRef& ctx, const RegisterCase& c) {
   std::vector<std::uint8_t> block(65536 + 4096);
-  auto* base = reinterpret_cast<std::uint8_t*>((reinterpret_cast<std::uintptr_t>(block.data()) + 4095) &
-                                               ~std::uintptr_t{4095});
+  auto* base =
+      reinterpret_cast<std::uint8_t*>((reinterpret_cast<std::uintptr_t>(block.data()) + 4095) & ~std::uintptr_t{4095});
   std::optional<drvshim::RegisteredRange> first;
-  std::string got = outcome([&] { first.emplace(drvshim::RegisteredRange::register_range(ctx, base + c.offset, c.bytes)); });
+  std::string got =
+      outcome([&] { first.emplace(drvshim::RegisteredRange::register_range(ctx, base + c.offset, c.bytes)); });
   if (got == "ok" && c.bytes2 != 0) {
     got = outcome([&] { (void)drvshim::RegisteredRange::register_range(ctx, base + c.offset2, c.bytes2); });
   }

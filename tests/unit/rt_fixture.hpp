@@ -24,8 +24,8 @@ void __cudaRegisterFunction(void** handle, const char* host_fun, char* device_fu
                             int thread_limit, uint3* tid, uint3* bid, dim3* bdim, dim3* gdim, int* wsize);
 void __cudaRegisterVar(void** handle, char* host_var, char* device_address, const char* device_name, int ext,
                        size_t size, int constant, int global);
-void __cudaRegisterManagedVar(void** handle, void** host_var_ptr_address, char* device_address,
-                              const char* device_name, int ext, size_t size, int constant, int global);
+void __cudaRegisterManagedVar(void** handle, void** host_var_ptr_address, char* device_address, const char* device_name,
+                              int ext, size_t size, int constant, int global);
 char __cudaInitModule(void** handle);
 cudaError_t __cudaGetKernel(cudaKernel_t* kernel, const void* host_stub);
 cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void** args, size_t shared,
@@ -100,7 +100,8 @@ class Registered {
   void** handle() const { return handle_; }
   // Registers a kernel; `stub` stands in for nvcc's host stub.
   const void* function(const char* stub, const char* name) {
-    __cudaRegisterFunction(handle_, stub, const_cast<char*>(name), name, -1, nullptr, nullptr, nullptr, nullptr, nullptr);
+    __cudaRegisterFunction(handle_, stub, const_cast<char*>(name), name, -1, nullptr, nullptr, nullptr, nullptr,
+                           nullptr);
     return stub;
   }
   void end() { __cudaRegisterFatBinaryEnd(handle_); }

@@ -22,7 +22,8 @@ struct OrderCase {
 // completes later and then sets every element of `buffer` to `value` (the
 // fake: a held legacy stream released by a timer; the GPU: a kernel that spins
 // first). Returns something to call once the case is over (joins a timer).
-using BusyLegacyStream = std::function<std::function<void()>(drvshim::DeviceSpan<std::uint32_t> buffer, std::uint32_t value)>;
+using BusyLegacyStream =
+    std::function<std::function<void()>(drvshim::DeviceSpan<std::uint32_t> buffer, std::uint32_t value)>;
 
 inline std::string stale_text(const std::vector<std::uint32_t>& v, std::uint32_t value) {
   std::size_t stale = 0;
@@ -32,7 +33,7 @@ inline std::string stale_text(const std::vector<std::uint32_t>& v, std::uint32_t
 
 // `count` 32-bit elements; large enough to be staged (see StagingOptions::direct_below).
 inline std::vector<OrderCase> run_stream_order_cases(const drvshim::ContextRef& ctx, std::size_t count,
-                                                    const BusyLegacyStream& busy) {
+                                                     const BusyLegacyStream& busy) {
   using namespace drvshim;
   std::vector<OrderCase> out;
   auto buffer = DeviceBuffer::allocate(ctx, count * sizeof(std::uint32_t));

@@ -178,7 +178,8 @@ TEST_F(Background, ACallThatNeedsInitWaitsForTheBackgroundCuInitAndTheTraceShows
   EXPECT_NE(waits[0].args.find(" for init (done)"), std::string::npos) << waits[0].args;
   // The wait spans the end of the helper thread's cuInit.
   const auto records = trace::records();
-  const auto init = std::find_if(records.begin(), records.end(), [](const trace::Record& r) { return r.api == "cuInit"; });
+  const auto init =
+      std::find_if(records.begin(), records.end(), [](const trace::Record& r) { return r.api == "cuInit"; });
   ASSERT_NE(init, records.end());
   EXPECT_NE(init->thread, waits[0].thread) << "cuInit ran on the helper thread";
   EXPECT_LT(waits[0].timestamp_ns, init->timestamp_ns + init->duration_ns);
@@ -280,7 +281,8 @@ TEST_F(Background, DriverInitAfterABackgroundFailureThrowsTheOriginalErrorOnceTh
   const auto e = expect_throw<CudaError>([&] { drv.init(); });
   EXPECT_EQ(e.code(), CUDA_ERROR_NO_DEVICE);
   EXPECT_EQ(e.api(), "cuInit");
-  EXPECT_EQ(drvshim_fake_call_count("cuInit"), 1u) << "the first init() reported the background's failure, no second cuInit";
+  EXPECT_EQ(drvshim_fake_call_count("cuInit"), 1u)
+      << "the first init() reported the background's failure, no second cuInit";
   drv.init();
   EXPECT_TRUE(drv.initialized());
   EXPECT_EQ(drvshim_fake_call_count("cuInit"), 2u);
@@ -406,15 +408,17 @@ TEST_F(Background, OptionsThatCannotWorkAreRefusedBeforeAnyThreadStarts) {
   module_elsewhere.primary_contexts = {0};
   module_elsewhere.modules.push_back({"mod", 1, {}, image_of(kModulePtx)});
   const auto e = expect_throw<InvalidArgumentError>([&] { (void)BackgroundInit::start(std::move(module_elsewhere)); });
-  EXPECT_NE(std::string(e.what()).find("module \"mod\" is for device 1, whose primary context is not in primary_contexts"),
-            std::string::npos)
+  EXPECT_NE(
+      std::string(e.what()).find("module \"mod\" is for device 1, whose primary context is not in primary_contexts"),
+      std::string::npos)
       << e.what();
   auto twice = fake_options();
   twice.tasks.push_back({"t", [] {}});
   twice.tasks.push_back({"t", [] {}});
-  EXPECT_NE(std::string(expect_throw<InvalidArgumentError>([&] { (void)BackgroundInit::start(std::move(twice)); }).what())
-                .find("two tasks are named \"t\""),
-            std::string::npos);
+  EXPECT_NE(
+      std::string(expect_throw<InvalidArgumentError>([&] { (void)BackgroundInit::start(std::move(twice)); }).what())
+          .find("two tasks are named \"t\""),
+      std::string::npos);
   auto empty = fake_options();
   empty.libraries.push_back({"lib", {}, {}});
   EXPECT_THROW((void)BackgroundInit::start(std::move(empty)), InvalidArgumentError);

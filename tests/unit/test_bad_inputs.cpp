@@ -88,30 +88,46 @@ std::vector<BadInput> rows() {
   const DevicePtr null_ptr = 0;
   return {
       // ---- events: a destroyed owner fails on the empty view, in every build
-      {"WaitOnADestroyedEvent", ErrorKind::invalid_argument, {"StreamRef::wait", "after its Event was destroyed"},
-       [](Env& env) { StreamRef::legacy_default(env.ctx).wait(destroyed_event(env)); }, "cuStreamWaitEvent"},
-      {"RecordADestroyedEvent", ErrorKind::invalid_argument, {"EventRef::record", "after its Event was destroyed"},
-       [](Env& env) { destroyed_event(env).record(StreamRef::legacy_default(env.ctx)); }, "cuEventRecord"},
-      {"SynchronizeADestroyedEvent", ErrorKind::invalid_argument,
+      {"WaitOnADestroyedEvent",
+       ErrorKind::invalid_argument,
+       {"StreamRef::wait", "after its Event was destroyed"},
+       [](Env& env) { StreamRef::legacy_default(env.ctx).wait(destroyed_event(env)); },
+       "cuStreamWaitEvent"},
+      {"RecordADestroyedEvent",
+       ErrorKind::invalid_argument,
+       {"EventRef::record", "after its Event was destroyed"},
+       [](Env& env) { destroyed_event(env).record(StreamRef::legacy_default(env.ctx)); },
+       "cuEventRecord"},
+      {"SynchronizeADestroyedEvent",
+       ErrorKind::invalid_argument,
        {"EventRef::synchronize", "after its Event was destroyed"},
-       [](Env& env) { destroyed_event(env).synchronize(); }, "cuEventSynchronize"},
-      {"QueryADestroyedEvent", ErrorKind::invalid_argument, {"EventRef::query", "after its Event was destroyed"},
-       [](Env& env) { (void)destroyed_event(env).query(); }, "cuEventQuery"},
-      {"TimeWithADestroyedEvent", ErrorKind::invalid_argument, {"elapsed", "after its Event was destroyed"},
+       [](Env& env) { destroyed_event(env).synchronize(); },
+       "cuEventSynchronize"},
+      {"QueryADestroyedEvent",
+       ErrorKind::invalid_argument,
+       {"EventRef::query", "after its Event was destroyed"},
+       [](Env& env) { (void)destroyed_event(env).query(); },
+       "cuEventQuery"},
+      {"TimeWithADestroyedEvent",
+       ErrorKind::invalid_argument,
+       {"elapsed", "after its Event was destroyed"},
        [](Env& env) {
          Event start = Event::create(env.ctx);
          start.ref().record(StreamRef::legacy_default(env.ctx));
          (void)elapsed(start.ref(), destroyed_event(env));
        },
        "cuEventElapsedTime"},
-      {"ViewOfAMovedFromEvent", ErrorKind::invalid_argument, {"Event::ref", "empty (moved from or destroyed)"},
+      {"ViewOfAMovedFromEvent",
+       ErrorKind::invalid_argument,
+       {"Event::ref", "empty (moved from or destroyed)"},
        [](Env& env) {
          Event a = Event::create(env.ctx);
          Event b = std::move(a);
          StreamRef::legacy_default(env.ctx).wait(a.ref());  // NOLINT(bugprone-use-after-move): the point
        },
        "cuStreamWaitEvent"},
-      {"RecordOnAStreamOfAnotherContext", ErrorKind::invalid_argument,
+      {"RecordOnAStreamOfAnotherContext",
+       ErrorKind::invalid_argument,
        {"EventRef::record", "belongs to context", "record an event on a stream of its own context"},
        [](Env& env) {
          Context other = env.drv.device(0).create_context();
@@ -120,7 +136,9 @@ std::vector<BadInput> rows() {
          e.ref().record(s.ref());
        },
        "cuEventRecord"},
-      {"TimeEventsOfTwoContexts", ErrorKind::invalid_argument, {"elapsed", "belongs to context", "same context"},
+      {"TimeEventsOfTwoContexts",
+       ErrorKind::invalid_argument,
+       {"elapsed", "belongs to context", "same context"},
        [](Env& env) {
          Context other = env.drv.device(0).create_context();
          Event a = Event::create(env.ctx);
@@ -130,113 +148,182 @@ std::vector<BadInput> rows() {
          (void)elapsed(a.ref(), b.ref());
        },
        "cuEventElapsedTime"},
-      {"TimeAnUnrecordedEvent", ErrorKind::invalid_argument, {"elapsed", "was never recorded"},
+      {"TimeAnUnrecordedEvent",
+       ErrorKind::invalid_argument,
+       {"elapsed", "was never recorded"},
        [](Env& env) {
          Event a = Event::create(env.ctx);
          Event b = Event::create(env.ctx);
          (void)elapsed(a.ref(), b.ref());
        },
        "cuEventElapsedTime"},
-      {"InterprocessEventWithTiming", ErrorKind::invalid_argument, {"interprocess event must also disable timing"},
-       [](Env& env) { (void)Event::create(env.ctx, EventFlags::interprocess); }, "cuEventCreate"},
+      {"InterprocessEventWithTiming",
+       ErrorKind::invalid_argument,
+       {"interprocess event must also disable timing"},
+       [](Env& env) { (void)Event::create(env.ctx, EventFlags::interprocess); },
+       "cuEventCreate"},
       // ---- streams: a view of a destroyed Stream (debug builds)
-      {"SynchronizeADestroyedStream", ErrorKind::invalid_argument,
+      {"SynchronizeADestroyedStream",
+       ErrorKind::invalid_argument,
        {"StreamRef::synchronize", "after its Stream was destroyed"},
-       [](Env& env) { destroyed_stream(env).synchronize(); }, "cuStreamSynchronize", true},
-      {"QueryADestroyedStream", ErrorKind::invalid_argument, {"StreamRef::query", "after its Stream was destroyed"},
-       [](Env& env) { (void)destroyed_stream(env).query(); }, "cuStreamQuery", true},
-      {"CopyOnADestroyedStream", ErrorKind::invalid_argument, {"copy_async", "after its Stream was destroyed"},
+       [](Env& env) { destroyed_stream(env).synchronize(); },
+       "cuStreamSynchronize",
+       true},
+      {"QueryADestroyedStream",
+       ErrorKind::invalid_argument,
+       {"StreamRef::query", "after its Stream was destroyed"},
+       [](Env& env) { (void)destroyed_stream(env).query(); },
+       "cuStreamQuery",
+       true},
+      {"CopyOnADestroyedStream",
+       ErrorKind::invalid_argument,
+       {"copy_async", "after its Stream was destroyed"},
        [](Env& env) {
          auto buf = DeviceBuffer::allocate(env.ctx, 64);
          const std::vector<std::uint8_t> host(64);
          copy_async(destroyed_stream(env), buf.as<std::uint8_t>(), std::span<const std::uint8_t>(host));
        },
-       "cuMemcpyHtoDAsync", true},
-      {"FillOnADestroyedStream", ErrorKind::invalid_argument, {"fill_async", "after its Stream was destroyed"},
+       "cuMemcpyHtoDAsync",
+       true},
+      {"FillOnADestroyedStream",
+       ErrorKind::invalid_argument,
+       {"fill_async", "after its Stream was destroyed"},
        [](Env& env) {
          auto buf = DeviceBuffer::allocate(env.ctx, 64);
          fill_async(destroyed_stream(env), buf.as<std::uint32_t>(), 7u);
        },
-       "cuMemsetD32Async", true},
-      {"LaunchOnADestroyedStream", ErrorKind::invalid_argument, {"launch", "after its Stream was destroyed"},
+       "cuMemsetD32Async",
+       true},
+      {"LaunchOnADestroyedStream",
+       ErrorKind::invalid_argument,
+       {"launch", "after its Stream was destroyed"},
        [null_ptr](Env& env) {
          const Kernel k = env.module().kernel("vadd");
          launch(k, LaunchConfig{{1}, {32}, 0, destroyed_stream(env), {}}, null_ptr, null_ptr, null_ptr, 0u);
        },
-       "cuLaunchKernel", true},
-      {"RecordOnADestroyedStream", ErrorKind::invalid_argument, {"EventRef::record", "after its Stream was destroyed"},
+       "cuLaunchKernel",
+       true},
+      {"RecordOnADestroyedStream",
+       ErrorKind::invalid_argument,
+       {"EventRef::record", "after its Stream was destroyed"},
        [](Env& env) {
          Event e = Event::create(env.ctx);
          e.ref().record(destroyed_stream(env));
        },
-       "cuEventRecord", true},
-      {"HostFunctionOnADestroyedStream", ErrorKind::invalid_argument,
+       "cuEventRecord",
+       true},
+      {"HostFunctionOnADestroyedStream",
+       ErrorKind::invalid_argument,
        {"StreamRef::launch_host_func", "after its Stream was destroyed"},
-       [](Env& env) { destroyed_stream(env).launch_host_func([] {}); }, "cuLaunchHostFunc", true},
-      {"StreamPriorityOutOfRange", ErrorKind::invalid_argument, {"priority 7 is outside the device's range"},
-       [](Env& env) { (void)Stream::create(env.ctx, StreamFlags::non_blocking, 7); }, "cuStreamCreateWithPriority"},
-      {"EmptyHostCallback", ErrorKind::invalid_argument, {"the callback is empty"},
-       [](Env& env) { StreamRef::legacy_default(env.ctx).launch_host_func({}); }, "cuLaunchHostFunc"},
+       [](Env& env) { destroyed_stream(env).launch_host_func([] {}); },
+       "cuLaunchHostFunc",
+       true},
+      {"StreamPriorityOutOfRange",
+       ErrorKind::invalid_argument,
+       {"priority 7 is outside the device's range"},
+       [](Env& env) { (void)Stream::create(env.ctx, StreamFlags::non_blocking, 7); },
+       "cuStreamCreateWithPriority"},
+      {"EmptyHostCallback",
+       ErrorKind::invalid_argument,
+       {"the callback is empty"},
+       [](Env& env) { StreamRef::legacy_default(env.ctx).launch_host_func({}); },
+       "cuLaunchHostFunc"},
       // ---- module files
-      {"LoadADirectoryAsAModule", ErrorKind::system,
+      {"LoadADirectoryAsAModule",
+       ErrorKind::system,
        {"Module::load_file", "\"{dir}\" is a directory, not a module file", "Is a directory"},
-       [](Env& env) { (void)Module::load_file(env.ctx, env.dir); }, "cuModuleLoadDataEx"},
-      {"LoadAMissingModuleFile", ErrorKind::system,
+       [](Env& env) { (void)Module::load_file(env.ctx, env.dir); },
+       "cuModuleLoadDataEx"},
+      {"LoadAMissingModuleFile",
+       ErrorKind::system,
        {"Module::load_file", "cannot open \"{dir}/missing.ptx\"", "No such file or directory"},
-       [](Env& env) { (void)Module::load_file(env.ctx, env.dir + "/missing.ptx"); }, "cuModuleLoadDataEx"},
-      {"LoadADirectoryAsALibrary", ErrorKind::system,
+       [](Env& env) { (void)Module::load_file(env.ctx, env.dir + "/missing.ptx"); },
+       "cuModuleLoadDataEx"},
+      {"LoadADirectoryAsALibrary",
+       ErrorKind::system,
        {"Library::load_file", "\"{dir}\" is a directory", "Is a directory"},
-       [](Env& env) { (void)Library::load_file(env.drv, env.dir); }, "cuLibraryLoadData"},
-      {"LoadAFileThatIsNoModule", ErrorKind::invalid_argument,
+       [](Env& env) { (void)Library::load_file(env.drv, env.dir); },
+       "cuLibraryLoadData"},
+      {"LoadAFileThatIsNoModule",
+       ErrorKind::invalid_argument,
        {"Module::load_file", "\"{dir}/notes.txt\" (11 bytes) is neither a CUBIN (ELF), a fatbin nor PTX text"},
-       [](Env& env) { (void)Module::load_file(env.ctx, env.file("notes.txt", "hello world")); }, "cuModuleLoadDataEx"},
-      {"LoadAnEmptyFile", ErrorKind::invalid_argument, {"\"{dir}/empty.cubin\" (0 bytes) is neither"},
-       [](Env& env) { (void)Module::load_file(env.ctx, env.file("empty.cubin", "")); }, "cuModuleLoadDataEx"},
-      {"LoadGarbageBytes", ErrorKind::invalid_argument, {"the 5-byte image is neither a CUBIN"},
-       [](Env& env) { (void)Module::load(env.ctx, bytes_of("junk!")); }, "cuModuleLoadDataEx"},
+       [](Env& env) { (void)Module::load_file(env.ctx, env.file("notes.txt", "hello world")); },
+       "cuModuleLoadDataEx"},
+      {"LoadAnEmptyFile",
+       ErrorKind::invalid_argument,
+       {"\"{dir}/empty.cubin\" (0 bytes) is neither"},
+       [](Env& env) { (void)Module::load_file(env.ctx, env.file("empty.cubin", "")); },
+       "cuModuleLoadDataEx"},
+      {"LoadGarbageBytes",
+       ErrorKind::invalid_argument,
+       {"the 5-byte image is neither a CUBIN"},
+       [](Env& env) { (void)Module::load(env.ctx, bytes_of("junk!")); },
+       "cuModuleLoadDataEx"},
       // ---- kernels and launches
-      {"EmptyGridY", ErrorKind::invalid_argument, {"kernel vadd: the grid's y dimension is 0 (grid 4x0x1)"},
+      {"EmptyGridY",
+       ErrorKind::invalid_argument,
+       {"kernel vadd: the grid's y dimension is 0 (grid 4x0x1)"},
        [null_ptr](Env& env) {
-         launch(env.module().kernel("vadd"), LaunchConfig{{4, 0, 1}, {32}, 0, {}, {}}, null_ptr, null_ptr, null_ptr, 0u);
+         launch(env.module().kernel("vadd"), LaunchConfig{{4, 0, 1}, {32}, 0, {}, {}}, null_ptr, null_ptr, null_ptr,
+                0u);
        },
        "cuLaunchKernel"},
-      {"EmptyBlockZ", ErrorKind::invalid_argument, {"kernel vadd: the block's z dimension is 0 (block 32x1x0)"},
+      {"EmptyBlockZ",
+       ErrorKind::invalid_argument,
+       {"kernel vadd: the block's z dimension is 0 (block 32x1x0)"},
        [null_ptr](Env& env) {
-         launch(env.module().kernel("vadd"), LaunchConfig{{1}, {32, 1, 0}, 0, {}, {}}, null_ptr, null_ptr, null_ptr, 0u);
+         launch(env.module().kernel("vadd"), LaunchConfig{{1}, {32, 1, 0}, 0, {}, {}}, null_ptr, null_ptr, null_ptr,
+                0u);
        },
        "cuLaunchKernel"},
-      {"BlockOverTheKernelsLimit", ErrorKind::invalid_argument, {"exceeds the kernel's limit of 1024"},
+      {"BlockOverTheKernelsLimit",
+       ErrorKind::invalid_argument,
+       {"exceeds the kernel's limit of 1024"},
        [null_ptr](Env& env) {
          launch(env.module().kernel("vadd"), LaunchConfig{{1}, {2048}, 0, {}, {}}, null_ptr, null_ptr, null_ptr, 0u);
        },
        "cuLaunchKernel"},
-      {"TooFewArguments", ErrorKind::invalid_argument, {"kernel vadd takes 4 argument(s), 1 given"},
-       [null_ptr](Env& env) { launch(env.module().kernel("vadd"), kOneBlock, null_ptr); }, "cuLaunchKernel"},
-      {"AnArgumentOfTheWrongSize", ErrorKind::invalid_argument, {"argument 3 has 8 bytes, the kernel expects 4 bytes"},
+      {"TooFewArguments",
+       ErrorKind::invalid_argument,
+       {"kernel vadd takes 4 argument(s), 1 given"},
+       [null_ptr](Env& env) { launch(env.module().kernel("vadd"), kOneBlock, null_ptr); },
+       "cuLaunchKernel"},
+      {"AnArgumentOfTheWrongSize",
+       ErrorKind::invalid_argument,
+       {"argument 3 has 8 bytes, the kernel expects 4 bytes"},
        [null_ptr](Env& env) {
          launch(env.module().kernel("vadd"), kOneBlock, null_ptr, null_ptr, null_ptr, std::uint64_t{1});
        },
        "cuLaunchKernel"},
-      {"AMisspelledKernel", ErrorKind::invalid_argument, {"no kernel named \"vad\"", "its kernels are: vadd"},
+      {"AMisspelledKernel",
+       ErrorKind::invalid_argument,
+       {"no kernel named \"vad\"", "its kernels are: vadd"},
        [](Env& env) { (void)env.module().kernel("vad"); }},
-      {"AKernelOfAnUnloadedModule", ErrorKind::invalid_argument, {"Module::kernel", "empty (moved from or unloaded)"},
+      {"AKernelOfAnUnloadedModule",
+       ErrorKind::invalid_argument,
+       {"Module::kernel", "empty (moved from or unloaded)"},
        [](Env& env) {
          Module m = env.module();
          m.unload();
          (void)m.kernel("vadd");
        },
        "cuModuleGetFunction"},
-      {"AKernelOfAMovedFromLibrary", ErrorKind::invalid_argument, {"Library::kernel", "empty"},
+      {"AKernelOfAMovedFromLibrary",
+       ErrorKind::invalid_argument,
+       {"Library::kernel", "empty"},
        [](Env& env) {
          Library a = Library::load(env.drv, bytes_of(kPtx));
          Library b = std::move(a);
          (void)a.kernel(env.ctx, "vadd");  // NOLINT(bugprone-use-after-move): the point
        },
        "cuLibraryGetKernel"},
-      {"AGlobalOfTheWrongElementSize", ErrorKind::invalid_argument,
+      {"AGlobalOfTheWrongElementSize",
+       ErrorKind::invalid_argument,
        {"global \"counter\" has 4 bytes, not a multiple of the element size 8"},
        [](Env& env) { (void)env.module().global<std::uint64_t>("counter"); }},
-      {"AGlobalViewAfterItsModuleWasUnloaded", ErrorKind::invalid_argument, {"fill", "the module whose global it views was unloaded"},
+      {"AGlobalViewAfterItsModuleWasUnloaded",
+       ErrorKind::invalid_argument,
+       {"fill", "the module whose global it views was unloaded"},
        [](Env& env) {
          std::optional<DeviceSpan<std::uint32_t>> view;
          {
@@ -245,9 +332,11 @@ std::vector<BadInput> rows() {
          }
          fill(*view, 1u);
        },
-       "cuMemsetD32", true},
+       "cuMemsetD32",
+       true},
       // ---- NVRTC
-      {"AnUnknownNvrtcOption", ErrorKind::cuda,
+      {"AnUnknownNvrtcOption",
+       ErrorKind::cuda,
        {"nvrtcResult 5", "Hint: NVRTC does not know the option --not-an-option: correct or remove it"},
        [](Env&) {
          CompileOptions o;
@@ -255,26 +344,36 @@ std::vector<BadInput> rows() {
          o.extra = {"--not-an-option"};
          (void)load_nvrtc().compile("__global__ void k() {}\n", "k.cu", o);
        }},
-      {"ABadValueForAnNvrtcOption", ErrorKind::cuda,
+      {"ABadValueForAnNvrtcOption",
+       ErrorKind::cuda,
        {"Hint: the value given for --gpu-architecture (-arch) is not one NVRTC accepts"},
        [](Env&) {
          CompileOptions o;
          o.arch = "compute_12";
          (void)load_nvrtc().compile("__global__ void k() {}\n", "k.cu", o);
        }},
-      {"NoNvrtcArchitecture", ErrorKind::invalid_argument, {"no target architecture"},
+      {"NoNvrtcArchitecture",
+       ErrorKind::invalid_argument,
+       {"no target architecture"},
        [](Env&) { (void)load_nvrtc().compile("__global__ void k() {}\n", "k.cu", CompileOptions{}); }},
       // ---- memory and contexts
-      {"AZeroByteAllocation", ErrorKind::invalid_argument, {"an allocation of 0 bytes was requested"},
-       [](Env& env) { (void)DeviceBuffer::allocate(env.ctx, 0); }, "cuMemAlloc"},
-      {"ACopyLongerThanItsDestination", ErrorKind::invalid_argument, {"the source is longer"},
+      {"AZeroByteAllocation",
+       ErrorKind::invalid_argument,
+       {"an allocation of 0 bytes was requested"},
+       [](Env& env) { (void)DeviceBuffer::allocate(env.ctx, 0); },
+       "cuMemAlloc"},
+      {"ACopyLongerThanItsDestination",
+       ErrorKind::invalid_argument,
+       {"the source is longer"},
        [](Env& env) {
          auto buf = DeviceBuffer::allocate(env.ctx, 16);
          const std::vector<std::uint8_t> host(64);
          copy(buf.as<std::uint8_t>(), std::span<const std::uint8_t>(host));
        },
        "cuMemcpyHtoD"},
-      {"ADeviceViewOfAFreedBuffer", ErrorKind::invalid_argument, {"copy (host to device)", "after the buffer that owned it was freed"},
+      {"ADeviceViewOfAFreedBuffer",
+       ErrorKind::invalid_argument,
+       {"copy (host to device)", "after the buffer that owned it was freed"},
        [](Env& env) {
          std::optional<DeviceSpan<std::uint8_t>> view;
          {
@@ -284,8 +383,11 @@ std::vector<BadInput> rows() {
          const std::vector<std::uint8_t> host(16);
          copy(*view, std::span<const std::uint8_t>(host));
        },
-       "cuMemcpyHtoD", true},
-      {"AViewOfAReleasedPrimaryContext", ErrorKind::invalid_argument, {"PrimaryContext::ref", "empty"},
+       "cuMemcpyHtoD",
+       true},
+      {"AViewOfAReleasedPrimaryContext",
+       ErrorKind::invalid_argument,
+       {"PrimaryContext::ref", "empty"},
        [](Env& env) {
          PrimaryContext p = env.drv.device(0).retain_primary_context();
          p.release();

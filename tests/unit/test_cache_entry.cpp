@@ -27,7 +27,11 @@ Stored sample() {
   s.result.options = {"--gpu-architecture=sm_90", "--std=c++17"};
   s.result.lowered_names = {{"scale<float>", "_Z5scaleIfEvPT_"}, {"scale<double>", "_Z5scaleIdEvPT_"}};
   s.result.compile_ms = 12.5;
-  const std::string image = std::string("\x7f" "ELF", 4) + std::string(300, '\0') + "payload";
+  const std::string image = std::string(
+                                "\x7f"
+                                "ELF",
+                                4) +
+                            std::string(300, '\0') + "payload";
   const auto* p = reinterpret_cast<const std::byte*>(image.data());
   s.result.image.assign(p, p + image.size());
   return s;

@@ -309,7 +309,8 @@ TEST(CompileCache, ProgramsWhoseInputsCannotBeKnownAreCompiledAndNeverStored) {
        "uncached: prog.cu: `#include HEADER` on line 2 names a file the cache cannot know without preprocessing"},
       {"__has_include of a macro",
        [](KernelSource& p) {
-         p.source = "#define HEADER \"v.h\"\n#if __has_include(HEADER)\n#include \"v.h\"\n#endif\n" + std::string(kValueKernel);
+         p.source = "#define HEADER \"v.h\"\n#if __has_include(HEADER)\n#include \"v.h\"\n#endif\n" +
+                    std::string(kValueKernel);
        },
        "uncached: prog.cu: `__has_include(HEADER)` on line 2 names a file"},
       {"a precompiled header",

@@ -54,7 +54,8 @@ TEST(CompileCache, StressThreadsAndProcessesCompileWhileHeadersChange) {
     posix_spawn_file_actions_init(&actions);
     const std::string out = dir / ("out" + std::to_string(i));
     posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    std::vector<std::string> args = {DRVSHIM_TEST_CACHE_WORKER, "--stress", root, dir / "inc", start, std::to_string(kMillis)};
+    std::vector<std::string> args = {DRVSHIM_TEST_CACHE_WORKER, "--stress", root, dir / "inc", start,
+                                     std::to_string(kMillis)};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -85,7 +86,8 @@ TEST(CompileCache, StressThreadsAndProcessesCompileWhileHeadersChange) {
         fs::rename(header + ".new", header);
       }
       // Bursts of changes, then quiet spells in which compiles are stored and hit.
-      std::this_thread::sleep_for(std::chrono::milliseconds(round % 4 == 3 ? kQuietMillis + rng() % 100 : 1 + rng() % 5));
+      std::this_thread::sleep_for(
+          std::chrono::milliseconds(round % 4 == 3 ? kQuietMillis + rng() % 100 : 1 + rng() % 5));
     }
   });
   std::vector<std::thread> threads;

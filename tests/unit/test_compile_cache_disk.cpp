@@ -206,7 +206,8 @@ TEST(CompileCache, CorruptTruncatedForeignAndUnsafeEntriesAreRemovedAndRecompile
     const char* reason;
   };
   const std::vector<Damage> damages = {
-      {"empty file", [](const std::string& path, const std::string&) { write_all(path, ""); }, "corrupt entry (truncated)"},
+      {"empty file", [](const std::string& path, const std::string&) { write_all(path, ""); },
+       "corrupt entry (truncated)"},
       {"truncated", [](const std::string& path, const std::string& b) { write_all(path, b.substr(0, b.size() / 2)); },
        "corrupt entry (checksum mismatch"},
       {"one byte flipped",
@@ -216,7 +217,8 @@ TEST(CompileCache, CorruptTruncatedForeignAndUnsafeEntriesAreRemovedAndRecompile
          write_all(path, c);
        },
        "corrupt entry (checksum mismatch"},
-      {"not an entry", [](const std::string& path, const std::string& b) { write_all(path, std::string(b.size(), 'x')); },
+      {"not an entry",
+       [](const std::string& path, const std::string& b) { write_all(path, std::string(b.size(), 'x')); },
        "corrupt entry (not a drvshim entry"},
       {"an older format",
        [](const std::string& path, const std::string& b) {
@@ -228,7 +230,9 @@ TEST(CompileCache, CorruptTruncatedForeignAndUnsafeEntriesAreRemovedAndRecompile
       {"another key's entry", [&](const std::string& path, const std::string&) { write_all(path, other_bytes); },
        "corrupt entry (foreign entry"},
       {"writable by others",
-       [](const std::string& path, const std::string&) { fs::permissions(path, fs::perms::others_write, fs::perm_options::add); },
+       [](const std::string& path, const std::string&) {
+         fs::permissions(path, fs::perms::others_write, fs::perm_options::add);
+       },
        "unsafe entry (writable by group or others)"},
       {"a symbolic link",
        [&](const std::string& path, const std::string&) {

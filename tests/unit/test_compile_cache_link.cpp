@@ -57,7 +57,9 @@ TEST_F(CompileCacheLink, ALinkFailureCarriesTheJitLogAndLeavesNoLinkState) {
   EXPECT_NE(std::string(e.what()).find("cuLinkAddData"), std::string::npos) << e.what();
   EXPECT_NE(std::string(e.what()).find("broken.ptx"), std::string::npos) << e.what();
   EXPECT_EQ(drvshim_fake_call_count("cuLinkDestroy"), drvshim_fake_call_count("cuLinkCreate"));
-  const std::string not_ptx = "\x7f" "ELF....";
+  const std::string not_ptx =
+      "\x7f"
+      "ELF....";
   expect_throw<InvalidArgumentError>(
       [&] { (void)link_ptx(ctx(), std::as_bytes(std::span<const char>(not_ptx.data(), not_ptx.size())), "x"); });
 }

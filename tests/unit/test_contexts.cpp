@@ -50,8 +50,8 @@ TEST_F(Primary, AnAlreadyActiveContextIsAdoptedLoggedAndMarkedInTheTrace) {
   PrimaryContext primary = drv.device(0).retain_primary_context();
   EXPECT_TRUE(primary.adopted());
   const auto records = trace::records();
-  const auto adopt = std::find_if(records.begin(), records.end(),
-                                  [](const auto& r) { return r.api == "adopt-primary-context"; });
+  const auto adopt =
+      std::find_if(records.begin(), records.end(), [](const auto& r) { return r.api == "adopt-primary-context"; });
   ASSERT_NE(adopt, records.end());
   EXPECT_NE(adopt->args.find("flags sched_blocking_sync"), std::string::npos) << adopt->args;
   EXPECT_TRUE(std::any_of(lines.begin(), lines.end(), [](const std::string& l) {
@@ -77,8 +77,10 @@ TEST_F(Primary, DrvshimsOwnSecondRetainIsNotAnAdoption) {
     EXPECT_EQ(second.ref().address(), first.ref().address());
   }
   const auto records = trace::records();
-  EXPECT_TRUE(std::none_of(records.begin(), records.end(), [](const auto& r) { return r.api == "adopt-primary-context"; }));
-  const auto again = std::find_if(records.begin(), records.end(), [](const auto& r) { return r.api == "retain-primary-context"; });
+  EXPECT_TRUE(
+      std::none_of(records.begin(), records.end(), [](const auto& r) { return r.api == "adopt-primary-context"; }));
+  const auto again =
+      std::find_if(records.begin(), records.end(), [](const auto& r) { return r.api == "retain-primary-context"; });
   ASSERT_NE(again, records.end());
   EXPECT_NE(again->args.find("already retained by drvshim (1 outstanding), activated by drvshim"), std::string::npos)
       << again->args;
@@ -212,8 +214,8 @@ TEST_F(Policy, ACallOnAnotherDevicesContextPushesItAndRestoresTheCallers) {
   const MemoryInfo info = p1.ref().memory_info();
   EXPECT_EQ(info.total, drv.device(1).total_memory());
   EXPECT_EQ(drv.current_context(), p0.ref().address());
-  const std::vector<std::string> expected = {"cuCtxGetCurrent", "cuCtxPushCurrent", "cuMemGetInfo", "cuCtxPopCurrent",
-                                             "cuDeviceGet", "cuDeviceTotalMem", "cuCtxGetCurrent"};
+  const std::vector<std::string> expected = {"cuCtxGetCurrent", "cuCtxPushCurrent", "cuMemGetInfo",   "cuCtxPopCurrent",
+                                             "cuDeviceGet",     "cuDeviceTotalMem", "cuCtxGetCurrent"};
   EXPECT_EQ(fake_calls(), expected);
 }
 

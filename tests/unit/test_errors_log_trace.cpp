@@ -6,6 +6,9 @@
 #include <cstdio>
 #include <fstream>
 #include <mutex>
+#include <new>
+#include <stdexcept>
+#include <type_traits>
 
 #include "fixture.hpp"
 
@@ -31,13 +34,42 @@ TEST_F(Errors, CudaErrorCarriesApiCodeNameDescriptionObjectsAndHint) {
   EXPECT_EQ(e.api(), "cuMemAlloc");
   EXPECT_EQ(e.code(), 2);
   EXPECT_STREQ(e.code_name(), "CUDA_ERROR_OUT_OF_MEMORY");
-  EXPECT_EQ(std::string(e.what()),
-            std::string("cuMemAlloc failed: CUDA_ERROR_OUT_OF_MEMORY (2): ") + result_description(2) +
-                " [device 0, 1048576 bytes]. Hint: free memory first");
+  EXPECT_EQ(std::string(e.what()), std::string("cuMemAlloc failed: CUDA_ERROR_OUT_OF_MEMORY (2): ") +
+                                       result_description(2) + " [device 0, 1048576 bytes]. Hint: free memory first");
   CudaError async(ErrorDetails{"cuStreamSynchronize", 719, "stream 0x1", "", true});
   EXPECT_TRUE(async.asynchronous());
-  EXPECT_EQ(std::string(async.what()).rfind("asynchronous error, detected at cuStreamSynchronize: CUDA_ERROR_LAUNCH_FAILED (719)", 0), 0u)
+  EXPECT_EQ(std::string(async.what())
+                .rfind("asynchronous error, detected at cuStreamSynchronize: CUDA_ERROR_LAUNCH_FAILED (719)", 0),
+            0u)
       << async.what();
+}
+
+// Why OutOfMemoryError is not also a std::bad_alloc (docs/DESIGN.md,
+// "Failure paths and error types"): with two std::exception bases, the
+// handler every program has would no longer match.
+struct BothRoots : std::runtime_error, std::bad_alloc {
+  BothRoots() : std::runtime_error("x") {}
+};
+static_assert(!std::is_convertible_v<BothRoots*, std::exception*>, "std::exception would be an ambiguous base");
+static_assert(std::is_base_of_v<std::exception, OutOfMemoryError> &&
+              std::is_convertible_v<OutOfMemoryError*, std::exception*>);
+
+TEST_F(Errors, OutOfMemoryAndBadInputAreCaughtAsStdExceptionWithTheirKind) {
+  const auto caught = [](auto&& f) -> std::string {
+    try {
+      f();
+    } catch (const std::exception& e) {
+      return e.what();
+    } catch (...) {
+      return "<not caught as std::exception>";
+    }
+    return "";
+  };
+  EXPECT_NE(caught([] { throw OutOfMemoryError(ErrorDetails{"cuMemAlloc", 2, "device 0", "", false}, 64, 0, 0); })
+                .find("CUDA_ERROR_OUT_OF_MEMORY"),
+            std::string::npos);
+  EXPECT_NE(caught([] { throw InvalidArgumentError("copy", "sizes differ"); }).find("sizes differ"), std::string::npos);
+  EXPECT_EQ(caught([] { throw BothRoots(); }), "<not caught as std::exception>");
 }
 
 TEST_F(Errors, StatusRendersSuccessAndFailure) {
@@ -129,8 +161,8 @@ TEST_F(Logging, TraceLevelLogsEveryDriverCallWithArgumentsResultAndDuration) {
   (void)drv.device(0).name();
   log::set_level(log::Level::warn);
   EXPECT_TRUE(c.contains("cuInit(0) -> CUDA_SUCCESS (0) in ")) << "cuInit line missing";
-  EXPECT_TRUE(c.contains("cuDeviceGet(")) ;
-  EXPECT_TRUE(c.contains("cuDeviceGetName(")) ;
+  EXPECT_TRUE(c.contains("cuDeviceGet("));
+  EXPECT_TRUE(c.contains("cuDeviceGetName("));
   EXPECT_TRUE(c.contains(" us [ctx 0x0]"));
   for (const auto& [level, line] : c.lines) {
     if (line.find(" -> ") != std::string::npos) {
@@ -173,8 +205,8 @@ TEST_F(Trace, RecordsTheLoadAndInitInOrderWithThreadResultAndTiming) {
   Driver drv = load_and_init();
   (void)drv.device_count();
   const auto records = trace::records();
-  const std::vector<std::string> expected = {"load", "cuDriverGetVersion", "resolve-table", "cuInit", "init",
-                                             "cuDeviceGetCount"};
+  const std::vector<std::string> expected = {"load", "cuDriverGetVersion", "resolve-table", "cuInit",
+                                             "init", "cuDeviceGetCount"};
   EXPECT_EQ(apis(records), expected);
   const auto tid = static_cast<std::uint64_t>(::syscall(SYS_gettid));
   for (std::size_t i = 0; i < records.size(); ++i) {
@@ -189,7 +221,8 @@ TEST_F(Trace, RecordsTheLoadAndInitInOrderWithThreadResultAndTiming) {
   EXPECT_EQ(records[3].args, "0");
   EXPECT_EQ(records[3].result, 0);
   EXPECT_GE(records[3].duration_ns, 0);
-  const std::string resolved = std::to_string(drv.functions_total()) + "/" + std::to_string(drv.functions_total()) + " resolved";
+  const std::string resolved =
+      std::to_string(drv.functions_total()) + "/" + std::to_string(drv.functions_total()) + " resolved";
   EXPECT_NE(records[2].args.find(resolved), std::string::npos) << records[2].args;
 }
 

@@ -165,7 +165,7 @@ TEST_F(ForkPaths, AChildNeverDeadlocksOnLocksHeldByOtherThreadsAtFork) {
         (void)pool.stats();
         trace::mark("busy", "x");
         if (trace::records().size() > 1000) trace::clear();  // keeps the process (and each fork) small
-        (void)primary.ref().memory_info();  // driver calls, each logged at trace level
+        (void)primary.ref().memory_info();                   // driver calls, each logged at trace level
       }
     });
   }
@@ -309,8 +309,9 @@ std::string stderr_of(const std::string& env_and_command) {
 
 #ifdef DRVSHIM_TEST_PROBE
 TEST(Environment, BadValuesAndUnknownNamesAreReportedWithWhatIsAccepted) {
-  const std::string err = stderr_of(std::string("DRVSHIM_LIBCUDA=" DRVSHIM_TEST_FAKE_PATH
-                                                " DRVSHIM_SYNC_EACH_OP=maybe DRVSHIM_CACHE_DISABLED=1 " DRVSHIM_TEST_PROBE));
+  const std::string err =
+      stderr_of(std::string("DRVSHIM_LIBCUDA=" DRVSHIM_TEST_FAKE_PATH
+                            " DRVSHIM_SYNC_EACH_OP=maybe DRVSHIM_CACHE_DISABLED=1 " DRVSHIM_TEST_PROBE));
   EXPECT_NE(err.find("DRVSHIM_SYNC_EACH_OP=\"maybe\" is not a switch"), std::string::npos) << err;
   EXPECT_NE(err.find("1/true/yes/on or 0/false/no/off"), std::string::npos) << err;
   EXPECT_NE(err.find("DRVSHIM_CACHE_DISABLED is not a drvshim variable"), std::string::npos) << err;

@@ -1,7 +1,7 @@
 // The one flags helper (flags.hpp): every typed flag enum gets the same |, &,
 // has() and to_string(), from the names it declares once.
-#include <drvshim/drvshim.hpp>
 #include <gtest/gtest.h>
+#include <drvshim/drvshim.hpp>
 
 #include <cuda.h>
 

@@ -28,8 +28,8 @@ TEST(CompileCacheIncludeScanner, FindsEveryDirectiveWhateverTheIfsAroundIt) {
       "#include_next <e.h>\n"
       "#embed \"blob.bin\"\n"
       "int x = 1;\n");
-  EXPECT_EQ(s.refs, (std::vector<IncludeRef>{quoted("a.h"), angle("b/c.h"), quoted("d.h"), angle("e.h", Kind::include_next),
-                                             quoted("blob.bin", Kind::embed)}));
+  EXPECT_EQ(s.refs, (std::vector<IncludeRef>{quoted("a.h"), angle("b/c.h"), quoted("d.h"),
+                                             angle("e.h", Kind::include_next), quoted("blob.bin", Kind::embed)}));
   EXPECT_TRUE(s.unknowable.empty()) << s.unknowable;
 }
 
@@ -43,8 +43,9 @@ TEST(CompileCacheIncludeScanner, SeesDirectivesBehindSplicesCommentsDigraphsAndT
       "?\?=include \"trigraph.h\"\n"
       "#include \\\r\n  <crlf.h>\n"
       "#include <a//b.h>\n");
-  EXPECT_EQ(s.refs, (std::vector<IncludeRef>{quoted("spliced.h"), quoted("commented.h"), quoted("after_comment.h"),
-                                             quoted("digraph.h"), quoted("trigraph.h"), angle("crlf.h"), angle("a//b.h")}));
+  EXPECT_EQ(s.refs,
+            (std::vector<IncludeRef>{quoted("spliced.h"), quoted("commented.h"), quoted("after_comment.h"),
+                                     quoted("digraph.h"), quoted("trigraph.h"), angle("crlf.h"), angle("a//b.h")}));
   EXPECT_TRUE(s.unknowable.empty()) << s.unknowable;
 }
 
@@ -86,18 +87,21 @@ TEST(CompileCacheIncludeScanner, HasIncludeIsALookupAndItsWrapperMacrosAreFollow
       "#if HAS(<cuda_fp8.h>) || HAS(\"local.h\")\n#endif\n"
       "#pragma message(\"not a header\")\n"
       "void f() { printf(\"code: never a lookup\"); }\n");
-  EXPECT_EQ(s.refs, (std::vector<IncludeRef>{angle("version", Kind::has_include), quoted("n.h", Kind::has_include_next)}));
+  EXPECT_EQ(s.refs,
+            (std::vector<IncludeRef>{angle("version", Kind::has_include), quoted("n.h", Kind::has_include_next)}));
   EXPECT_EQ(s.wrappers, (std::vector<std::string>{"HAS"}));
-  EXPECT_EQ(s.macro_lookups, (std::vector<MacroLookup>{{"HAS", "cuda_fp8.h", false}, {"HAS", "local.h", true},
-                                                       {"message", "not a header", true}}));
+  EXPECT_EQ(s.macro_lookups,
+            (std::vector<MacroLookup>{
+                {"HAS", "cuda_fp8.h", false}, {"HAS", "local.h", true}, {"message", "not a header", true}}));
   EXPECT_TRUE(s.unknowable.empty()) << s.unknowable;
   EXPECT_EQ(scan_includes("#if __has_include(NAME)\n#endif\n").unknowable, "`__has_include(NAME)` on line 1");
 }
 
 TEST(CompileCacheOptionInputs, IncludeDirectoriesAndPreIncludesInEverySpelling) {
-  const auto o = option_inputs({"--gpu-architecture=compute_90", "--std=c++17", "-DX=1", "-D", "Y", "-Ia", "-I", "b",
-                                "--include-path=c", "--include-path", "d", "-I=e", "--pre-include=p.h", "-include", "q.h",
-                                "-include=r.h", "--use_fast_math", "-use_fast_math", "--relocatable-device-code=true"});
+  const auto o =
+      option_inputs({"--gpu-architecture=compute_90", "--std=c++17", "-DX=1", "-D", "Y", "-Ia", "-I", "b",
+                     "--include-path=c", "--include-path", "d", "-I=e", "--pre-include=p.h", "-include", "q.h",
+                     "-include=r.h", "--use_fast_math", "-use_fast_math", "--relocatable-device-code=true"});
   EXPECT_EQ(o.include_dirs, (std::vector<std::string>{"a", "b", "c", "d", "e"}));
   EXPECT_EQ(o.pre_includes, (std::vector<std::string>{"p.h", "q.h", "r.h"}));
   EXPECT_TRUE(o.source_include);
@@ -107,18 +111,21 @@ TEST(CompileCacheOptionInputs, IncludeDirectoriesAndPreIncludesInEverySpelling) 
 }
 
 TEST(CompileCacheOptionInputs, OptionsWhoseFilesTheCacheCannotKnowAreNamed) {
-  EXPECT_EQ(option_inputs({"-arch=sm_90", "--use-pch=k.pch"}).unknowable,
-            "option \"--use-pch=k.pch\" makes NVRTC read a file (a precompiled header or options) the cache cannot key");
+  EXPECT_EQ(
+      option_inputs({"-arch=sm_90", "--use-pch=k.pch"}).unknowable,
+      "option \"--use-pch=k.pch\" makes NVRTC read a file (a precompiled header or options) the cache cannot key");
   EXPECT_NE(option_inputs({"-pch"}).unknowable.find("\"-pch\" makes NVRTC read a file"), std::string::npos);
   EXPECT_NE(option_inputs({"--pch-dir", "/tmp"}).unknowable.find("\"--pch-dir\""), std::string::npos);
   EXPECT_NE(option_inputs({"--create-pch=x.pch"}).unknowable.find("write a file"), std::string::npos);
   EXPECT_NE(option_inputs({"--time=t.csv"}).unknowable.find("write a file"), std::string::npos);
   EXPECT_NE(option_inputs({"-optf", "o.txt"}).unknowable.find("read a file"), std::string::npos);
   EXPECT_NE(option_inputs({"-Xptxas=--options-file=x"}).unknowable.find("ptxas"), std::string::npos);
-  EXPECT_EQ(option_inputs({"--some-future-option"}).unknowable,
-            "option \"--some-future-option\" is not one the cache knows (it cannot tell which files it makes NVRTC read)");
+  EXPECT_EQ(
+      option_inputs({"--some-future-option"}).unknowable,
+      "option \"--some-future-option\" is not one the cache knows (it cannot tell which files it makes NVRTC read)");
   EXPECT_NE(option_inputs({"-I"}).unknowable.find("lacks its value"), std::string::npos);
-  EXPECT_TRUE(option_inputs({"--dopt", "on", "-G", "-lineinfo", "--fmad=false", "--diag-suppress=177"}).unknowable.empty());
+  EXPECT_TRUE(
+      option_inputs({"--dopt", "on", "-G", "-lineinfo", "--fmad=false", "--diag-suppress=177"}).unknowable.empty());
 }
 
 }  // namespace

@@ -183,15 +183,21 @@ TEST_F(Timeline, ATypicalStartIsTracedStepByStep) {
   Driver drv = drvshim_test::load_and_init();
   const Device dev = drv.device(0);
   PrimaryContext primary = dev.retain_primary_context();
-  {
-    ScopedCurrentContext current(primary.ref());
-  }
+  { ScopedCurrentContext current(primary.ref()); }
   std::vector<std::string> got;
   for (const auto& r : trace::records()) got.push_back(r.api);
-  const std::vector<std::string> expected = {
-      "load",         "cuDriverGetVersion",       "resolve-table",            "cuInit",
-      "init",         "cuDeviceGetCount",         "cuDeviceGet",              "cuDevicePrimaryCtxGetState",
-      "cuDevicePrimaryCtxRetain", "activate-primary-context", "cuCtxPushCurrent", "cuCtxPopCurrent"};
+  const std::vector<std::string> expected = {"load",
+                                             "cuDriverGetVersion",
+                                             "resolve-table",
+                                             "cuInit",
+                                             "init",
+                                             "cuDeviceGetCount",
+                                             "cuDeviceGet",
+                                             "cuDevicePrimaryCtxGetState",
+                                             "cuDevicePrimaryCtxRetain",
+                                             "activate-primary-context",
+                                             "cuCtxPushCurrent",
+                                             "cuCtxPopCurrent"};
   EXPECT_EQ(got, expected);
   const std::string text = trace::format_timeline(trace::records());
   EXPECT_NE(text.find("call   cuInit(0) -> CUDA_SUCCESS"), std::string::npos) << text;

@@ -29,7 +29,9 @@ constexpr const char* kPtx = R"(
 }
 )";
 
-std::span<const std::byte> bytes_of(const char* text) { return std::as_bytes(std::span<const char>(text, std::strlen(text))); }
+std::span<const std::byte> bytes_of(const char* text) {
+  return std::as_bytes(std::span<const char>(text, std::strlen(text)));
+}
 
 unsigned g_shared_seen = 0;
 void big_shared_cpu(const drvshim_fake_launch* l, void**) { g_shared_seen = l->shared_bytes; }
@@ -60,8 +62,8 @@ TEST_F(KernelAttributes, MoreThan48KiBOfDynamicSharedMemoryNeedsTheOptIn) {
   EXPECT_EQ(k.attribute(FunctionAttribute::max_dynamic_shared_size_bytes), static_cast<int>(bytes));
   launch(k, config, buf.address());  // the typed launch, now allowed
   EXPECT_EQ(g_shared_seen, bytes);
-  auto too_much = expect_throw<CudaError>(
-      [&] { k.set_attribute(FunctionAttribute::max_dynamic_shared_size_bytes, 300 * 1024); });
+  auto too_much =
+      expect_throw<CudaError>([&] { k.set_attribute(FunctionAttribute::max_dynamic_shared_size_bytes, 300 * 1024); });
   EXPECT_EQ(too_much.code(), CUDA_ERROR_INVALID_VALUE) << "above the device's opt-in limit (227 KiB)";
   auto read_only = expect_throw<CudaError>([&] { k.set_attribute(FunctionAttribute::num_regs, 8); });
   EXPECT_EQ(read_only.code(), CUDA_ERROR_INVALID_VALUE);
@@ -180,13 +182,13 @@ TEST_F(MemoryOps, PitchedAllocation2DCopiesAndFills) {
 TEST_F(MemoryOps, ManagedMemoryHintsAndAttachment) {
   auto m = ManagedBuffer::allocate(ctx(), 4096, MemoryAttach::host);
   const auto s = StreamRef::legacy_default(ctx());
-  advise(ctx(), m.address(), 4096, MemoryAdvice::set_preferred_location, MemoryLocation{MemoryLocation::Type::device, 0});
+  advise(ctx(), m.address(), 4096, MemoryAdvice::set_preferred_location,
+         MemoryLocation{MemoryLocation::Type::device, 0});
   prefetch_async(s, m.address(), 4096, MemoryLocation{MemoryLocation::Type::device, 0});
   s.attach_memory(m.address(), 0, MemoryAttach::global);
   auto plain = DeviceBuffer::allocate(ctx(), 4096);
-  auto e = expect_throw<CudaError>([&] {
-    advise(ctx(), plain.address(), 4096, MemoryAdvice::set_read_mostly, MemoryLocation{});
-  });
+  auto e = expect_throw<CudaError>(
+      [&] { advise(ctx(), plain.address(), 4096, MemoryAdvice::set_read_mostly, MemoryLocation{}); });
   EXPECT_EQ(e.code(), CUDA_ERROR_INVALID_VALUE) << "only managed memory takes advice";
   expect_throw<InvalidArgumentError>([&] { (void)ManagedBuffer::allocate(ctx(), 64, MemoryAttach::single); });
 }

@@ -1,8 +1,8 @@
 // Memory: every allocation kind, copies, fills, failure paths, pointer inspection.
 #include <algorithm>
-#include <numeric>
 #include <array>
 #include <functional>
+#include <numeric>
 #include <optional>
 #include <vector>
 
@@ -79,8 +79,8 @@ TEST_F(Memory, CopiesLongerThanTheDestinationAreRefusedBeforeTheDriver) {
   auto small = DeviceBuffer::allocate(ctx(), 16);
   std::vector<std::uint8_t> big(17);
   drvshim_fake_clear_call_log();
-  auto e = expect_throw<InvalidArgumentError>(
-      [&] { copy(small.as<std::uint8_t>(), std::span<const std::uint8_t>(big)); });
+  auto e =
+      expect_throw<InvalidArgumentError>([&] { copy(small.as<std::uint8_t>(), std::span<const std::uint8_t>(big)); });
   EXPECT_NE(std::string(e.what()).find("copying 17 bytes into a destination of 16 bytes"), std::string::npos)
       << e.what();
   std::vector<std::uint8_t> tiny(8);

@@ -3,10 +3,10 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <thread>
 #include <numeric>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fixture.hpp"
@@ -51,7 +51,9 @@ void vadd_cpu(const drvshim_fake_launch* l, void** args) {
   for (unsigned i = 0; i < n && i < threads; ++i) c[i] = a[i] + b[i];
 }
 
-std::span<const std::byte> bytes_of(const char* text) { return std::as_bytes(std::span<const char>(text, std::strlen(text))); }
+std::span<const std::byte> bytes_of(const char* text) {
+  return std::as_bytes(std::span<const char>(text, std::strlen(text)));
+}
 
 class Modules : public PrimaryContextTest {
  protected:
@@ -100,7 +102,8 @@ TEST_F(Modules, APtxSyntaxErrorCarriesTheJitLog) {
   const std::string bad = std::string(kPtx) + "\nsyntax_error here;\n";
   auto e = expect_throw<CudaError>([&] { (void)Module::load(ctx(), bytes_of(bad.c_str())); });
   EXPECT_EQ(e.code(), 218);
-  EXPECT_NE(std::string(e.what()).find("JIT error log: ptxas application ptx input, line"), std::string::npos) << e.what();
+  EXPECT_NE(std::string(e.what()).find("JIT error log: ptxas application ptx input, line"), std::string::npos)
+      << e.what();
   EXPECT_NE(std::string(e.what()).find("syntax error"), std::string::npos);
 }
 
@@ -142,8 +145,9 @@ TEST_F(Modules, WrongArgumentsAreRefusedBeforeTheDriverNamingTheArgument) {
       [&] { launch(vadd, cfg, buf.address(), buf.address(), buf.address(), std::uint64_t{16}); });
   EXPECT_NE(std::string(e2.what()).find("argument 3 has 8 bytes, the kernel expects 4 bytes"), std::string::npos)
       << e2.what();
-  auto e3 = expect_throw<InvalidArgumentError>(
-      [&] { launch(vadd, LaunchConfig{{1}, {32, 64}, 0, {}, {}}, buf.address(), buf.address(), buf.address(), 16u); });
+  auto e3 = expect_throw<InvalidArgumentError>([&] {
+    launch(vadd, LaunchConfig{{1}, {32, 64}, 0, {}, {}}, buf.address(), buf.address(), buf.address(), 16u);
+  });
   EXPECT_NE(std::string(e3.what()).find("a block of 2048 threads (32x64x1) exceeds the kernel's limit of 1024"),
             std::string::npos)
       << e3.what();
@@ -455,7 +459,8 @@ TEST(JitCaptureSizing, RoomGrowsWithTheFunctionsAndAFullBufferSaysItWasCut) {
   EXPECT_GE(jit_log_bytes(bytes(many), ModuleFormat::ptx), 1000u * 512u);
   EXPECT_EQ(jit_log_bytes(bytes(many), ModuleFormat::cubin), 65536u);
   const std::string device_func = ".func (.param .b32 r) helper_with_a_name(.param .b32 x)\n{\n ret;\n}\n";
-  EXPECT_EQ(jit_log_bytes(bytes(device_func), ModuleFormat::ptx), 16384u + 512u + 4u * 18u) << "the name, not the return";
+  EXPECT_EQ(jit_log_bytes(bytes(device_func), ModuleFormat::ptx), 16384u + 512u + 4u * 18u)
+      << "the name, not the return";
   std::string full(8, '\0');
   full.replace(0, 7, "abcdefg");
   EXPECT_EQ(finish_jit_log(full, "info"),

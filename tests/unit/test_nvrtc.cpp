@@ -24,10 +24,10 @@ TEST(NvrtcOptions, RenderEveryFlagInOnePlace) {
   o.include_paths = {"/opt/inc"};
   o.fast_math = o.line_info = o.debug = o.relocatable = true;
   o.extra = {"--extra-device-vectorization"};
-  EXPECT_EQ(o.render(), (std::vector<std::string>{"--gpu-architecture=sm_90", "--std=c++20", "-DN=4", "-DFAST",
-                                                  "-I/opt/inc", "--use_fast_math", "--generate-line-info",
-                                                  "--device-debug", "--relocatable-device-code=true",
-                                                  "--extra-device-vectorization"}));
+  EXPECT_EQ(o.render(),
+            (std::vector<std::string>{"--gpu-architecture=sm_90", "--std=c++20", "-DN=4", "-DFAST", "-I/opt/inc",
+                                      "--use_fast_math", "--generate-line-info", "--device-debug",
+                                      "--relocatable-device-code=true", "--extra-device-vectorization"}));
 }
 
 TEST(NvrtcCompile, PtxAndCubinForAnExplicitArchitectureWithoutADevice) {
@@ -45,7 +45,11 @@ TEST(NvrtcCompile, PtxAndCubinForAnExplicitArchitectureWithoutADevice) {
   const auto cubin = nv.compile(src, "k.cu", o);
   EXPECT_TRUE(cubin.cubin);
   ASSERT_GE(cubin.image.size(), 4u);
-  EXPECT_EQ(std::memcmp(cubin.image.data(), "\x7f" "ELF", 4), 0);
+  EXPECT_EQ(std::memcmp(cubin.image.data(),
+                        "\x7f"
+                        "ELF",
+                        4),
+            0);
   EXPECT_EQ(detect_module_format(cubin.image), ModuleFormat::cubin);
 }
 
@@ -60,8 +64,8 @@ template <typename T> __global__ void scale(T* p) { p[threadIdx.x] = p[threadIdx
   CompileOptions o;
   o.arch = "compute_90";
   o.defines = {{"FACTOR", "3"}};
-  const auto r = nv.compile(src, "scale.cu", o, {{"scale.h", "constexpr int kBase = 2;\n"}},
-                            {"scale<float>", "scale<__half>"});
+  const auto r =
+      nv.compile(src, "scale.cu", o, {{"scale.h", "constexpr int kBase = 2;\n"}}, {"scale<float>", "scale<__half>"});
   ASSERT_EQ(r.lowered_names.size(), 2u);
   EXPECT_EQ(r.lowered_names.at("scale<float>").rfind("_Z", 0), 0u) << r.lowered_names.at("scale<float>");
   EXPECT_NE(r.lowered_names.at("scale<float>"), r.lowered_names.at("scale<__half>"));

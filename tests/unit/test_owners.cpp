@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <array>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <new>
 #include <span>
@@ -171,8 +171,10 @@ TEST_F(Owners, ViewsOfFreedManagedAndStreamOrderedMemoryAreCaughtInDebugBuilds) 
   stream.ref().synchronize();
   std::vector<std::uint8_t> host(64);
   drvshim_fake_clear_call_log();
-  expect_throw<InvalidArgumentError>([&] { copy(std::span<std::uint8_t>(host), DeviceSpan<const std::uint8_t>(managed_view)); });
-  expect_throw<InvalidArgumentError>([&] { copy(std::span<std::uint8_t>(host), DeviceSpan<const std::uint8_t>(pooled_view)); });
+  expect_throw<InvalidArgumentError>(
+      [&] { copy(std::span<std::uint8_t>(host), DeviceSpan<const std::uint8_t>(managed_view)); });
+  expect_throw<InvalidArgumentError>(
+      [&] { copy(std::span<std::uint8_t>(host), DeviceSpan<const std::uint8_t>(pooled_view)); });
   EXPECT_TRUE(fake_calls().empty()) << "refused before the driver";
 }
 

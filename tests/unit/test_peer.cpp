@@ -37,13 +37,15 @@ TEST_F(TwoDevices, TheLinkIsReadAsTriStates) {
   EXPECT_EQ(link.cuda_array_access_supported, AttributeValue::of(1));
   EXPECT_EQ(link.only_partial_native_atomic_supported, AttributeValue::of(0));
   EXPECT_EQ(link.performance_rank, AttributeValue::of(0));
-  EXPECT_EQ(link.to_string(),
-            "device 0 -> 1: peer access yes, performance rank 0, native atomics 1, partial native atomics 0, CUDA array "
-            "access 1");
+  EXPECT_EQ(
+      link.to_string(),
+      "device 0 -> 1: peer access yes, performance rank 0, native atomics 1, partial native atomics 0, CUDA array "
+      "access 1");
 
   drvshim_fake_set_p2p_attribute(1, 0, CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK, 3);
   drvshim_fake_set_p2p_attribute_error(1, 0, CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED, CUDA_ERROR_NOT_SUPPORTED);
-  drvshim_fake_set_p2p_attribute_error(1, 0, CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED, CUDA_ERROR_INVALID_VALUE);
+  drvshim_fake_set_p2p_attribute_error(1, 0, CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED,
+                                       CUDA_ERROR_INVALID_VALUE);
   const PeerLink back = peer_link(drv_->device(1), drv_->device(0));
   EXPECT_EQ(back.performance_rank, AttributeValue::of(3)) << "the direction matters: 1 -> 0 is read, not 0 -> 1";
   EXPECT_EQ(back.native_atomic_supported, AttributeValue::unsupported());
@@ -129,7 +131,7 @@ TEST_F(TwoDevices, OwnersOfOneDirectionShareItAndTheLastOneDisablesIt) {
   EXPECT_EQ(drvshim_fake_call_count("cuCtxDisablePeerAccess"), 1u);
   // A moved-from owner is empty; the moved-to one disables once.
   PeerAccess moved = std::move(reverse);
-  EXPECT_FALSE(reverse);  // NOLINT(bugprone-use-after-move): checking the documented state
+  EXPECT_FALSE(reverse);                   // NOLINT(bugprone-use-after-move): checking the documented state
   moved = PeerAccess::enable(c0(), c1());  // the old access (1 -> 0) is disabled by the assignment
   EXPECT_EQ(drvshim_fake_peer_access_enabled(native(c1()), native(c0())), 0);
   EXPECT_EQ(drvshim_fake_peer_access_enabled(native(c0()), native(c1())), 1);
@@ -140,7 +142,7 @@ TEST_F(TwoDevices, OwnersOfOneDirectionShareItAndTheLastOneDisablesIt) {
   }
   // first (0 -> 1), reverse (1 -> 0), second's disable, the new 0 -> 1 enabled before the assignment
   // disables the old 1 -> 0, then its own disable.
-  const std::vector<std::string> expected = {"enable-peer-access", "enable-peer-access", "disable-peer-access",
+  const std::vector<std::string> expected = {"enable-peer-access", "enable-peer-access",  "disable-peer-access",
                                              "enable-peer-access", "disable-peer-access", "disable-peer-access"};
   EXPECT_EQ(marks, expected);
 }
@@ -481,7 +483,8 @@ TEST_F(TwoDevices, EveryCallOfATwoDeviceScenarioFailsCleanly) {
   for (std::size_t k = 1; k <= body; ++k) {
     // Context switches are tried once more (ContextScope): one failure is no
     // failure; the fault-injection sweep counts them as recoveries.
-    if (calls[k - 1] == "cuCtxPopCurrent" || calls[k - 1] == "cuCtxGetCurrent" || calls[k - 1] == "cuCtxPushCurrent") continue;
+    if (calls[k - 1] == "cuCtxPopCurrent" || calls[k - 1] == "cuCtxGetCurrent" || calls[k - 1] == "cuCtxPushCurrent")
+      continue;
     ++injected;
     drvshim_fake_fail_call("*", static_cast<int>(k), CUDA_ERROR_UNKNOWN);
     try {
@@ -499,7 +502,7 @@ TEST_F(TwoDevices, EveryCallOfATwoDeviceScenarioFailsCleanly) {
     EXPECT_EQ(drvshim_fake_live_events(), 0) << "call " << k << " (" << calls[k - 1] << ")";
   }
   EXPECT_GT(injected, 25);  // the calls other than context switches
-  scenario();  // and it still works
+  scenario();               // and it still works
 }
 
 // ---- several threads, each on another device --------------------------------------------------------

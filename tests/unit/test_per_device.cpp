@@ -132,10 +132,12 @@ TEST_F(PerDeviceStaging, AnEngineRefusesMemoryAndStreamsOfAnotherDevice) {
   drvshim_fake_clear_call_log();
   auto e = expect_throw<InvalidArgumentError>([&] { engine0.copy_to_device(on1.as<std::byte>(), host); });
   EXPECT_NE(std::string(e.what()).find("device memory is in context"), std::string::npos) << e.what();
-  EXPECT_NE(std::string(e.what()).find("on device 1; this engine's pool serves context"), std::string::npos) << e.what();
+  EXPECT_NE(std::string(e.what()).find("on device 1; this engine's pool serves context"), std::string::npos)
+      << e.what();
   EXPECT_NE(e.hint().find("one PinnedPool and StagingEngine per context"), std::string::npos) << e.hint();
   expect_throw<InvalidArgumentError>([&] { engine0.copy_to_host(host, on1.as<std::byte>()); });
-  auto s = expect_throw<InvalidArgumentError>([&] { engine0.copy_to_device_async(on0.as<std::byte>(), host, s1.ref()); });
+  auto s =
+      expect_throw<InvalidArgumentError>([&] { engine0.copy_to_device_async(on0.as<std::byte>(), host, s1.ref()); });
   EXPECT_NE(std::string(s.what()).find("the stream is in context"), std::string::npos) << s.what();
   expect_throw<InvalidArgumentError>([&] { engine0.copy_to_host_async(host, on0.as<std::byte>(), s1.ref()); });
   EXPECT_TRUE(fake_calls().empty()) << "refused before any driver call";
@@ -226,8 +228,9 @@ TEST_F(PerDeviceModules, EachDeviceRunsItsOwnModulesKernelAndAForeignStreamIsRef
   EXPECT_EQ(read(b1), std::vector<std::uint32_t>(256, 11u));
 
   const auto launches = drvshim_fake_launch_count();
-  auto e = expect_throw<InvalidArgumentError>(
-      [&] { launch(k0, LaunchConfig{{1}, {256}, 0, s1.ref(), {}}, b0.address(), 12u, 256u); });
+  auto e = expect_throw<InvalidArgumentError>([&] {
+    launch(k0, LaunchConfig{{1}, {256}, 0, s1.ref(), {}}, b0.address(), 12u, 256u);
+  });
   EXPECT_NE(std::string(e.what()).find("kernel fill_u32 belongs to context"), std::string::npos) << e.what();
   EXPECT_NE(std::string(e.what()).find("on device 0;"), std::string::npos) << e.what();
   EXPECT_NE(std::string(e.what()).find("on device 1"), std::string::npos) << e.what();
@@ -249,7 +252,9 @@ TEST_F(PerDeviceModules, OneLibraryServesBothDevices) {
   s1.ref().synchronize();
   EXPECT_EQ(read(b0), std::vector<std::uint32_t>(64, 20u));
   EXPECT_EQ(read(b1), std::vector<std::uint32_t>(64, 21u));
-  expect_throw<InvalidArgumentError>([&] { launch(k0, LaunchConfig{{1}, {64}, 0, s1.ref(), {}}, b0.address(), 1u, 64u); });
+  expect_throw<InvalidArgumentError>([&] {
+    launch(k0, LaunchConfig{{1}, {64}, 0, s1.ref(), {}}, b0.address(), 1u, 64u);
+  });
 }
 
 TEST_F(PerDeviceModules, TwoThreadsLoadLaunchAndUnloadOnTheirOwnDevice) {
@@ -258,7 +263,8 @@ TEST_F(PerDeviceModules, TwoThreadsLoadLaunchAndUnloadOnTheirOwnDevice) {
       auto m = Module::load(ctx, ptx_bytes());
       auto b = DeviceBuffer::allocate(ctx, 128 * 4);
       auto s = Stream::create(ctx);
-      launch(m.kernel("fill_u32"), LaunchConfig{{1}, {128}, 0, s.ref(), {}}, b.address(), value + static_cast<std::uint32_t>(r), 128u);
+      launch(m.kernel("fill_u32"), LaunchConfig{{1}, {128}, 0, s.ref(), {}}, b.address(),
+             value + static_cast<std::uint32_t>(r), 128u);
       s.ref().synchronize();
       std::vector<std::uint32_t> v(128);
       copy(std::span<std::uint32_t>(v), DeviceSpan<const std::uint32_t>(b.as<std::uint32_t>()));

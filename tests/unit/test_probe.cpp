@@ -73,7 +73,8 @@ TEST(Probe, Tx1ProfileShowsTheSeedsVerdictInTextAndJson) {
   EXPECT_EQ(d["host_mapping"]["integrated"], 1);
   const std::string verdict = d["verdict"];
   EXPECT_NE(verdict.find("host registration unsupported (host_register_supported 0): use mapped pinned allocations"),
-            std::string::npos) << verdict;
+            std::string::npos)
+      << verdict;
   const ProbeRun text = run_probe(fake_env("tx1"), "");
   EXPECT_EQ(text.code, 0);
   EXPECT_NE(text.out.find("verdict: " + verdict), std::string::npos) << text.out;
@@ -143,7 +144,6 @@ TEST(Probe, BandwidthTraceAndBadArguments) {
   EXPECT_EQ(run_probe(fake_env("discrete"), "--no-such-flag").code, 1);
   EXPECT_EQ(run_probe(fake_env("discrete"), "--help").code, 0);
 }
-
 
 // ---- issue 19, item 8: what the probe did wrong, each checked against its old behaviour ----
 

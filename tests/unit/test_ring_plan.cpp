@@ -84,7 +84,8 @@ std::vector<std::size_t> sweep_sizes() {
       if (s != 0) sizes.push_back(s);
     }
   }
-  for (const std::size_t s : {std::size_t{3} * MiB + 5, std::size_t{100000}, std::size_t{12345678}, std::size_t{77} * MiB + 333}) {
+  for (const std::size_t s :
+       {std::size_t{3} * MiB + 5, std::size_t{100000}, std::size_t{12345678}, std::size_t{77} * MiB + 333}) {
     sizes.push_back(s);
   }
   return sizes;
@@ -106,12 +107,12 @@ TEST(StagingPlan, TheRingFollowsTheCopySize) {
     std::size_t bytes, block_bytes, blocks, batch, top;
   };
   const StagingOptions defaults;
-  for (const Case& c : {Case{1, MiB, 1, MiB, MiB}, Case{64 * KiB, MiB, 1, MiB, MiB}, Case{MiB - 1, MiB, 1, MiB, MiB},
-                        Case{MiB, MiB, 1, MiB, MiB}, Case{MiB + 1, 2 * MiB, 1, MiB, MiB},
-                        Case{3 * MiB + 5, 4 * MiB, 1, MiB, MiB}, Case{4 * MiB, 4 * MiB, 1, MiB, MiB},
-                        Case{16 * MiB, 8 * MiB, 2, 2 * MiB, 4 * MiB}, Case{16 * MiB + 1, 8 * MiB, 3, 2 * MiB, 4 * MiB},
-                        Case{32 * MiB, 8 * MiB, 4, 4 * MiB, 8 * MiB}, Case{64 * MiB, 8 * MiB, 4, 8 * MiB, 8 * MiB},
-                        Case{1024 * MiB, 8 * MiB, 4, 8 * MiB, 8 * MiB}}) {
+  for (const Case& c :
+       {Case{1, MiB, 1, MiB, MiB}, Case{64 * KiB, MiB, 1, MiB, MiB}, Case{MiB - 1, MiB, 1, MiB, MiB},
+        Case{MiB, MiB, 1, MiB, MiB}, Case{MiB + 1, 2 * MiB, 1, MiB, MiB}, Case{3 * MiB + 5, 4 * MiB, 1, MiB, MiB},
+        Case{4 * MiB, 4 * MiB, 1, MiB, MiB}, Case{16 * MiB, 8 * MiB, 2, 2 * MiB, 4 * MiB},
+        Case{16 * MiB + 1, 8 * MiB, 3, 2 * MiB, 4 * MiB}, Case{32 * MiB, 8 * MiB, 4, 4 * MiB, 8 * MiB},
+        Case{64 * MiB, 8 * MiB, 4, 8 * MiB, 8 * MiB}, Case{1024 * MiB, 8 * MiB, 4, 8 * MiB, 8 * MiB}}) {
     SCOPED_TRACE(c.bytes);
     const RingPlan r = ring_for(defaults, c.bytes);
     EXPECT_EQ(r.block_bytes, c.block_bytes);
@@ -148,7 +149,8 @@ TEST(StagingPlan, DmasToTheHostFollowTheFixedPlan) {
   EXPECT_EQ(runs_of(dma_sizes(defaults, MiB + 1)), (Runs{{256 * KiB, 2}, {1, 1}, {256 * KiB, 2}}));
   EXPECT_EQ(runs_of(dma_sizes(defaults, 3 * MiB + 5)),
             (Runs{{256 * KiB, 2}, {512 * KiB, 1}, {MiB, 1}, {5, 1}, {512 * KiB, 1}, {256 * KiB, 2}}));
-  EXPECT_EQ(runs_of(dma_sizes(defaults, 4 * MiB)), (Runs{{256 * KiB, 2}, {512 * KiB, 1}, {MiB, 2}, {512 * KiB, 1}, {256 * KiB, 2}}));
+  EXPECT_EQ(runs_of(dma_sizes(defaults, 4 * MiB)),
+            (Runs{{256 * KiB, 2}, {512 * KiB, 1}, {MiB, 2}, {512 * KiB, 1}, {256 * KiB, 2}}));
   EXPECT_EQ(runs_of(dma_sizes(defaults, 16 * MiB)), (Runs{{256 * KiB, 2},
                                                           {512 * KiB, 1},
                                                           {MiB, 1},
@@ -196,7 +198,8 @@ TEST(StagingPlan, DmasToTheHostFollowTheFixedPlan) {
 TEST(StagingPlan, NoDmaToTheHostCrossesABlock) {
   for (const StagingOptions& o : sweep_options()) {
     for (const std::size_t bytes : sweep_sizes()) {
-      SCOPED_TRACE(testing::Message() << "chunk_bytes " << o.chunk_bytes << ", depth " << o.depth << ", bytes " << bytes);
+      SCOPED_TRACE(testing::Message() << "chunk_bytes " << o.chunk_bytes << ", depth " << o.depth << ", bytes "
+                                      << bytes);
       const RingPlan plan = ring_for(o, bytes);
       ASSERT_GE(plan.blocks, 1u);
       ASSERT_LE(plan.blocks, o.depth != 0 ? o.depth : 4u);
@@ -210,7 +213,8 @@ TEST(StagingPlan, NoDmaToTheHostCrossesABlock) {
       for (const std::size_t end : ends) {
         ASSERT_GT(end, at) << "DMAs in order, none empty";
         ASSERT_LE(end - at, plan.top);
-        ASSERT_EQ(at / plan.block_bytes, (end - 1) / plan.block_bytes) << "the DMA [" << at << ", " << end << ") crosses a block";
+        ASSERT_EQ(at / plan.block_bytes, (end - 1) / plan.block_bytes)
+            << "the DMA [" << at << ", " << end << ") crosses a block";
         if (end - at == plan.top && plan.block_bytes % plan.top == 0) {
           ASSERT_EQ(at % plan.top, 0u) << "a largest DMA at " << at;
         }
@@ -229,9 +233,11 @@ TEST(StagingPlan, PiecesRampUpAndDown) {
   EXPECT_EQ(runs_of(piece_sizes(16 * MiB, 8 * MiB, 2)), (Runs{{64 * KiB, 2}, {128 * KiB, 120}, {64 * KiB, 14}}));
   EXPECT_EQ(runs_of(piece_sizes(16 * MiB, 8 * MiB, 1)),
             (Runs{{64 * KiB, 1}, {128 * KiB, 63}, {64 * KiB, 1}, {128 * KiB, 57}, {64 * KiB, 14}}));
-  EXPECT_EQ(runs_of(piece_sizes(16 * MiB + 1, 8 * MiB, 12)), (Runs{{64 * KiB, 12}, {128 * KiB, 115}, {64 * KiB, 14}, {1, 1}}));
+  EXPECT_EQ(runs_of(piece_sizes(16 * MiB + 1, 8 * MiB, 12)),
+            (Runs{{64 * KiB, 12}, {128 * KiB, 115}, {64 * KiB, 14}, {1, 1}}));
   EXPECT_EQ(runs_of(piece_sizes(4 * MiB, 4 * MiB, 12)), (Runs{{64 * KiB, 12}, {128 * KiB, 19}, {64 * KiB, 14}}));
-  EXPECT_EQ(runs_of(piece_sizes(3 * MiB + 5, 4 * MiB, 2)), (Runs{{64 * KiB, 2}, {128 * KiB, 16}, {64 * KiB, 14}, {5, 1}}));
+  EXPECT_EQ(runs_of(piece_sizes(3 * MiB + 5, 4 * MiB, 2)),
+            (Runs{{64 * KiB, 2}, {128 * KiB, 16}, {64 * KiB, 14}, {5, 1}}));
   EXPECT_EQ(runs_of(piece_sizes(MiB, MiB, 12)), (Runs{{64 * KiB, 16}}));
   EXPECT_EQ(runs_of(piece_sizes(256 * MiB, 8 * MiB, 12)), (Runs{{64 * KiB, 12}, {128 * KiB, 2035}, {64 * KiB, 14}}));
   EXPECT_EQ(runs_of(piece_sizes(1, MiB, 4)), (Runs{{1, 1}}));
@@ -259,7 +265,8 @@ TEST(StagingPlan, NoPieceCrossesABlock) {
   for (const StagingOptions& o : sweep_options()) {
     for (const std::size_t bytes : sweep_sizes()) {
       const std::size_t block = ring_for(o, bytes).block_bytes;
-      for (const std::size_t threads : {std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{12}, std::size_t{64}}) {
+      for (const std::size_t threads :
+           {std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{12}, std::size_t{64}}) {
         SCOPED_TRACE(testing::Message() << "block " << block << ", bytes " << bytes << ", threads " << threads);
         const auto job = planned_job(bytes, block, threads);
         const StagingJob& j = *job;

@@ -148,7 +148,8 @@ TEST_F(RuntimeMemory, HostMemoryFlagsAndPointerAttributes) {
     ASSERT_EQ(cudaHostAlloc(&h, 4096, cudaHostAllocMapped | cudaHostAllocPortable), cudaSuccess);
     unsigned flags = 0;
     EXPECT_EQ(cudaHostGetFlags(&flags, h), cudaSuccess);
-    EXPECT_EQ(flags, static_cast<unsigned>(cudaHostAllocMapped | cudaHostAllocPortable)) << "as the driver reports them";
+    EXPECT_EQ(flags, static_cast<unsigned>(cudaHostAllocMapped | cudaHostAllocPortable))
+        << "as the driver reports them";
     EXPECT_EQ(cudaHostGetFlags(&flags, static_cast<char*>(h) + 100), cudaSuccess) << "inside the allocation";
     int local = 0;
     EXPECT_EQ(cudaHostGetFlags(&flags, &local), cudaErrorInvalidValue);
@@ -296,7 +297,8 @@ unsigned g_shared_bytes = 0;
 bool g_cooperative_ran = false;
 
 TEST_F(RuntimeExecution, AttributesOccupancyAndLaunchForms) {
-  drvshim_fake_register_kernel("rt_big", [](const drvshim_fake_launch* l, void**) { g_shared_bytes = l->shared_bytes; });
+  drvshim_fake_register_kernel("rt_big",
+                               [](const drvshim_fake_launch* l, void**) { g_shared_bytes = l->shared_bytes; });
   drvshim_fake_register_kernel("rt_coop", [](const drvshim_fake_launch*, void**) { g_cooperative_ran = true; });
   Registered fatbin(FatbinBuilder().ptx(ptx_kernel("rt_big", 0) + ".visible .entry rt_coop(\n)\n{\nret;\n}\n").build());
   static const char big = 0, coop = 0;
@@ -385,11 +387,11 @@ TEST_F(RuntimeSymbols, DeviceConstantAndManagedVariables) {
       ".global .align 4 .u32 counter = 11;\n.const .align 4 .b8 coeffs[16];\n"
       ".global .attribute(.managed) .align 4 .u32 total = 5;\n";
   Registered fatbin(FatbinBuilder().ptx(ptx_kernel("rt_sym", 0, globals)).build());
-  static int counter_shadow = 0;   // nvcc's host shadows
+  static int counter_shadow = 0;  // nvcc's host shadows
   static float coeffs_shadow[4] = {};
   static int* total_ptr = nullptr;  // __managed__: the host's pointer to it
-  __cudaRegisterVar(fatbin.handle(), reinterpret_cast<char*>(&counter_shadow), const_cast<char*>("counter"), "counter", 0,
-                    sizeof(int), 0, 0);
+  __cudaRegisterVar(fatbin.handle(), reinterpret_cast<char*>(&counter_shadow), const_cast<char*>("counter"), "counter",
+                    0, sizeof(int), 0, 0);
   __cudaRegisterVar(fatbin.handle(), reinterpret_cast<char*>(coeffs_shadow), const_cast<char*>("coeffs"), "coeffs", 0,
                     sizeof coeffs_shadow, 1, 0);
   __cudaRegisterManagedVar(fatbin.handle(), reinterpret_cast<void**>(&total_ptr), const_cast<char*>("total"), "total",
@@ -401,9 +403,9 @@ TEST_F(RuntimeSymbols, DeviceConstantAndManagedVariables) {
     const float c[4] = {1, 2, 3, 4};
     EXPECT_EQ(cudaMemcpyToSymbol(coeffs_shadow, c, sizeof c), cudaSuccess);
     float back[2] = {};
-    EXPECT_EQ(cudaMemcpyFromSymbolAsync(back, coeffs_shadow, sizeof back, 2 * sizeof(float), cudaMemcpyDeviceToHost,
-                                        nullptr),
-              cudaSuccess);
+    EXPECT_EQ(
+        cudaMemcpyFromSymbolAsync(back, coeffs_shadow, sizeof back, 2 * sizeof(float), cudaMemcpyDeviceToHost, nullptr),
+        cudaSuccess);
     EXPECT_EQ(cudaStreamSynchronize(nullptr), cudaSuccess);
     EXPECT_EQ(back[0], 3.0f);
     EXPECT_EQ(back[1], 4.0f);

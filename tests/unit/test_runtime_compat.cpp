@@ -63,8 +63,9 @@ TEST_F(RuntimeCompat, AnAllocationOnAFreshThreadMakesThatThreadsDevicePrimaryCon
   log::set_sink({});
   EXPECT_NE(std::find_if(logs.begin(), logs.end(),
                          [](const std::string& m) {
-                           return m.find("cudaMalloc -> make the primary context of device 0 current on this thread "
-                                         "(implicit)") != std::string::npos;
+                           return m.find(
+                                      "cudaMalloc -> make the primary context of device 0 current on this thread "
+                                      "(implicit)") != std::string::npos;
                          }),
             logs.end());
 }
@@ -496,7 +497,8 @@ TEST_F(RuntimeCompat, AChildForkedDuringTheFirstCallIsRefusedInsteadOfDeadlockin
   waitpid(pid, &status, 0);
   first.join();
   unsetenv("DRVSHIM_FAKE_INIT_DELAY_MS");
-  ASSERT_TRUE(WIFEXITED(status)) << "the child was killed by signal " << WTERMSIG(status) << " (a deadlock ends as SIGALRM)";
+  ASSERT_TRUE(WIFEXITED(status)) << "the child was killed by signal " << WTERMSIG(status)
+                                 << " (a deadlock ends as SIGALRM)";
   EXPECT_EQ(WEXITSTATUS(status), 0) << "the child's call did not answer cudaErrorInitializationError";
 }
 

@@ -4,8 +4,8 @@
 // use still apply.
 #include <atomic>
 #include <chrono>
-#include <thread>
 #include <string>
+#include <thread>
 
 #include "background_test_support.hpp"
 #include "rt_fixture.hpp"

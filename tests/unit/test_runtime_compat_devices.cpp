@@ -6,8 +6,8 @@
 // while runtime_compat is rewritten: these are behaviours of the Runtime API,
 // whatever the implementation. Every scenario runs on threads of its own (the
 // Runtime leaves contexts current; the fixture checks the main thread).
-#include <drvshim/drvshim.hpp>
 #include <cuda_runtime_api.h>
+#include <drvshim/drvshim.hpp>
 #include <drvshim/runtime_compat.hpp>
 
 #include <thread>
@@ -95,10 +95,8 @@ TEST_F(RuntimeCompatDevices, DefaultKindCopiesBetweenTheDevices) {
     ASSERT_EQ(cudaMemcpy(on0, values.data(), n * sizeof(int), cudaMemcpyHostToDevice), cudaSuccess);
     ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
     ASSERT_EQ(cudaMalloc(&on1, n * sizeof(int)), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(on1, on0, n * sizeof(int), cudaMemcpyDefault), cudaSuccess)
-        << rt::last_error_detail();
-    EXPECT_EQ(cudaMemcpy(back.data(), on1, n * sizeof(int), cudaMemcpyDefault), cudaSuccess)
-        << rt::last_error_detail();
+    EXPECT_EQ(cudaMemcpy(on1, on0, n * sizeof(int), cudaMemcpyDefault), cudaSuccess) << rt::last_error_detail();
+    EXPECT_EQ(cudaMemcpy(back.data(), on1, n * sizeof(int), cudaMemcpyDefault), cudaSuccess) << rt::last_error_detail();
     EXPECT_EQ(back, values);
     EXPECT_EQ(cudaFree(on0), cudaSuccess);
     EXPECT_EQ(cudaFree(on1), cudaSuccess);
@@ -115,8 +113,7 @@ TEST_F(RuntimeCompatDevices, AStreamBelongsToTheDeviceCurrentAtItsCreation) {
     std::vector<unsigned char> host(4096, 3);
     ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
     // Device 0 is current; the stream and the memory are device 1's.
-    EXPECT_EQ(cudaMemcpyAsync(on1, host.data(), host.size(), cudaMemcpyHostToDevice, stream),
-              cudaSuccess)
+    EXPECT_EQ(cudaMemcpyAsync(on1, host.data(), host.size(), cudaMemcpyHostToDevice, stream), cudaSuccess)
         << rt::last_error_detail();
     EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess) << rt::last_error_detail();
     EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
@@ -130,10 +127,8 @@ TEST_F(RuntimeCompatDevices, TwoThreadsEachOnAnotherDevice) {
     for (int r = 0; r < 50; ++r) {
       void* p = nullptr;
       std::vector<int> v(256, device * 1000 + r), back(256, -1);
-      if (cudaMalloc(&p, 1024) != cudaSuccess ||
-          cudaMemcpy(p, v.data(), 1024, cudaMemcpyHostToDevice) != cudaSuccess ||
-          cudaMemcpy(back.data(), p, 1024, cudaMemcpyDeviceToHost) != cudaSuccess ||
-          cudaFree(p) != cudaSuccess) {
+      if (cudaMalloc(&p, 1024) != cudaSuccess || cudaMemcpy(p, v.data(), 1024, cudaMemcpyHostToDevice) != cudaSuccess ||
+          cudaMemcpy(back.data(), p, 1024, cudaMemcpyDeviceToHost) != cudaSuccess || cudaFree(p) != cudaSuccess) {
         ADD_FAILURE() << "device " << device << " round " << r << ": " << rt::last_error_detail();
         return;
       }

@@ -73,7 +73,8 @@ TEST_F(Staging, PinnedOrRegisteredHostMemoryGoesStraightToTheDriver) {
   auto dev = DeviceBuffer::allocate(ctx(), 8 << 20);
   drvshim_fake_clear_call_log();
   const auto before = drvshim_fake_call_count("cuMemcpyHtoD");
-  engine.copy_to_device(bytes_of(dev), std::span<const std::byte>(static_cast<const std::byte*>(pinned.data()), 8 << 20));
+  engine.copy_to_device(bytes_of(dev),
+                        std::span<const std::byte>(static_cast<const std::byte*>(pinned.data()), 8 << 20));
   EXPECT_EQ(drvshim_fake_call_count("cuMemcpyHtoD"), before + 1);
   EXPECT_EQ(engine.stats().direct_copies, 1u);
   EXPECT_EQ(engine.stats().staged_copies, 0u);
@@ -116,7 +117,8 @@ TEST_F(Staging, ManyThreadsShareOneEngine) {
 TEST_F(Staging, AFaultAtEveryStepSurfacesOnceAndLeavesNothingInUse) {
   const std::size_t n = (5 << 20) + 11;
   const auto src = pattern(n, 7);
-  auto run_copy = [&](const StagingEngine& engine, const DeviceBuffer& dev, std::vector<std::uint8_t>& back, bool to_device) {
+  auto run_copy = [&](const StagingEngine& engine, const DeviceBuffer& dev, std::vector<std::uint8_t>& back,
+                      bool to_device) {
     if (to_device) {
       engine.copy_to_device(bytes_of(dev), std::as_bytes(std::span(src)));
     } else {
@@ -149,10 +151,11 @@ TEST_F(Staging, AFaultAtEveryStepSurfacesOnceAndLeavesNothingInUse) {
     ASSERT_GE(steps.size(), 8u) << "the log shows the copy's calls";
     std::set<std::string> apis;
     for (const auto& [api, nth] : steps) apis.insert(api);
-    for (const char* expected : to_device ? std::vector<const char*>{"cuPointerGetAttributes", "cuMemcpyHtoDAsync", "cuEventRecord",
-                                                                     "cuEventQuery", "cuStreamSynchronize", "cuMemHostAlloc", "cuEventCreate"}
-                                          : std::vector<const char*>{"cuPointerGetAttributes", "cuMemcpyDtoHAsync", "cuEventRecord",
-                                                                     "cuEventQuery"}) {
+    for (const char* expected :
+         to_device ? std::vector<const char*>{"cuPointerGetAttributes", "cuMemcpyHtoDAsync", "cuEventRecord",
+                                              "cuEventQuery", "cuStreamSynchronize", "cuMemHostAlloc", "cuEventCreate"}
+                   : std::vector<const char*>{"cuPointerGetAttributes", "cuMemcpyDtoHAsync", "cuEventRecord",
+                                              "cuEventQuery"}) {
       EXPECT_TRUE(apis.count(expected)) << expected << " is one of the steps";
     }
     for (const auto& [api, nth] : steps) {
@@ -224,8 +227,8 @@ TEST_F(Staging, AutomaticRingAndDmaPlanFollowTheCopySize) {
   // 64 MiB: 4 x 8 MiB; 0.25 0.25 0.5 1 2 4, 6 x 8, 4 2 1 0.5 0.25 0.25.
   // 4 MiB: 1 x 4 MiB; 0.25 0.25 0.5, 1 1, 0.5 0.25 0.25.
   // 3 MiB + 5 bytes: 1 x 4 MiB; 0.25 0.25 0.5, 1, 5 bytes, 0.5 0.25 0.25 (a 1 MiB top).
-  for (const Case& c : {Case{16 << 20, 2, 8 << 20, 12}, Case{std::size_t{64} << 20, 4, 8 << 20, 18}, Case{4 << 20, 1, 4 << 20, 8},
-                        Case{(3 << 20) + 5, 1, 4 << 20, 8}}) {
+  for (const Case& c : {Case{16 << 20, 2, 8 << 20, 12}, Case{std::size_t{64} << 20, 4, 8 << 20, 18},
+                        Case{4 << 20, 1, 4 << 20, 8}, Case{(3 << 20) + 5, 1, 4 << 20, 8}}) {
     SCOPED_TRACE(c.bytes);
     PinnedPool fresh(ctx());
     StagingEngine e(fresh, o);

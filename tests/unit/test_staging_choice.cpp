@@ -26,8 +26,8 @@ StagingOptions with_threads(unsigned n) {
 }
 
 TEST(StagingChoice, TheAutomaticThreadCountIsThreeQuartersOfTheUsableCpusAtMostTwelve) {
-  for (const auto& [cpus, threads] : {std::pair{1u, 1u}, {2u, 2u}, {3u, 3u}, {4u, 3u}, {5u, 4u}, {8u, 6u},
-                                      {16u, 12u}, {64u, 12u}, {0u, 1u}}) {
+  for (const auto& [cpus, threads] :
+       {std::pair{1u, 1u}, {2u, 2u}, {3u, 3u}, {4u, 3u}, {5u, 4u}, {8u, 6u}, {16u, 12u}, {64u, 12u}, {0u, 1u}}) {
     EXPECT_EQ(resolved_options(automatic(), cpus).threads, threads) << cpus << " CPUs";
   }
   EXPECT_EQ(resolved_options(with_threads(8), 4).threads, 4u) << "never more threads than CPUs";

@@ -13,11 +13,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <dirent.h>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
-#include <dirent.h>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -98,8 +98,8 @@ class StagingSafety : public PrimaryContextTest {
   void expect_backed_by_its_capacity(const PinnedBlock& b) {
     const PointerInfo info = inspect_pointer(*drv_, b.data());
     EXPECT_EQ(info.range_start, reinterpret_cast<DevicePtr>(b.data()));
-    EXPECT_EQ(info.range_size, b.capacity()) << "a block labelled " << b.capacity() << " bytes lives in an allocation of "
-                                              << info.range_size;
+    EXPECT_EQ(info.range_size, b.capacity())
+        << "a block labelled " << b.capacity() << " bytes lives in an allocation of " << info.range_size;
   }
 };
 
@@ -129,7 +129,7 @@ TEST_F(StagingSafety, AParkedBlockRelabelledByItsOwnerIsNeverHandedOutAsTheOldSi
     }
     auto again = pool.acquire(128 << 10);  // takes A back from its own slot, without the lock
     EXPECT_EQ(again.data(), parked_a);
-    b.release();                           // parks B (64 KiB) in the same slot
+    b.release();  // parks B (64 KiB) in the same slot
     {
       std::lock_guard<std::mutex> lock(owner_m);
       owner_step = 3;
@@ -151,7 +151,8 @@ TEST_F(StagingSafety, AParkedBlockRelabelledByItsOwnerIsNeverHandedOutAsTheOldSi
   };
   g_stage.target = std::this_thread::get_id();
   hooks::set([](hooks::Point p) {
-    if (p == hooks::Point::pool_unpark && std::this_thread::get_id() == g_stage.target && !fired.exchange(true)) swap_now();
+    if (p == hooks::Point::pool_unpark && std::this_thread::get_id() == g_stage.target && !fired.exchange(true))
+      swap_now();
     return true;
   });
   // No free 128 KiB block: the acquire looks at the owner's slot, labelled 128 KiB.
@@ -366,7 +367,8 @@ TEST_F(StagingSafety, ABlockWhoseDmaIsQueuedIsNotReusedBeforeTheStreamPassesIt) 
   std::memset(next.data(), 0x11, next.size());
   drvshim_fake_stream_hold(native(stream.ref()), 0);
   stream.ref().synchronize();
-  EXPECT_EQ(std::count(next.data(), next.data() + next.size(), std::byte{0x11}), static_cast<std::ptrdiff_t>(next.size()))
+  EXPECT_EQ(std::count(next.data(), next.data() + next.size(), std::byte{0x11}),
+            static_cast<std::ptrdiff_t>(next.size()))
       << "a queued DMA wrote into a block handed out again";
 }
 

@@ -174,15 +174,18 @@ TEST_F(Streams, StickyErrorsPoisonTheContextAndLaterCallsFailFast) {
     drvshim_fake_stream_fail(native(s.ref()), CUDA_ERROR_ILLEGAL_ADDRESS);
     auto e = expect_throw<CudaError>([&] { s.ref().synchronize(); });
     EXPECT_TRUE(e.asynchronous());
-    EXPECT_EQ(std::string(e.what()).rfind("asynchronous error, detected at cuStreamSynchronize: CUDA_ERROR_ILLEGAL_ADDRESS (700)", 0), 0u)
+    EXPECT_EQ(std::string(e.what()).rfind(
+                  "asynchronous error, detected at cuStreamSynchronize: CUDA_ERROR_ILLEGAL_ADDRESS (700)", 0),
+              0u)
         << e.what();
     EXPECT_NE(e.objects().find(s.ref().name()), std::string::npos);
     EXPECT_NE(e.hint().find("DRVSHIM_SYNC_EACH_OP=1"), std::string::npos);
     drvshim_fake_clear_call_log();
     auto p = expect_throw<ContextPoisonedError>([&] { (void)ctx().memory_info(); });
     EXPECT_EQ(p.code(), 700);
-    EXPECT_NE(std::string(p.what()).find("poisoned by CUDA_ERROR_ILLEGAL_ADDRESS (700) reported at cuStreamSynchronize"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(p.what()).find("poisoned by CUDA_ERROR_ILLEGAL_ADDRESS (700) reported at cuStreamSynchronize"),
+        std::string::npos)
         << p.what();
     expect_throw<ContextPoisonedError>([&] { (void)DeviceBuffer::allocate(ctx(), 64); });
     EXPECT_TRUE(fake_calls().empty()) << "fail fast: the driver is not called";

@@ -30,16 +30,18 @@ std::vector<std::pair<std::string, std::string>> key_fields(std::size_t source_b
   std::vector<std::pair<std::string, std::string>> f;
   f.emplace_back("schema", "drvshim-compile-cache-2");
   std::string source;
-  while (source.size() < source_bytes) source += "extern \"C\" __global__ void k(float* p) { p[threadIdx.x] *= 2.0f; }\n";
+  while (source.size() < source_bytes)
+    source += "extern \"C\" __global__ void k(float* p) { p[threadIdx.x] *= 2.0f; }\n";
   source.resize(source_bytes);
   f.emplace_back("source", source);
   f.emplace_back("name", "kernels.cu");
   for (int i = 0; i < 4; ++i) {
-    f.emplace_back("include", "include|/usr/local/cuda/include|cuda_fp16.h->/usr/local/cuda/include/cuda_fp16.h="
-                              "a3f1c0d2e4b5968778695a4b3c2d1e0f00112233445566778899aabbccddeeff;");
+    f.emplace_back("include",
+                   "include|/usr/local/cuda/include|cuda_fp16.h->/usr/local/cuda/include/cuda_fp16.h="
+                   "a3f1c0d2e4b5968778695a4b3c2d1e0f00112233445566778899aabbccddeeff;");
   }
-  for (const char* o : {"--gpu-architecture=sm_90", "--std=c++17", "-DBLOCK=256", "--use_fast_math",
-                        "-I/usr/local/cuda/include"}) {
+  for (const char* o :
+       {"--gpu-architecture=sm_90", "--std=c++17", "-DBLOCK=256", "--use_fast_math", "-I/usr/local/cuda/include"}) {
     f.emplace_back("option", o);
   }
   f.emplace_back("nvrtc", "nvrtc 123456789:1732900000000000000; builtins 9876543:1732900000000000000");

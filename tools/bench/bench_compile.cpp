@@ -119,7 +119,8 @@ Fresh spawn_fresh(const char* self, const char* mode, const std::string& dir) {
   close(fds[0]);
   int status = 0;
   waitpid(pid, &status, 0);
-  if (n <= 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) throw std::runtime_error(std::string(mode) + " process failed");
+  if (n <= 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw std::runtime_error(std::string(mode) + " process failed");
   int loaded = 0;
   Fresh f;
   if (std::sscanf(buf, "%lf %d %lf %lf %lf", &f.total, &loaded, &f.open, &f.lookup, &f.load) != 5) {
@@ -133,7 +134,8 @@ Fresh spawn_fresh(const char* self, const char* mode, const std::string& dir) {
 
 int main(int argc, char** argv) {
   try {
-    if (argc == 3 && std::string(argv[1]) == "--disk-hit") return fresh_process(argv[2], drvshim::CacheOutcome::disk_hit);
+    if (argc == 3 && std::string(argv[1]) == "--disk-hit")
+      return fresh_process(argv[2], drvshim::CacheOutcome::disk_hit);
     if (argc == 3 && std::string(argv[1]) == "--cold") return fresh_process(argv[2], drvshim::CacheOutcome::compiled);
     if (argc != 3) {
       std::fprintf(stderr, "usage: %s OUTPUT.md CACHE_DIR\n", argv[0]);

@@ -68,7 +68,8 @@ int main(int argc, char** argv) {
     };
     const auto via_raw = [&] {
       for (int i = 0; i < kPerRound; ++i) {
-        if (raw(fn, 1, 1, 1, 32, 1, 1, 0, cu_stream, nullptr, nullptr) != 0) throw std::runtime_error("raw launch failed");
+        if (raw(fn, 1, 1, 1, 32, 1, 1, 0, cu_stream, nullptr, nullptr) != 0)
+          throw std::runtime_error("raw launch failed");
       }
     };
     // Attribution: the raw launch plus the one cuCtxGetCurrent drvshim's context policy adds.
@@ -76,7 +77,8 @@ int main(int argc, char** argv) {
       for (int i = 0; i < kPerRound; ++i) {
         void* now_current = nullptr;
         if (raw_get_current(&now_current) != 0) throw std::runtime_error("cuCtxGetCurrent failed");
-        if (raw(fn, 1, 1, 1, 32, 1, 1, 0, cu_stream, nullptr, nullptr) != 0) throw std::runtime_error("raw launch failed");
+        if (raw(fn, 1, 1, 1, 32, 1, 1, 0, cu_stream, nullptr, nullptr) != 0)
+          throw std::runtime_error("raw launch failed");
       }
     };
     // Contract probe: does a CUfunction launch on an explicit stream need its context current?

@@ -18,13 +18,13 @@ __global__ void spin(unsigned long long ns) {
   } while (now - start < ns);
 }
 
-#define CHECK(x)                                                                        \
-  do {                                                                                  \
-    cudaError_t e_ = (x);                                                               \
-    if (e_ != cudaSuccess) {                                                            \
-      std::fprintf(stderr, "%s failed: %s\n", #x, cudaGetErrorString(e_));              \
-      return 1;                                                                         \
-    }                                                                                   \
+#define CHECK(x)                                                           \
+  do {                                                                     \
+    cudaError_t e_ = (x);                                                  \
+    if (e_ != cudaSuccess) {                                               \
+      std::fprintf(stderr, "%s failed: %s\n", #x, cudaGetErrorString(e_)); \
+      return 1;                                                            \
+    }                                                                      \
   } while (0)
 
 int main(int argc, char** argv) {

@@ -57,7 +57,8 @@ struct Raw {
   int (*stream_wait_event)(Strm, Ev, unsigned) = nullptr;
   int (*event_record)(Ev, Strm) = nullptr;
   int (*event_elapsed)(float*, Ev, Ev) = nullptr;
-  int (*launch)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, Strm, void**, void**) = nullptr;
+  int (*launch)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, Strm, void**,
+                void**) = nullptr;
 };
 
 // From the very library drvshim loaded (dlopen of the same path hands back the same handle).
@@ -124,11 +125,12 @@ struct Goals {
 // ---- A: the cost of drvshim's copy calls ------------------------------------------------------------
 
 void part_a(const Raw& raw, const ContextRef& c0, const ContextRef& c1, const DeviceBuffer& src0, DeviceBuffer& dst1) {
-  emit("\n## A. Peer copies: drvshim against the raw driver call (peer access on, device 0 -> 1)\n\n"
-       "Per copy: a batch of copies plus one synchronisation, divided by the batch size; medians over rounds in which "
-       "drvshim and raw alternate.\n\n"
-       "| call | size | batch | rounds | drvshim median | raw median | drvshim vs raw | goal (2 %) |\n"
-       "|---|---|---|---|---|---|---|---|\n");
+  emit(
+      "\n## A. Peer copies: drvshim against the raw driver call (peer access on, device 0 -> 1)\n\n"
+      "Per copy: a batch of copies plus one synchronisation, divided by the batch size; medians over rounds in which "
+      "drvshim and raw alternate.\n\n"
+      "| call | size | batch | rounds | drvshim median | raw median | drvshim vs raw | goal (2 %) |\n"
+      "|---|---|---|---|---|---|---|---|\n");
   ScopedCurrentContext current(c1);  // the destination's context is current, for drvshim and raw alike
   auto s1 = Stream::create(c1);
   const StreamRef stream = s1.ref();
@@ -148,7 +150,9 @@ void part_a(const Raw& raw, const ContextRef& c0, const ContextRef& c1, const De
     };
     const std::vector<Case> cases = {
         {"copy_peer / cuMemcpyPeer", [&] { copy_peer(dst, src); },
-         [&] { check(raw.memcpy_peer(dst.address(), native(c1), src.address(), native(c0), sz.bytes), "cuMemcpyPeer"); },
+         [&] {
+           check(raw.memcpy_peer(dst.address(), native(c1), src.address(), native(c0), sz.bytes), "cuMemcpyPeer");
+         },
          [&] { check(raw.ctx_synchronize(), "cuCtxSynchronize"); }},
         {"copy_peer_async / cuMemcpyPeerAsync", [&] { copy_peer_async(stream, dst, src); },
          [&] {
@@ -203,7 +207,8 @@ struct RawLatch {
     std::uint64_t p = flag.device_address();
     unsigned long long timeout = 10'000'000'000ull;
     void* args[] = {&p, &timeout};
-    check(raw.launch(reinterpret_cast<void*>(kernel.native()), 1, 1, 1, 1, 1, 1, 0, s, args, nullptr), "cuLaunchKernel");
+    check(raw.launch(reinterpret_cast<void*>(kernel.native()), 1, 1, 1, 1, 1, 1, 0, s, args, nullptr),
+          "cuLaunchKernel");
   }
   void release() { *static_cast<volatile int*>(flag.data()) = 1; }
   MappedBuffer flag;
@@ -270,7 +275,9 @@ std::pair<double, double> raw_bidirectional(const Raw& raw, RawDirection& f, Raw
   f.latch->release();
   r.latch->release();
   for (RawDirection* d : {&f, &r}) check(raw.stream_synchronize(native(d->stream)), "cuStreamSynchronize");
-  const auto gb = [&](RawDirection& d) { return static_cast<double>(d.bytes) * s.copies / (raw_elapsed(raw, d) / 1e3) / 1e9; };
+  const auto gb = [&](RawDirection& d) {
+    return static_cast<double>(d.bytes) * s.copies / (raw_elapsed(raw, d) / 1e3) / 1e9;
+  };
   return {gb(f), gb(r)};
 }
 
@@ -307,18 +314,33 @@ void part_b(const Raw& raw, const ContextRef& c0, const ContextRef& c1) {
   auto a = [&](int d) -> DeviceBuffer& { return bufs[static_cast<std::size_t>(2 * d)]; };
   auto b = [&](int d) -> DeviceBuffer& { return bufs[static_cast<std::size_t>(2 * d + 1)]; };
 
-  emit("\n## B. P2P bandwidth: the probe's measurement against nvbandwidth's way with raw calls\n\n"
-       "256 MiB copies, 4 warm-up + 16 timed between events, behind a latch; one sample of each per round, " +
-       std::to_string(kRounds) +
-       " rounds alternating; medians. Probe: copy_peer_async (cuMemcpyPeerAsync); raw: cuMemcpyAsync.\n\n"
-       "| measurement | probe median | raw median | probe vs raw | goal (5 %) |\n|---|---|---|---|---|\n");
+  emit(
+      "\n## B. P2P bandwidth: the probe's measurement against nvbandwidth's way with raw calls\n\n"
+      "256 MiB copies, 4 warm-up + 16 timed between events, behind a latch; one sample of each per round, " +
+      std::to_string(kRounds) +
+      " rounds alternating; medians. Probe: copy_peer_async (cuMemcpyPeerAsync); raw: cuMemcpyAsync.\n\n"
+      "| measurement | probe median | raw median | probe vs raw | goal (5 %) |\n|---|---|---|---|---|\n");
   for (const auto& [from, to] : {std::pair{0, 1}, std::pair{1, 0}}) {
-    const drvshim_probe::Direction probe_fwd{a(to).as<std::byte>(), a(from).as<std::byte>(), streams[static_cast<std::size_t>(from)].ref(), probe_latches[from]};
-    const drvshim_probe::Direction probe_rev{b(from).as<std::byte>(), b(to).as<std::byte>(), streams[static_cast<std::size_t>(to)].ref(), probe_latches[to]};
-    RawDirection raw_fwd{&ctx[from], a(to).address(), a(from).address(), settings.bytes, streams[static_cast<std::size_t>(from)].ref(),
-                         raw_latches[from], Event::create(ctx[from]), Event::create(ctx[from])};
-    RawDirection raw_rev{&ctx[to], b(from).address(), b(to).address(), settings.bytes, streams[static_cast<std::size_t>(to)].ref(),
-                         raw_latches[to], Event::create(ctx[to]), Event::create(ctx[to])};
+    const drvshim_probe::Direction probe_fwd{a(to).as<std::byte>(), a(from).as<std::byte>(),
+                                             streams[static_cast<std::size_t>(from)].ref(), probe_latches[from]};
+    const drvshim_probe::Direction probe_rev{b(from).as<std::byte>(), b(to).as<std::byte>(),
+                                             streams[static_cast<std::size_t>(to)].ref(), probe_latches[to]};
+    RawDirection raw_fwd{&ctx[from],
+                         a(to).address(),
+                         a(from).address(),
+                         settings.bytes,
+                         streams[static_cast<std::size_t>(from)].ref(),
+                         raw_latches[from],
+                         Event::create(ctx[from]),
+                         Event::create(ctx[from])};
+    RawDirection raw_rev{&ctx[to],
+                         b(from).address(),
+                         b(to).address(),
+                         settings.bytes,
+                         streams[static_cast<std::size_t>(to)].ref(),
+                         raw_latches[to],
+                         Event::create(ctx[to]),
+                         Event::create(ctx[to])};
     std::vector<double> pu, ru, pb, rb, pl, rl;
     (void)drvshim_probe::unidirectional_gbps(probe_fwd, settings);  // warm-up of both paths
     (void)raw_unidirectional(raw, raw_fwd, settings);
@@ -348,11 +370,11 @@ void part_b(const Raw& raw, const ContextRef& c0, const ContextRef& c1) {
     std::snprintf(line, sizeof line, "| %d -> %d unidirectional | %.1f GB/s | %.1f GB/s | %+.2f %% | %s |\n", from, to,
                   mpu, mru, (mpu / mru - 1.0) * 100.0, goals.verdict(mpu / mru, 0.05).c_str());
     emit(line);
-    std::snprintf(line, sizeof line, "| %d <-> %d bidirectional (total) | %.1f GB/s | %.1f GB/s | %+.2f %% | %s |\n", from,
-                  to, mpb, mrb, (mpb / mrb - 1.0) * 100.0, goals.verdict(mpb / mrb, 0.05).c_str());
+    std::snprintf(line, sizeof line, "| %d <-> %d bidirectional (total) | %.1f GB/s | %.1f GB/s | %+.2f %% | %s |\n",
+                  from, to, mpb, mrb, (mpb / mrb - 1.0) * 100.0, goals.verdict(mpb / mrb, 0.05).c_str());
     emit(line);
-    std::snprintf(line, sizeof line, "| %d -> %d latency, 4-byte copy | %.2f µs | %.2f µs | %+.2f %% | (no goal) |\n", from,
-                  to, median(pl), median(rl), (median(pl) / median(rl) - 1.0) * 100.0);
+    std::snprintf(line, sizeof line, "| %d -> %d latency, 4-byte copy | %.2f µs | %.2f µs | %+.2f %% | (no goal) |\n",
+                  from, to, median(pl), median(rl), (median(pl) / median(rl) - 1.0) * 100.0);
     emit(line);
   }
 }

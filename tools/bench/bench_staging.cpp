@@ -20,8 +20,8 @@
 #include <cstring>
 #include <fstream>
 #include <string>
-#include <tuple>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -50,7 +50,8 @@ void fill_pattern(std::byte* p, std::size_t n, unsigned seed) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s OUTPUT.md [diag] [sweep] [copies] [pool]   (default: sweep, copies, pool)\n", argv[0]);
+    std::fprintf(stderr, "usage: %s OUTPUT.md [diag] [sweep] [copies] [pool]   (default: sweep, copies, pool)\n",
+                 argv[0]);
     return 2;
   }
   const std::vector<std::string> sections(argv + 2, argv + argc);
@@ -77,7 +78,9 @@ int main(int argc, char** argv) {
 
     // ---- diag: the host copy alone, and one traced staged copy each way ----
     if (wanted("diag")) {
-      out += "### Host copy alone (pageable to pinned), GB/s, medians of 5\n\n| size | 1 thread | 4 | 8 | 12 | 16 |\n|---:|---:|---:|---:|---:|---:|\n";
+      out +=
+          "### Host copy alone (pageable to pinned), GB/s, medians of 5\n\n| size | 1 thread | 4 | 8 | 12 | 16 "
+          "|\n|---:|---:|---:|---:|---:|---:|\n";
       for (std::size_t n : {std::size_t{16} << 20, std::size_t{256} << 20}) {
         out += fmt::format("| {} MiB |", n >> 20);
         for (unsigned t : {1u, 4u, 8u, 12u, 16u}) {
@@ -108,8 +111,9 @@ int main(int argc, char** argv) {
         auto stream2 = Stream::create(ctx, StreamFlags::non_blocking);
         auto ev = Event::create(ctx, EventFlags::disable_timing);
         const std::size_t n = std::size_t{16} << 20;
-        out += "\n### DMA of 16 MiB from pinned memory in pieces (an event after each), GB/s, medians of 7\n\n"
-               "| piece | streams | cold source | source just written by the CPU |\n|---:|---:|---:|---:|\n";
+        out +=
+            "\n### DMA of 16 MiB from pinned memory in pieces (an event after each), GB/s, medians of 7\n\n"
+            "| piece | streams | cold source | source just written by the CPU |\n|---:|---:|---:|---:|\n";
         for (unsigned streams : {1u, 2u}) {
           for (std::size_t piece : {n / 16, n / 8, n / 4, n}) {
             if (streams == 2 && piece == n) continue;
@@ -132,8 +136,8 @@ int main(int argc, char** argv) {
               }
               p += n;  // a region not touched since the start for the next cold round
             }
-            out += fmt::format("| {} KiB | {} | {:.1f} | {:.1f} |\n", piece >> 10, streams, static_cast<double>(n) / median(cold) / 1e9,
-                               static_cast<double>(n) / median(hot) / 1e9);
+            out += fmt::format("| {} KiB | {} | {:.1f} | {:.1f} |\n", piece >> 10, streams,
+                               static_cast<double>(n) / median(cold) / 1e9, static_cast<double>(n) / median(hot) / 1e9);
           }
         }
         // The same 2 MiB-piece DMA from a pool block and from the big buffer,
@@ -141,17 +145,22 @@ int main(int argc, char** argv) {
         // engine does), with ordinary stores, or long ago.
         {
           auto block = pool.acquire(n);
-          out += "\n| source (16 MiB, 2 MiB pieces) | cold | memset | streaming stores | streaming stores, 1 ms later |\n|---|---:|---:|---:|---:|\n";
+          out +=
+              "\n| source (16 MiB, 2 MiB pieces) | cold | memset | streaming stores | streaming stores, 1 ms later "
+              "|\n|---|---:|---:|---:|---:|\n";
           for (int which = 0; which < 2; ++which) {
             std::vector<double> v[4];
             for (int r = 0; r < 8; ++r) {
-              auto* p = which == 0 ? block.data() : static_cast<std::byte*>(pinned.data()) + (std::size_t{512} << 20) + static_cast<std::size_t>(r) * n;
+              auto* p = which == 0 ? block.data()
+                                   : static_cast<std::byte*>(pinned.data()) + (std::size_t{512} << 20) +
+                                         static_cast<std::size_t>(r) * n;
               for (int variant = 0; variant < 4; ++variant) {
                 if (variant == 1) std::memset(p, r, n);
                 if (variant >= 2) {
 #if defined(__x86_64__)
                   for (std::size_t i = 0; i < n; i += 16) {
-                    _mm_stream_si128(reinterpret_cast<__m128i*>(p + i), _mm_loadu_si128(reinterpret_cast<const __m128i*>(pageable.data() + i)));
+                    _mm_stream_si128(reinterpret_cast<__m128i*>(p + i),
+                                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(pageable.data() + i)));
                   }
                   _mm_sfence();
 #endif
@@ -159,7 +168,8 @@ int main(int argc, char** argv) {
                 }
                 const double t = timed([&] {
                   for (std::size_t off = 0; off < n; off += n / 8) {
-                    copy_async(stream.ref(), dev.as<std::byte>().subspan(off, n / 8), std::span<const std::byte>(p + off, n / 8));
+                    copy_async(stream.ref(), dev.as<std::byte>().subspan(off, n / 8),
+                               std::span<const std::byte>(p + off, n / 8));
                     ev.ref().record(stream.ref());
                   }
                   stream.ref().synchronize();
@@ -167,9 +177,11 @@ int main(int argc, char** argv) {
                 if (r > 0) v[variant].push_back(t);
               }
             }
-            out += fmt::format("| {} | {:.1f} | {:.1f} | {:.1f} | {:.1f} |\n", which == 0 ? "pool block (portable)" : "big pinned buffer",
-                               static_cast<double>(n) / median(v[0]) / 1e9, static_cast<double>(n) / median(v[1]) / 1e9,
-                               static_cast<double>(n) / median(v[2]) / 1e9, static_cast<double>(n) / median(v[3]) / 1e9);
+            out +=
+                fmt::format("| {} | {:.1f} | {:.1f} | {:.1f} | {:.1f} |\n",
+                            which == 0 ? "pool block (portable)" : "big pinned buffer",
+                            static_cast<double>(n) / median(v[0]) / 1e9, static_cast<double>(n) / median(v[1]) / 1e9,
+                            static_cast<double>(n) / median(v[2]) / 1e9, static_cast<double>(n) / median(v[3]) / 1e9);
           }
         }
         fill_pattern(static_cast<std::byte*>(pinned.data()), kMax, 17);  // the reference the copies compare against
@@ -177,8 +189,9 @@ int main(int argc, char** argv) {
       // Where a 16 MiB staged copy spends its time, from the driver-call
       // trace: when each chunk's DMA was queued (its last piece copied), and
       // how long the final wait took; medians of 9 traced copies.
-      out += "\n### Timeline of a 16 MiB staged copy (µs from the copy's first driver call; medians of 9)\n\n"
-             "| direction | chunk, depth, threads | DMAs queued at | last queued | done |\n|---|---|---|---:|---:|\n";
+      out +=
+          "\n### Timeline of a 16 MiB staged copy (µs from the copy's first driver call; medians of 9)\n\n"
+          "| direction | chunk, depth, threads | DMAs queued at | last queued | done |\n|---|---|---|---:|---:|\n";
       for (const auto& [chunk, depth, threads] :
            {std::tuple<std::size_t, unsigned, unsigned>{0, 0, 0}, {0, 0, 16}, {2u << 20, 8, 8}, {1u << 20, 16, 12}}) {
         StagingOptions o;
@@ -232,9 +245,11 @@ int main(int argc, char** argv) {
     // "after a pause": 10 ms of idleness before each copy, longer than the
     // helpers' default spin (they sleep, and the copy waits for them to wake).
     if (wanted("sweep")) {
-      out += "### Chunk size, ring depth and host threads, GB/s (medians)\n\n"
-             "| size | chunk | depth | threads | H2D back to back | D2H back to back | H2D after a pause | D2H after a pause |\n"
-             "|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+      out +=
+          "### Chunk size, ring depth and host threads, GB/s (medians)\n\n"
+          "| size | chunk | depth | threads | H2D back to back | D2H back to back | H2D after a pause | D2H after a "
+          "pause |\n"
+          "|---:|---:|---:|---:|---:|---:|---:|---:|\n";
       struct Config {
         std::size_t bytes, chunk;
         unsigned depth, threads;
@@ -271,16 +286,21 @@ int main(int argc, char** argv) {
           std::this_thread::sleep_for(std::chrono::milliseconds(10));
           const double d = timed([&] { e.copy_to_host(std::span(back).first(n), cdspan); });
           if (r == 0) {
-            if (std::memcmp(back.data(), pageable.data(), n) != 0) throw std::runtime_error("staged round trip differs");
+            if (std::memcmp(back.data(), pageable.data(), n) != 0)
+              throw std::runtime_error("staged round trip differs");
             continue;
           }
-          h2d.push_back(a); d2h.push_back(b); h2d_cold.push_back(c); d2h_cold.push_back(d);
+          h2d.push_back(a);
+          d2h.push_back(b);
+          h2d_cold.push_back(c);
+          d2h_cold.push_back(d);
         }
         const double nb = static_cast<double>(n);
         out += fmt::format("| {} MiB | {} | {} | {} | {:.1f} | {:.1f} | {:.1f} | {:.1f} |\n", n >> 20,
                            chunk == 0 ? std::string("auto") : fmt::format("{} KiB", chunk >> 10),
                            depth == 0 ? std::string("auto") : std::to_string(depth), e.options().threads,
-                           nb / median(h2d) / 1e9, nb / median(d2h) / 1e9, nb / median(h2d_cold) / 1e9, nb / median(d2h_cold) / 1e9);
+                           nb / median(h2d) / 1e9, nb / median(d2h) / 1e9, nb / median(h2d_cold) / 1e9,
+                           nb / median(d2h_cold) / 1e9);
       }
       out += "\n";
     }
@@ -290,62 +310,78 @@ int main(int argc, char** argv) {
     // ---- copies ----
     bool targets_met = true;
     if (wanted("copies")) {
-    StagingEngine engine(pool);
-    const auto& eo = engine.options();
-    out += fmt::format(
-        "### Copies, GB/s (medians of interleaved rounds; engine defaults: {} chunks, depth {}, {} threads, helpers awake {} ms after a copy)\n\n"
-        "| size | direction | direct pageable | staged pageable | pinned (ceiling) | staged / pinned | staged / direct |\n"
-        "|---:|---|---:|---:|---:|---:|---:|\n",
-        eo.chunk_bytes == 0 ? std::string("auto") : fmt::format("{} MiB", eo.chunk_bytes >> 20),
-        eo.depth == 0 ? std::string("auto") : std::to_string(eo.depth), eo.threads, static_cast<double>(eo.spin.count()) / 1e3);
-    for (std::size_t n : {std::size_t{1} << 20, std::size_t{16} << 20, std::size_t{256} << 20, kMax}) {
-      const int rounds = n >= kMax ? 5 : 9;
-      std::vector<double> dh, sh, ph, dd, sd, pd;
-      const auto dspan = dev.as<std::byte>().subspan(0, n);
-      const DeviceSpan<const std::byte> cdspan(dspan);
-      const std::span<const std::byte> src = std::span(pageable).first(n);
-      const std::span<const std::byte> psrc(static_cast<const std::byte*>(pinned.data()), n);
-      const std::span<std::byte> pdst(static_cast<std::byte*>(pinned.data()), n);
-      // A copy to the device is timed until its data is there: the driver's
-      // pageable cuMemcpyHtoD returns once the source sits in the driver's
-      // own staging memory, before the last DMA is done, and the next copy
-      // timed would pay for it (runs 25-27 timed without the synchronise:
-      // the direct path looked up to 1.25x faster than the same path taken
-      // through the engine right after it).
-      auto landed = [&](auto&& f) { return timed([&] { f(); ctx.synchronize(); }); };
-      for (int r = 0; r < rounds + 1; ++r) {
-        const double a = landed([&] { copy(dspan, src); });
-        const double b = landed([&] { engine.copy_to_device(dspan, src); });
-        const double c = landed([&] { copy(dspan, psrc); });
-        const double d = timed([&] { copy(std::span(back).first(n), cdspan); });
-        const double e = timed([&] { engine.copy_to_host(std::span(back).first(n), cdspan); });
-        if (r == 0 && std::memcmp(back.data(), pageable.data(), n) != 0) throw std::runtime_error("staged round trip differs");
-        const double f = timed([&] { copy(pdst, cdspan); });
-        if (r == 0) continue;  // warm-up round
-        dh.push_back(a); sh.push_back(b); ph.push_back(c); dd.push_back(d); sd.push_back(e); pd.push_back(f);
+      StagingEngine engine(pool);
+      const auto& eo = engine.options();
+      out += fmt::format(
+          "### Copies, GB/s (medians of interleaved rounds; engine defaults: {} chunks, depth {}, {} threads, helpers "
+          "awake {} ms after a copy)\n\n"
+          "| size | direction | direct pageable | staged pageable | pinned (ceiling) | staged / pinned | staged / "
+          "direct |\n"
+          "|---:|---|---:|---:|---:|---:|---:|\n",
+          eo.chunk_bytes == 0 ? std::string("auto") : fmt::format("{} MiB", eo.chunk_bytes >> 20),
+          eo.depth == 0 ? std::string("auto") : std::to_string(eo.depth), eo.threads,
+          static_cast<double>(eo.spin.count()) / 1e3);
+      for (std::size_t n : {std::size_t{1} << 20, std::size_t{16} << 20, std::size_t{256} << 20, kMax}) {
+        const int rounds = n >= kMax ? 5 : 9;
+        std::vector<double> dh, sh, ph, dd, sd, pd;
+        const auto dspan = dev.as<std::byte>().subspan(0, n);
+        const DeviceSpan<const std::byte> cdspan(dspan);
+        const std::span<const std::byte> src = std::span(pageable).first(n);
+        const std::span<const std::byte> psrc(static_cast<const std::byte*>(pinned.data()), n);
+        const std::span<std::byte> pdst(static_cast<std::byte*>(pinned.data()), n);
+        // A copy to the device is timed until its data is there: the driver's
+        // pageable cuMemcpyHtoD returns once the source sits in the driver's
+        // own staging memory, before the last DMA is done, and the next copy
+        // timed would pay for it (runs 25-27 timed without the synchronise:
+        // the direct path looked up to 1.25x faster than the same path taken
+        // through the engine right after it).
+        auto landed = [&](auto&& f) {
+          return timed([&] {
+            f();
+            ctx.synchronize();
+          });
+        };
+        for (int r = 0; r < rounds + 1; ++r) {
+          const double a = landed([&] { copy(dspan, src); });
+          const double b = landed([&] { engine.copy_to_device(dspan, src); });
+          const double c = landed([&] { copy(dspan, psrc); });
+          const double d = timed([&] { copy(std::span(back).first(n), cdspan); });
+          const double e = timed([&] { engine.copy_to_host(std::span(back).first(n), cdspan); });
+          if (r == 0 && std::memcmp(back.data(), pageable.data(), n) != 0)
+            throw std::runtime_error("staged round trip differs");
+          const double f = timed([&] { copy(pdst, cdspan); });
+          if (r == 0) continue;  // warm-up round
+          dh.push_back(a);
+          sh.push_back(b);
+          ph.push_back(c);
+          dd.push_back(d);
+          sd.push_back(e);
+          pd.push_back(f);
+        }
+        auto row = [&](const char* dir, double direct, double staged, double pin) {
+          const double nb = static_cast<double>(n);
+          const double gd = nb / direct / 1e9, gs = nb / staged / 1e9, gp = nb / pin / 1e9;
+          if (n >= (std::size_t{16} << 20) && gs < 0.8 * gp) targets_met = false;
+          out += fmt::format("| {} MiB | {} | {:.1f} | {:.1f} | {:.1f} | {:.0f} % | {:.1f}x |\n", n >> 20, dir, gd, gs,
+                             gp, 100.0 * gs / gp, gs / gd);
+        };
+        row("H2D", median(dh), median(sh), median(ph));
+        row("D2H", median(dd), median(sd), median(pd));
       }
-      auto row = [&](const char* dir, double direct, double staged, double pin) {
-        const double nb = static_cast<double>(n);
-        const double gd = nb / direct / 1e9, gs = nb / staged / 1e9, gp = nb / pin / 1e9;
-        if (n >= (std::size_t{16} << 20) && gs < 0.8 * gp) targets_met = false;
-        out += fmt::format("| {} MiB | {} | {:.1f} | {:.1f} | {:.1f} | {:.0f} % | {:.1f}x |\n", n >> 20, dir, gd, gs, gp,
-                           100.0 * gs / gp, gs / gd);
-      };
-      row("H2D", median(dh), median(sh), median(ph));
-      row("D2H", median(dd), median(sd), median(pd));
-    }
-    out += fmt::format("\nTarget (16 MiB and up: staged >= 80 % of pinned): {}\n\n", targets_met ? "met" : "NOT met");
-    std::fputs(out.c_str() + printed, stdout);
+      out += fmt::format("\nTarget (16 MiB and up: staged >= 80 % of pinned): {}\n\n", targets_met ? "met" : "NOT met");
+      std::fputs(out.c_str() + printed, stdout);
     }
 
     // ---- pool vs cuMemHostAlloc ----
     // Each sample times a loop and divides (a clock read costs tens of
     // nanoseconds on a VM, as much as a pool reuse); fresh and reused rounds
     // interleave.
-    out += "### Pinned blocks: pool reuse vs a fresh allocation, microseconds per acquire + release (medians)\n\n"
-           "| size | PinnedPool reuse (default: the thread's last block) | PinnedPool reuse through the lock (thread_cache off) | "
-           "cuMemHostAlloc + cuMemFreeHost | ratio | ratio through the lock | cuMemHostAlloc of new memory (8 held) |\n"
-           "|---:|---:|---:|---:|---:|---:|---:|\n";
+    out +=
+        "### Pinned blocks: pool reuse vs a fresh allocation, microseconds per acquire + release (medians)\n\n"
+        "| size | PinnedPool reuse (default: the thread's last block) | PinnedPool reuse through the lock "
+        "(thread_cache off) | "
+        "cuMemHostAlloc + cuMemFreeHost | ratio | ratio through the lock | cuMemHostAlloc of new memory (8 held) |\n"
+        "|---:|---:|---:|---:|---:|---:|---:|\n";
     const std::size_t pool_mark = out.size();
     bool pool_met = true;
     for (std::size_t n : {std::size_t{1} << 20, std::size_t{16} << 20, std::size_t{256} << 20, kMax}) {
@@ -362,20 +398,22 @@ int main(int argc, char** argv) {
       (void)q.acquire(n);
       auto reuse_loop = [&](const PinnedPool& which) {
         return timed([&] {
-          for (int i = 0; i < kReuseLoop; ++i) {
-            auto b = which.acquire(n);
-            if (b.data() == nullptr) throw std::runtime_error("empty block");
-            b.release();
-          }
-        }) / kReuseLoop;
+                 for (int i = 0; i < kReuseLoop; ++i) {
+                   auto b = which.acquire(n);
+                   if (b.data() == nullptr) throw std::runtime_error("empty block");
+                   b.release();
+                 }
+               }) /
+               kReuseLoop;
       };
       for (int r = 0; r < rounds + 1; ++r) {
         const double f = timed([&] {
-          for (int i = 0; i < fresh_loop; ++i) {
-            auto b = PinnedBuffer::allocate(ctx, n);
-            b.free();
-          }
-        }) / fresh_loop;
+                           for (int i = 0; i < fresh_loop; ++i) {
+                             auto b = PinnedBuffer::allocate(ctx, n);
+                             b.free();
+                           }
+                         }) /
+                         fresh_loop;
         const double u = reuse_loop(p);
         const double l = reuse_loop(q);
         // New memory each time: eight blocks allocated while the earlier ones are still held.
@@ -383,8 +421,9 @@ int main(int argc, char** argv) {
         if (n <= (std::size_t{16} << 20)) {
           std::vector<PinnedBuffer> keep;
           h = timed([&] {
-            for (int i = 0; i < 8; ++i) keep.push_back(PinnedBuffer::allocate(ctx, n));
-          }) / 8;
+                for (int i = 0; i < 8; ++i) keep.push_back(PinnedBuffer::allocate(ctx, n));
+              }) /
+              8;
         }
         if (r == 0) continue;  // warm-up round
         fresh.push_back(f);
@@ -392,13 +431,15 @@ int main(int argc, char** argv) {
         locked.push_back(l);
         held.push_back(h);
       }
-      if (p.stats().allocations != 1 || q.stats().allocations != 1) throw std::runtime_error("a pool allocated more than once");
+      if (p.stats().allocations != 1 || q.stats().allocations != 1)
+        throw std::runtime_error("a pool allocated more than once");
       const double f = median(fresh) * 1e6, u = median(reused) * 1e6, l = median(locked) * 1e6, h = median(held) * 1e6;
       if (f / u < 100) pool_met = false;
-      out += fmt::format("| {} MiB | {:.4f} | {:.4f} | {:.1f} | {:.0f}x | {:.0f}x | {} |\n", n >> 20, u, l, f, f / u, f / l,
-                         h > 0 ? fmt::format("{:.1f}", h) : std::string("-"));
+      out += fmt::format("| {} MiB | {:.4f} | {:.4f} | {:.1f} | {:.0f}x | {:.0f}x | {} |\n", n >> 20, u, l, f, f / u,
+                         f / l, h > 0 ? fmt::format("{:.1f}", h) : std::string("-"));
     }
-    out += fmt::format("\nTarget (reuse >= 100x cheaper than a fresh cuMemHostAlloc): {}\n", pool_met ? "met" : "NOT met");
+    out +=
+        fmt::format("\nTarget (reuse >= 100x cheaper than a fresh cuMemHostAlloc): {}\n", pool_met ? "met" : "NOT met");
     std::fputs(out.c_str() + pool_mark, stdout);
     std::ofstream(argv[1], std::ios::app) << out;
     return targets_met && pool_met ? 0 : 3;

@@ -21,10 +21,10 @@
 // DRVSHIM_FAKE_INIT_DELAY_MS=100) it is a smoke test; cudart-lazy is skipped there.
 //
 // The child side (drvshim modes): bench_startup --child explicit|background T_MS DEVICES busy|sleep
-#include <drvshim/drvshim.hpp>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <drvshim/drvshim.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -64,7 +64,8 @@ bool first_kernel(const std::vector<drvshim::ContextRef>& contexts, const drvshi
     const drvshim::Kernel kernel = library.kernel(ctx, "scale");
     buffers.push_back(drvshim::DeviceBuffer::allocate(ctx, n * sizeof(float)));
     drvshim::copy(buffers.back().as<float>(), std::span<const float>(host));
-    drvshim::launch(kernel, drvshim::LaunchConfig{{(n + 255) / 256}, {256}, 0, {}, {}}, buffers.back().address(), 2.0f, n, 1u);
+    drvshim::launch(kernel, drvshim::LaunchConfig{{(n + 255) / 256}, {256}, 0, {}, {}}, buffers.back().address(), 2.0f,
+                    n, 1u);
   }
   for (std::size_t d = 0; d < buffers.size(); ++d) {
     std::vector<float> back(n, 0.0f);
@@ -119,9 +120,9 @@ int child(const std::string& mode, long long t_ms, int devices, bool busy) {
 // ---- the parent ---------------------------------------------------------------------------------
 
 struct Sample {
-  double total_ms = 0;   // process start to the first result
-  double launch_ms = 0;  // the first kernel's share (allocate, copy in, launch, copy back)
-  double premain_ms = 0; // process start to main
+  double total_ms = 0;    // process start to the first result
+  double launch_ms = 0;   // the first kernel's share (allocate, copy in, launch, copy back)
+  double premain_ms = 0;  // process start to main
 };
 
 struct Mode {
@@ -235,8 +236,8 @@ int main(int argc, char** argv) {
   std::vector<long long> ts = {0, 100, 300};
   std::vector<int> device_counts = {1};
   std::string work_kind = "busy";
-  std::vector<std::string> wanted = {"cudart-lazy", "drvshim-explicit", "drvshim-background", "rt-lazy", "rt-eager",
-                                     "rt-background"};
+  std::vector<std::string> wanted = {"cudart-lazy", "drvshim-explicit", "drvshim-background",
+                                     "rt-lazy",     "rt-eager",         "rt-background"};
   const std::string dir = here();
   std::string cudart = dir + "/bench_startup_cudart";
   std::string rt = dir + "/bench_startup_rt";
@@ -276,7 +277,8 @@ int main(int argc, char** argv) {
   for (const auto& name : wanted) {
     if (name == "cudart-lazy") {
       if (other_driver) {
-        notes += "cudart-lazy: skipped (DRVSHIM_LIBCUDA names another driver; the CUDA Runtime loads libcuda.so.1 itself)\n";
+        notes +=
+            "cudart-lazy: skipped (DRVSHIM_LIBCUDA names another driver; the CUDA Runtime loads libcuda.so.1 itself)\n";
         continue;
       }
       modes.push_back({name, {cudart}, {}});

@@ -25,7 +25,6 @@ extern "C" __global__ void scale(float* p, float f, unsigned n, unsigned repeat)
   }
 }
 
-
 namespace {
 
 using bench_startup::now_ns;

@@ -77,13 +77,13 @@ F resolve(Gpa gpa, const char* name, int version) {
   return reinterpret_cast<F>(p);
 }
 
-#define CHECK(x)                                                   \
-  do {                                                             \
-    const int r_ = (x);                                            \
-    if (r_ != 0) {                                                 \
+#define CHECK(x)                                                    \
+  do {                                                              \
+    const int r_ = (x);                                             \
+    if (r_ != 0) {                                                  \
       std::fprintf(stderr, "bench_trace: %s failed: %d\n", #x, r_); \
-      return 1;                                                    \
-    }                                                              \
+      return 1;                                                     \
+    }                                                               \
   } while (0)
 
 // ---- statistics ------------------------------------------------------------------------
@@ -279,9 +279,7 @@ struct Options {
 std::string traced_prefix(const Options& o, const char* mode) {
   return o.tracer + " -q --mode " + mode + (o.libcuda.empty() ? "" : " --libcuda " + o.libcuda) + " -- ";
 }
-std::string untraced_prefix(const Options& o) {
-  return o.libcuda.empty() ? "" : "BENCH_LIBCUDA=" + o.libcuda + " ";
-}
+std::string untraced_prefix(const Options& o) { return o.libcuda.empty() ? "" : "BENCH_LIBCUDA=" + o.libcuda + " "; }
 
 const char* goal_text(int m) { return m == 1 ? "<= 3 %" : m == 2 ? "<= 10 %" : ""; }
 double goal_of(int m) { return m == 1 ? 0.03 : 0.10; }
@@ -317,13 +315,14 @@ std::string interleaved(const Options& o, const std::string& worker_cmd, bool& o
   char row[512];
   for (int m = 0; m < 3; ++m) {
     if (m == 0) {
-      std::snprintf(row, sizeof row, "| driver API | %s | rounds interleaved | %.1f | - | - | - | %zu | | |\n", kModes[m],
-                    median(ns[m]), ns[m].size());
+      std::snprintf(row, sizeof row, "| driver API | %s | rounds interleaved | %.1f | - | - | - | %zu | | |\n",
+                    kModes[m], median(ns[m]), ns[m].size());
     } else {
       const auto [lo, hi] = median_ci(overhead[m]);
       const auto [pmin, pmax] = std::minmax_element(per_process[m].begin(), per_process[m].end());
       std::snprintf(row, sizeof row,
-                    "| driver API | %s | rounds interleaved | %.1f | %s | %s .. %s | quartiles %s .. %s; process medians %s .. %s | %zu | "
+                    "| driver API | %s | rounds interleaved | %.1f | %s | %s .. %s | quartiles %s .. %s; process "
+                    "medians %s .. %s | %zu | "
                     "%s | %s |\n",
                     kModes[m], median(ns[m]), pct(median(overhead[m])).c_str(), pct(lo).c_str(), pct(hi).c_str(),
                     pct(quantile(overhead[m], 0.25)).c_str(), pct(quantile(overhead[m], 0.75)).c_str(),
@@ -365,10 +364,10 @@ std::string whole_processes(const Options& o, const std::string& program, const 
     } else {
       const auto [lo, hi] = median_ci(overhead[m]);
       const auto [mn, mx] = std::minmax_element(overhead[m].begin(), overhead[m].end());
-      std::snprintf(row, sizeof row, "| %s | %s | whole processes | %.1f | %s | %s .. %s | range %s .. %s | %zu | %s | %s |\n",
-                    label.c_str(), kModes[m], median(ns[m]), pct(median(overhead[m])).c_str(), pct(lo).c_str(),
-                    pct(hi).c_str(), pct(*mn).c_str(), pct(*mx).c_str(), overhead[m].size(), goal_text(m),
-                    verdict(lo, hi, goal_of(m)));
+      std::snprintf(
+          row, sizeof row, "| %s | %s | whole processes | %.1f | %s | %s .. %s | range %s .. %s | %zu | %s | %s |\n",
+          label.c_str(), kModes[m], median(ns[m]), pct(median(overhead[m])).c_str(), pct(lo).c_str(), pct(hi).c_str(),
+          pct(*mn).c_str(), pct(*mx).c_str(), overhead[m].size(), goal_text(m), verdict(lo, hi, goal_of(m)));
     }
     rows += row;
   }
@@ -378,27 +377,30 @@ std::string whole_processes(const Options& o, const std::string& program, const 
 // Instructions per launch inside timed_launches, one callgrind process per mode.
 std::string instructions(const Options& o, const std::string& self, bool& ok) {
   const std::string dir = "/tmp/bench_trace_cg." + std::to_string(::getpid());
-  const std::string valgrind = "valgrind --tool=callgrind --collect-atstart=no --toggle-collect='*timed_launches*' "
-                               "--separate-threads=yes --callgrind-out-file=";
+  const std::string valgrind =
+      "valgrind --tool=callgrind --collect-atstart=no --toggle-collect='*timed_launches*' "
+      "--separate-threads=yes --callgrind-out-file=";
   double per_launch[3] = {};
   for (int m = 0; m < 3; ++m) {
     const std::string file = dir + "." + kModes[m];
     const std::string prefix = m == 0 ? untraced_prefix(o) : traced_prefix(o, kModes[m]);
     bool ran = false;
-    const std::string out =
-        run(prefix + valgrind + file + " " + self + " worker --rounds " + std::to_string(o.rounds) + " 2>/dev/null", ran);
+    const std::string out = run(
+        prefix + valgrind + file + " " + self + " worker --rounds " + std::to_string(o.rounds) + " 2>/dev/null", ran);
     // The main thread's part (-01): the timed loop runs there only.
     std::ifstream in(file + "-01");
     std::string line;
     double ir = -1;
     while (std::getline(in, line)) {
-      if (line.rfind("summary: ", 0) == 0 || line.rfind("totals: ", 0) == 0) ir = std::atof(line.c_str() + line.find(' '));
+      if (line.rfind("summary: ", 0) == 0 || line.rfind("totals: ", 0) == 0)
+        ir = std::atof(line.c_str() + line.find(' '));
     }
     const auto at = out.find("launches_timed=");
     const double launches = at == std::string::npos ? 0 : std::atof(out.c_str() + at + 15);
     for (const char* suffix : {"-01", "-02", "-03", "-04", ""}) std::remove((file + suffix).c_str());
     if (!ran || ir < 0 || launches <= 0) {
-      std::fprintf(stderr, "bench_trace: callgrind run (%s) failed (valgrind installed?):\n%s\n", kModes[m], out.c_str());
+      std::fprintf(stderr, "bench_trace: callgrind run (%s) failed (valgrind installed?):\n%s\n", kModes[m],
+                   out.c_str());
       ok = false;
       return {};
     }
@@ -448,13 +450,20 @@ int main(int argc, char** argv) {
     }
     if (i + 1 >= argc) return usage();
     const char* v = argv[++i];
-    if (k == "--tracer") o.tracer = v;
-    else if (k == "--libcuda") o.libcuda = v;
-    else if (k == "--workload") o.workload = v;
-    else if (k == "--repeat") o.repeat = std::atoi(v);
-    else if (k == "--rounds") o.rounds = std::atoi(v);
-    else if (k == "--processes") o.processes = std::atoi(v);
-    else if (k == "--out") o.out = v;
+    if (k == "--tracer")
+      o.tracer = v;
+    else if (k == "--libcuda")
+      o.libcuda = v;
+    else if (k == "--workload")
+      o.workload = v;
+    else if (k == "--repeat")
+      o.repeat = std::atoi(v);
+    else if (k == "--rounds")
+      o.rounds = std::atoi(v);
+    else if (k == "--processes")
+      o.processes = std::atoi(v);
+    else if (k == "--out")
+      o.out = v;
     else {
       std::fprintf(stderr, "bench_trace: unknown option %s\n", k.c_str());
       return usage();
@@ -476,8 +485,10 @@ int main(int argc, char** argv) {
   if (o.instructions) {
     table = instructions(o, me, ok);
   } else {
-    table = "| workload | mode | method | ns per launch (median) | overhead (median) | 95 % CI of the median | spread of the "
-            "paired overheads | samples | goal | verdict |\n|---|---|---|---|---|---|---|---|---|---|\n";
+    table =
+        "| workload | mode | method | ns per launch (median) | overhead (median) | 95 % CI of the median | spread of "
+        "the "
+        "paired overheads | samples | goal | verdict |\n|---|---|---|---|---|---|---|---|---|---|\n";
     if (self) {
       table += interleaved(o, me + " worker --rounds " + std::to_string(o.rounds), ok);
       if (ok) table += whole_processes(o, me + " worker --rounds " + std::to_string(o.rounds), "driver API", ok);

@@ -11,13 +11,13 @@
 // trace off and on (DRVSHIM_LIBCUDA names the driver: the fake in CI).
 #include <drvshim/drvshim.hpp>
 
+#include <unistd.h>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <thread>
-#include <unistd.h>
 #include <vector>
 
 namespace {
@@ -26,7 +26,7 @@ using Clock = std::chrono::steady_clock;
 
 struct Result {
   double ns_per_record;
-  double p999_us;  // 99.9th percentile of single records
+  double p999_us;   // 99.9th percentile of single records
   double worst_us;  // includes the thread being descheduled (more threads than cores)
 };
 
@@ -58,8 +58,9 @@ Result hammer(int threads, int per_thread) {
 
 int main(int argc, char** argv) {
   const int per_thread = argc > 1 ? std::atoi(argv[1]) : 200000;
-  std::string table = "| case | threads | ns per record (wall / records per thread) | single record p99.9 | longest |\n"
-                      "|---|---|---|---|---|\n";
+  std::string table =
+      "| case | threads | ns per record (wall / records per thread) | single record p99.9 | longest |\n"
+      "|---|---|---|---|---|\n";
   char path[] = "/tmp/bench_trace_recorder_XXXXXX";
   const int fd = ::mkstemp(path);
   ::close(fd);

@@ -153,7 +153,8 @@ int main(int argc, char** argv) {
     j["loader"] = {{"status", "not_found"}, {"paths_tried", tried}, {"hint", e.hint()}};
     exit_code = kExitNoDriver;
   } catch (const drvshim::StubLibraryError& e) {
-    j["loader"] = {{"status", "stub"}, {"path", e.path()}, {"requested", e.path()}, {"message", e.what()}, {"hint", e.hint()}};
+    j["loader"] = {
+        {"status", "stub"}, {"path", e.path()}, {"requested", e.path()}, {"message", e.what()}, {"hint", e.hint()}};
     exit_code = kExitNoDriver;
   } catch (const drvshim::Error& e) {
     j["loader"] = {{"status", e.kind() == drvshim::ErrorKind::driver_too_old ? "too_old" : "failed"},
@@ -167,7 +168,9 @@ int main(int argc, char** argv) {
       j["init"] = {{"status", "ok"}, {"cuinit_ms", ms(drv->init_duration_ns())}};
     } catch (const drvshim::Error& e) {
       j["init"] = {{"status", "failed"}, {"result", e.code_name()}, {"detail", e.what()}};
-      exit_code = e.code() == 100 ? kExitNoDevice : e.kind() == drvshim::ErrorKind::stub_library ? kExitNoDriver : kExitUnexpected;
+      exit_code = e.code() == 100                                ? kExitNoDevice
+                  : e.kind() == drvshim::ErrorKind::stub_library ? kExitNoDriver
+                                                                 : kExitUnexpected;
     }
   }
 
@@ -182,8 +185,8 @@ int main(int argc, char** argv) {
     if (count == 0 && !j.contains("error")) exit_code = kExitNoDevice;
     if (only_device >= count && count > 0) {
       j["error"] = {{"step", "arguments"},
-                    {"detail", "--device " + std::to_string(only_device) + ": the driver reports " + std::to_string(count) +
-                                   " device(s), ordinals 0 to " + std::to_string(count - 1)}};
+                    {"detail", "--device " + std::to_string(only_device) + ": the driver reports " +
+                                   std::to_string(count) + " device(s), ordinals 0 to " + std::to_string(count - 1)}};
       std::fprintf(stderr, "drvshim-probe: %s\n", j["error"]["detail"].get<std::string>().c_str());
       exit_code = kExitUnexpected;
       count = 0;  // nothing is probed
@@ -219,7 +222,8 @@ int main(int argc, char** argv) {
             {"read_only_host_register_supported", attribute_json(hm.read_only_host_register_supported)},
             {"can_use_host_pointer_for_registered_mem", attribute_json(hm.can_use_host_pointer_for_registered_mem)},
             {"pageable_memory_access", attribute_json(hm.pageable_memory_access)},
-            {"pageable_memory_access_uses_host_page_tables", attribute_json(hm.pageable_memory_access_uses_host_page_tables)},
+            {"pageable_memory_access_uses_host_page_tables",
+             attribute_json(hm.pageable_memory_access_uses_host_page_tables)},
             {"managed_memory", attribute_json(hm.managed_memory)},
             {"concurrent_managed_access", attribute_json(hm.concurrent_managed_access)},
             {"memory_pools_supported", attribute_json(hm.memory_pools_supported)},
@@ -251,8 +255,10 @@ int main(int argc, char** argv) {
                                 {"after", state_json(dev.primary_context_state())},
                                 {"activated_by_another_component", before.active}};
         std::string verdict = hm.verdict();
-        if (d["checks"]["host_registration"]["status"] == "failed") verdict += "; but the live registration check failed";
-        if (d["checks"]["mapped_allocation"]["status"] == "failed") verdict += "; but the live mapped-memory check failed";
+        if (d["checks"]["host_registration"]["status"] == "failed")
+          verdict += "; but the live registration check failed";
+        if (d["checks"]["mapped_allocation"]["status"] == "failed")
+          verdict += "; but the live mapped-memory check failed";
         d["verdict"] = verdict;
       } catch (const std::exception& e) {
         d["error"] = error_json(step, e);

@@ -20,7 +20,8 @@ double median(std::vector<double> v) {
 StreamLatch::StreamLatch(const ContextRef& context) {
   try {
     flag_.emplace(MappedBuffer::allocate(context, sizeof(int)));
-    module_.emplace(Module::load(context, std::as_bytes(std::span<const char>(kProbeKernelsPtx, sizeof(kProbeKernelsPtx) - 1))));
+    module_.emplace(
+        Module::load(context, std::as_bytes(std::span<const char>(kProbeKernelsPtx, sizeof(kProbeKernelsPtx) - 1))));
     kernel_.emplace(module_->kernel("wait_flag"));
     arm();
   } catch (const Error&) {

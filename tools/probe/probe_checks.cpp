@@ -28,7 +28,8 @@ ordered_json live_checks(const drvshim::Driver& drv, const drvshim::Device& dev,
     std::fill_n(static_cast<unsigned char*>(m.data()), kBytes, static_cast<unsigned char>(0x5a));
     copy(d.as<unsigned char>(), DeviceSpan<const unsigned char>(m.device_as<unsigned char>()));
     unsigned char back[16] = {};
-    copy(std::span<unsigned char>(back), DeviceSpan<const unsigned char>(d.as<unsigned char>().subspan(kBytes - 16, 16)));
+    copy(std::span<unsigned char>(back),
+         DeviceSpan<const unsigned char>(d.as<unsigned char>().subspan(kBytes - 16, 16)));
     if (back[15] != 0x5a) throw std::runtime_error("data read through the device address did not match");
     return ok({{"pointers_identical", m.pointers_identical()}});
   });
@@ -47,9 +48,7 @@ ordered_json live_checks(const drvshim::Driver& drv, const drvshim::Device& dev,
   });
   checks["pool_allocation"] = run_check([&] {
     auto s = Stream::create(ctx);
-    {
-      auto b = AsyncDeviceBuffer::allocate(s.ref(), kBytes);
-    }
+    { auto b = AsyncDeviceBuffer::allocate(s.ref(), kBytes); }
     s.ref().synchronize();
     return ok();
   });
@@ -112,7 +111,8 @@ ordered_json bandwidth(const drvshim::ContextRef& ctx, bool progress) {
     auto mapped = MappedBuffer::allocate(ctx, kBytes);
     std::fill_n(static_cast<float*>(mapped.data()), kBytes / sizeof(float), 1.0f);
     auto sink = DeviceBuffer::allocate(ctx, sizeof(float));
-    auto module = Module::load(ctx, std::as_bytes(std::span<const char>(kProbeKernelsPtx, sizeof(kProbeKernelsPtx) - 1)));
+    auto module =
+        Module::load(ctx, std::as_bytes(std::span<const char>(kProbeKernelsPtx, sizeof(kProbeKernelsPtx) - 1)));
     const Kernel read_sum = module.kernel("read_sum");
     auto stream = Stream::create(ctx);
     const LaunchConfig config{{static_cast<unsigned>(ctx.device().sm_count()) * 8}, {256}, 0, stream.ref(), {}};
@@ -125,7 +125,9 @@ ordered_json bandwidth(const drvshim::ContextRef& ctx, bool progress) {
       if (r > 0) t.push_back(ms);
     }
     std::sort(t.begin(), t.end());
-    return ordered_json{{"direction", "kernel reads mapped"}, {"memory", "mapped"}, {"bytes", kBytes},
+    return ordered_json{{"direction", "kernel reads mapped"},
+                        {"memory", "mapped"},
+                        {"bytes", kBytes},
                         {"gb_per_s", std::round(static_cast<double>(kBytes) / (t[t.size() / 2] / 1e3) / 1e8) / 10.0}};
   }));
   if (progress) std::fprintf(stderr, "\r%50s\r", "");
@@ -147,7 +149,8 @@ ordered_json link_json(const drvshim::PeerLink& l) {
 
 ordered_json null_matrix(int n) {
   ordered_json m = ordered_json::array();
-  for (int r = 0; r < n; ++r) m.push_back(ordered_json(std::vector<std::nullptr_t>(static_cast<std::size_t>(n), nullptr)));
+  for (int r = 0; r < n; ++r)
+    m.push_back(ordered_json(std::vector<std::nullptr_t>(static_cast<std::size_t>(n), nullptr)));
   return m;
 }
 
@@ -202,7 +205,8 @@ ordered_json p2p_bandwidth(const drvshim::Driver& drv, const std::vector<std::pa
     std::string step = "link";
     try {
       if (!drv.device(from).can_access_peer(drv.device(to))) {
-        skipped.push_back({{"from", from}, {"to", to}, {"reason", "no peer access on this link (cuDeviceCanAccessPeer 0)"}});
+        skipped.push_back(
+            {{"from", from}, {"to", to}, {"reason", "no peer access on this link (cuDeviceCanAccessPeer 0)"}});
         continue;
       }
       if (progress) std::fprintf(stderr, "\r  measuring P2P %d -> %d          ", from, to);

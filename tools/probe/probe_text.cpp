@@ -19,7 +19,8 @@ std::string scalar(const ordered_json& v) {
 }
 
 // One matrix, row = the first device of a pair, column = the second.
-void print_matrix(const char* title, const ordered_json& m, const std::function<std::string(const ordered_json&)>& cell) {
+void print_matrix(const char* title, const ordered_json& m,
+                  const std::function<std::string(const ordered_json&)>& cell) {
   std::printf("  %s\n      ", title);
   for (std::size_t c = 0; c < m.size(); ++c) std::printf(" %9s", ("[" + std::to_string(c) + "]").c_str());
   std::printf("\n");
@@ -35,11 +36,12 @@ void print_p2p(const ordered_json& p) {
   if (p.contains("links")) {
     // Matrices from the link list: every ordered pair that was read.
     std::size_t n = 0;
-    for (const auto& l : p["links"]) n = std::max<std::size_t>(n, std::max(l["from"].get<std::size_t>(), l["to"].get<std::size_t>()) + 1);
-    for (const auto& [key, title] : std::vector<std::pair<std::string, std::string>>{
-             {"access", "access (cuDeviceCanAccessPeer)"},
-             {"native_atomic_supported", "native atomics"},
-             {"performance_rank", "performance rank (lower is better)"}}) {
+    for (const auto& l : p["links"])
+      n = std::max<std::size_t>(n, std::max(l["from"].get<std::size_t>(), l["to"].get<std::size_t>()) + 1);
+    for (const auto& [key, title] :
+         std::vector<std::pair<std::string, std::string>>{{"access", "access (cuDeviceCanAccessPeer)"},
+                                                          {"native_atomic_supported", "native atomics"},
+                                                          {"performance_rank", "performance rank (lower is better)"}}) {
       ordered_json m = null_matrix(static_cast<int>(n));
       for (const auto& l : p["links"]) {
         if (l.contains(key)) {
@@ -71,7 +73,8 @@ void print_p2p(const ordered_json& p) {
   print_matrix("bidirectional (GB/s, each direction while the other runs)", b["bidirectional_gb_per_s"], number);
   print_matrix(("latency (us per " + scalar(b["latency_bytes"]) + "-byte copy)").c_str(), b["latency_us"], number);
   for (const auto& sk : b["skipped"]) {
-    std::printf("  %d -> %d not measured: %s\n", sk["from"].get<int>(), sk["to"].get<int>(), scalar(sk["reason"]).c_str());
+    std::printf("  %d -> %d not measured: %s\n", sk["from"].get<int>(), sk["to"].get<int>(),
+                scalar(sk["reason"]).c_str());
   }
   for (const auto& e : b["errors"]) {
     std::printf("  %d -> %d failed at step \"%s\": %s\n", e["from"].get<int>(), e["to"].get<int>(),
@@ -82,7 +85,8 @@ void print_p2p(const ordered_json& p) {
 }  // namespace
 
 void print_text(const ordered_json& j) {
-  std::printf("drvshim-probe %s (driver table written against CUDA %s)\n", j["drvshim"]["version"].get<std::string>().c_str(),
+  std::printf("drvshim-probe %s (driver table written against CUDA %s)\n",
+              j["drvshim"]["version"].get<std::string>().c_str(),
               version_text(j["drvshim"]["cuda_header_version"].get<int>()).c_str());
   const auto& l = j["loader"];
   std::printf("\nLoader\n");
@@ -92,12 +96,14 @@ void print_text(const ordered_json& j) {
       std::printf("  %-22s %s\n  %-22s %s\n", "tried", scalar(p["path"]).c_str(), "", scalar(p["error"]).c_str());
     }
   }
-  if (l.contains("path")) std::printf("  %-22s %s -> %s\n", "library", scalar(l["requested"]).c_str(), scalar(l["path"]).c_str());
+  if (l.contains("path"))
+    std::printf("  %-22s %s -> %s\n", "library", scalar(l["requested"]).c_str(), scalar(l["path"]).c_str());
   if (l.contains("driver_version")) {
     std::printf("  %-22s %s (%d)\n", "driver version", version_text(l["driver_version"].get<int>()).c_str(),
                 l["driver_version"].get<int>());
     std::printf("  %-22s %s\n", "resolver", scalar(l["resolver"]).c_str());
-    std::printf("  %-22s %d/%d resolved\n", "functions", l["functions_resolved"].get<int>(), l["functions_total"].get<int>());
+    std::printf("  %-22s %d/%d resolved\n", "functions", l["functions_resolved"].get<int>(),
+                l["functions_total"].get<int>());
     for (const auto& m : l["missing"]) {
       std::printf("  %-22s %s (ABI %d, %s): %s\n", "missing", scalar(m["name"]).c_str(), m["version"].get<int>(),
                   m["required"].get<bool>() ? "required" : "optional", scalar(m["reason"]).c_str());
@@ -120,20 +126,22 @@ void print_text(const ordered_json& j) {
 
   if (j.contains("init")) {
     const auto& i = j["init"];
-    std::printf("\nInit\n  %-22s %s\n", "cuInit", i["status"] == "ok" ? (scalar(i["cuinit_ms"]) + " ms").c_str()
-                                                                         : ("failed: " + scalar(i["detail"])).c_str());
+    std::printf(
+        "\nInit\n  %-22s %s\n", "cuInit",
+        i["status"] == "ok" ? (scalar(i["cuinit_ms"]) + " ms").c_str() : ("failed: " + scalar(i["detail"])).c_str());
   }
   if (j.contains("devices")) {
     std::printf("\nDevices (%zu)\n", j["devices"].size());
     for (const auto& d : j["devices"]) {
       std::printf("  [%d] %s\n", d["ordinal"].get<int>(), d.contains("name") ? scalar(d["name"]).c_str() : "");
-      for (const char* key : {"uuid", "pci_bus_id", "compute_capability", "sm_count", "total_memory_bytes",
-                              "clock_khz", "memory_clock_khz"}) {
+      for (const char* key : {"uuid", "pci_bus_id", "compute_capability", "sm_count", "total_memory_bytes", "clock_khz",
+                              "memory_clock_khz"}) {
         if (d.contains(key)) std::printf("      %-46s %s\n", key, scalar(d[key]).c_str());
       }
       if (d.contains("host_mapping")) {
         std::printf("      host mapping\n");
-        for (const auto& [k, v] : d["host_mapping"].items()) std::printf("        %-44s %s\n", k.c_str(), scalar(v).c_str());
+        for (const auto& [k, v] : d["host_mapping"].items())
+          std::printf("        %-44s %s\n", k.c_str(), scalar(v).c_str());
       }
       if (d.contains("primary_context")) {
         const auto& pc = d["primary_context"];
@@ -149,10 +157,13 @@ void print_text(const ordered_json& j) {
         std::printf("      live checks\n");
         for (const auto& [k, v] : d["checks"].items()) {
           std::string line = scalar(v["status"]);
-          if (v.contains("pointers_identical")) line += v["pointers_identical"].get<bool>() ? " (host and device pointers identical)" : " (pointers differ)";
+          if (v.contains("pointers_identical"))
+            line +=
+                v["pointers_identical"].get<bool>() ? " (host and device pointers identical)" : " (pointers differ)";
           if (v.contains("result")) line += " (" + scalar(v["result"]) + ")";
           std::printf("        %-44s %s\n", k.c_str(), line.c_str());
-          if (v["status"] != "ok" && v.contains("detail")) std::printf("        %-44s %s\n", "", scalar(v["detail"]).c_str());
+          if (v["status"] != "ok" && v.contains("detail"))
+            std::printf("        %-44s %s\n", "", scalar(v["detail"]).c_str());
         }
       }
       if (d.contains("verdict")) std::printf("      verdict: %s\n", scalar(d["verdict"]).c_str());
@@ -181,7 +192,8 @@ void print_text(const ordered_json& j) {
     }
   }
   if (j.contains("error")) {
-    std::printf("\nError at step \"%s\": %s\n", scalar(j["error"]["step"]).c_str(), scalar(j["error"]["detail"]).c_str());
+    std::printf("\nError at step \"%s\": %s\n", scalar(j["error"]["step"]).c_str(),
+                scalar(j["error"]["detail"]).c_str());
   }
 }
 

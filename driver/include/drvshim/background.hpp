@@ -83,7 +83,8 @@ enum class InitStepState {
   running,  ///< on the helper thread now
   done,     ///< finished successfully
   failed,   ///< threw: its error is kept and rethrown to whoever needs the step
-  skipped,  ///< not run: a step it depends on failed (its error is kept), or the handle was destroyed or the process exits
+  skipped,  ///< not run: a step it depends on failed (its error is kept), or the handle was destroyed or the process
+            ///< exits
 };
 /// "pending", "running", "done", "failed", "skipped".
 DRVSHIM_API const char* to_string(InitStepState state) noexcept;
@@ -91,7 +92,7 @@ DRVSHIM_API const char* to_string(InitStepState state) noexcept;
 /// One step as BackgroundInit::step() reports it. The string views stay valid
 /// as long as the handle.
 struct InitStepReport {
-  std::string_view name;                 ///< "load", "init", "primary-context 0", "library kernels", "task nvrtc-warmup"
+  std::string_view name;  ///< "load", "init", "primary-context 0", "library kernels", "task nvrtc-warmup"
   InitStepKind kind = InitStepKind::load;
   InitStepState state = InitStepState::pending;
   int device = -1;                       ///< the device of a primary-context or module step, else -1
@@ -103,17 +104,17 @@ struct InitStepReport {
 
 /// Context-independent code to load in the background (needs only init).
 struct BackgroundLibrary {
-  std::string name;               ///< how BackgroundInit::library() finds it
-  std::string path;               ///< a file to read (Library::load_file), or empty to use `image`
-  std::vector<std::byte> image;   ///< the image (CUBIN, fatbin or PTX) when `path` is empty
+  std::string name;              ///< how BackgroundInit::library() finds it
+  std::string path;              ///< a file to read (Library::load_file), or empty to use `image`
+  std::vector<std::byte> image;  ///< the image (CUBIN, fatbin or PTX) when `path` is empty
 };
 
 /// A module to load into a device's primary context; the device must be in
 /// BackgroundInitOptions::primary_contexts.
 struct BackgroundModule {
-  std::string name;               ///< how BackgroundInit::module() finds it
+  std::string name;  ///< how BackgroundInit::module() finds it
   int device = 0;
-  std::string path;               ///< a file to read (Module::load_file), or empty to use `image`
+  std::string path;  ///< a file to read (Module::load_file), or empty to use `image`
   std::vector<std::byte> image;
 };
 

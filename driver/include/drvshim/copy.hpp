@@ -24,16 +24,16 @@ namespace detail {
 // for the synchronous forms.
 DRVSHIM_API void copy_to_device(const ContextRef& ctx, DevicePtr dst, std::size_t dst_bytes, std::uint64_t dst_id,
                                 const void* src, std::size_t bytes, const StreamRef* stream);
-DRVSHIM_API void copy_to_host(const ContextRef& ctx, void* dst, std::size_t dst_bytes, DevicePtr src,
-                              std::size_t bytes, std::uint64_t src_id, const StreamRef* stream);
+DRVSHIM_API void copy_to_host(const ContextRef& ctx, void* dst, std::size_t dst_bytes, DevicePtr src, std::size_t bytes,
+                              std::uint64_t src_id, const StreamRef* stream);
 DRVSHIM_API void copy_device_to_device(const ContextRef& ctx, DevicePtr dst, std::size_t dst_bytes,
                                        std::uint64_t dst_id, DevicePtr src, std::size_t bytes, std::uint64_t src_id,
                                        const StreamRef* stream);
 // Device to device between two contexts (usually two devices) through
 // unified addressing; defined with the peer copies (peer.cpp).
 DRVSHIM_API void copy_across_contexts(const ContextRef& dst_ctx, DevicePtr dst, std::size_t dst_bytes,
-                                      std::uint64_t dst_id, const ContextRef& src_ctx, DevicePtr src,
-                                      std::size_t bytes, std::uint64_t src_id, const StreamRef* stream);
+                                      std::uint64_t dst_id, const ContextRef& src_ctx, DevicePtr src, std::size_t bytes,
+                                      std::uint64_t src_id, const StreamRef* stream);
 DRVSHIM_API void fill_device(const ContextRef& ctx, DevicePtr dst, std::size_t count, std::size_t element_size,
                              std::uint32_t pattern, std::uint64_t id, const StreamRef* stream);
 }  // namespace detail
@@ -112,9 +112,9 @@ void fill_async(const StreamRef& stream, DeviceSpan<T> dst, T value) {
 
 /// Where one side of a 2D copy lives.
 enum class MemorySide {
-  host,    ///< host memory (pageable or page-locked)
-  device,  ///< device memory
-  unified, ///< either: the driver decides from the address (unified addressing)
+  host,     ///< host memory (pageable or page-locked)
+  device,   ///< device memory
+  unified,  ///< either: the driver decides from the address (unified addressing)
 };
 
 /// A 2D copy (cuMemcpy2D): `height` rows of `width_bytes`, rows `src_pitch`

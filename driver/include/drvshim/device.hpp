@@ -141,9 +141,8 @@ enum class ContextFlags : unsigned {
 template <>
 struct FlagTraits<ContextFlags> {
   static constexpr FlagName names[] = {
-      {0x01, "sched_spin"},         {0x02, "sched_yield"},     {0x04, "sched_blocking_sync"},
-      {0x08, "map_host"},           {0x10, "lmem_resize_to_max"}, {0x20, "coredump_enable"},
-      {0x40, "user_coredump_enable"}, {0x80, "sync_memops"}};
+      {0x01, "sched_spin"},         {0x02, "sched_yield"},     {0x04, "sched_blocking_sync"},  {0x08, "map_host"},
+      {0x10, "lmem_resize_to_max"}, {0x20, "coredump_enable"}, {0x40, "user_coredump_enable"}, {0x80, "sync_memops"}};
   static constexpr unsigned zero_mask = 0x07;  // the scheduling policy
   static constexpr const char* zero_name = "sched_auto";
 };

@@ -84,7 +84,7 @@ struct PitchedAllocation {
 /// device prefers for elements of `element_bytes` (4, 8 or 16). Throws
 /// InvalidArgumentError for a zero width or height or another element size,
 /// OutOfMemoryError when it does not fit.
-[[nodiscard]] DRVSHIM_API PitchedAllocation allocate_pitched(const ContextRef& context, std::size_t width_bytes, std::size_t height,
-                                                             unsigned element_bytes = 4);
+[[nodiscard]] DRVSHIM_API PitchedAllocation allocate_pitched(const ContextRef& context, std::size_t width_bytes,
+                                                             std::size_t height, unsigned element_bytes = 4);
 
 }  // namespace drvshim

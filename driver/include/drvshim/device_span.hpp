@@ -40,8 +40,7 @@ class DeviceSpan {
   /// A view of const elements. A template constrained to non-const T, so
   /// DeviceSpan<const T> declares no conversion to itself (nvcc warning #554).
   template <class U = T>
-    requires(std::is_same_v<U, T> && !std::is_const_v<U>)
-  operator DeviceSpan<const U>() const noexcept {
+  requires(std::is_same_v<U, T> && !std::is_const_v<U>) operator DeviceSpan<const U>() const noexcept {
     return {context_, address_, count_, owner_id_};
   }
 

@@ -39,10 +39,10 @@ struct LoadOptions {
 
 /// A driver function the loaded library does not provide.
 struct MissingFunction {
-  std::string name;     ///< base name, as passed to cuGetProcAddress ("cuCtxCreate")
-  int version = 0;      ///< the ABI version drvshim asked for (the PFN typedef's, e.g. 12050)
-  bool required = false;///< required functions make load() fail; optional ones make a feature "unsupported"
-  std::string reason;   ///< "symbol not found", "needs driver >= 12.5 (this is 11.8)", ...
+  std::string name;       ///< base name, as passed to cuGetProcAddress ("cuCtxCreate")
+  int version = 0;        ///< the ABI version drvshim asked for (the PFN typedef's, e.g. 12050)
+  bool required = false;  ///< required functions make load() fail; optional ones make a feature "unsupported"
+  std::string reason;     ///< "symbol not found", "needs driver >= 12.5 (this is 11.8)", ...
 };
 
 /// The loaded driver library: its handle, its function table and its version.

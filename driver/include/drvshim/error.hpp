@@ -57,11 +57,11 @@ enum class ErrorKind {
 
 /// The parts an error message is made of; each is also readable on its own.
 struct ErrorDetails {
-  std::string api;          ///< the driver call or drvshim operation ("cuInit", "Driver::load")
-  int code = 0;             ///< the CUresult number, 0 when no driver result is involved
-  std::string objects;      ///< the objects involved ("device 0", "context 0x...")
-  std::string hint;         ///< what to do instead, when known
-  bool asynchronous = false;///< the error was caused by earlier asynchronous work
+  std::string api;            ///< the driver call or drvshim operation ("cuInit", "Driver::load")
+  int code = 0;               ///< the CUresult number, 0 when no driver result is involved
+  std::string objects;        ///< the objects involved ("device 0", "context 0x...")
+  std::string hint;           ///< what to do instead, when known
+  bool asynchronous = false;  ///< the error was caused by earlier asynchronous work
 };
 
 /// Base of every exception drvshim throws.

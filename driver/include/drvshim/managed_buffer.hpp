@@ -43,7 +43,7 @@ class DRVSHIM_API ManagedBuffer {
   /// UnsupportedError when the device's managed_memory attribute is not 1,
   /// InvalidArgumentError for MemoryAttach::single (only streams take it).
   [[nodiscard]] static ManagedBuffer allocate(const ContextRef& context, std::size_t bytes,
-                                MemoryAttach attach = MemoryAttach::global);
+                                              MemoryAttach attach = MemoryAttach::global);
 
   ManagedBuffer(ManagedBuffer&& other) noexcept;
   ManagedBuffer& operator=(ManagedBuffer&& other) noexcept;

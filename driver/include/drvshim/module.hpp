@@ -6,8 +6,8 @@
 /// a typed launch that checks the arguments against the kernel's real
 /// parameter layout before the driver sees them, and a raw launch.
 #include <drvshim/context.hpp>
-#include <drvshim/export.hpp>
 #include <drvshim/device_span.hpp>
+#include <drvshim/export.hpp>
 #include <drvshim/owning_handle.hpp>
 #include <drvshim/stream.hpp>
 
@@ -29,7 +29,8 @@ struct ModuleState;
 struct LibraryState;
 struct KernelState;
 // Makes the Kernel for function `f` (a CUfunction) of `context` (kernel.cpp).
-Kernel make_kernel(const ContextRef& context, std::uintptr_t f, const std::string& name, std::shared_ptr<const void> code);
+Kernel make_kernel(const ContextRef& context, std::uintptr_t f, const std::string& name,
+                   std::shared_ptr<const void> code);
 
 /// Module's ownership traits (owning_handle.hpp). The state is shared with the
 /// module's Kernels: the last of them unloads it.
@@ -87,7 +88,7 @@ struct LinkedImage {
 /// InvalidArgumentError when `ptx` is not PTX text, CudaError carrying the
 /// JIT's error log when the driver rejects it.
 [[nodiscard]] DRVSHIM_API LinkedImage link_ptx(const ContextRef& context, std::span<const std::byte> ptx,
-                                 const std::string& name);
+                                               const std::string& name);
 
 /// cuModuleGetLoadingMode: "lazy" or "eager" (CUDA_MODULE_LOADING); "unknown"
 /// when the driver predates the query.

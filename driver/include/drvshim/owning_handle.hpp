@@ -20,16 +20,20 @@ namespace drvshim::detail {
 ///       static bool held(const value_type&) noexcept;   // whether there is something to release
 ///       static void clear(value_type&) noexcept;        // what a move leaves in the source
 ///       static Status release(value_type&) noexcept;    // the no-throw twin: frees, leaves the value not held
-///       static void release_or_throw(value_type&);      // the throwing twin: frees (not held after, also when it throws)
+///       static void release_or_throw(value_type&);      // the throwing twin: frees (not held after, also when it
+///       throws)
 ///     };
 ///
 /// Both twins are called only on a held value. Destruction and move
 /// assignment use the no-throw twin, so an owner never throws from either.
 template <class Traits>
 concept OwnershipTraits = requires(typename Traits::value_type& v, const typename Traits::value_type& cv) {
-  { Traits::held(cv) } noexcept -> std::same_as<bool>;
-  { Traits::clear(v) } noexcept;
-  { Traits::release(v) } noexcept -> std::same_as<Status>;
+  { Traits::held(cv) }
+  noexcept->std::same_as<bool>;
+  { Traits::clear(v) }
+  noexcept;
+  { Traits::release(v) }
+  noexcept->std::same_as<Status>;
   Traits::release_or_throw(v);
 };
 
@@ -37,7 +41,7 @@ concept OwnershipTraits = requires(typename Traits::value_type& v, const typenam
 /// (OwnershipTraits). A moved-from or released OwningHandle holds nothing;
 /// releasing it again is a no-op.
 template <class Traits>
-  requires OwnershipTraits<Traits>
+requires OwnershipTraits<Traits>
 class OwningHandle {
  public:
   using value_type = typename Traits::value_type;

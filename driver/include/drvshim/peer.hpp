@@ -11,10 +11,10 @@
 /// PCIe peer-to-peer). docs/DESIGN.md, "Several GPUs", has the rules.
 #include <drvshim/context.hpp>
 #include <drvshim/device.hpp>
+#include <drvshim/device_span.hpp>
 #include <drvshim/error.hpp>
 #include <drvshim/export.hpp>
 #include <drvshim/owning_handle.hpp>
-#include <drvshim/device_span.hpp>
 #include <drvshim/stream.hpp>
 
 #include <cstdint>
@@ -31,7 +31,7 @@ enum class PeerAttribute : int {
   performance_rank = 1,                      ///< relative performance of the link (lower is better)
   access_supported = 2,                      ///< 1: peer access can be enabled
   native_atomic_supported = 3,               ///< 1: every CUDA atomic works natively over the link
-  cuda_array_access_supported = 4,          ///< 1: CUDA arrays can be accessed over the link
+  cuda_array_access_supported = 4,           ///< 1: CUDA arrays can be accessed over the link
   only_partial_native_atomic_supported = 5,  ///< 1: some atomics work natively (CUDA 13.0+)
 };
 
@@ -152,10 +152,9 @@ DRVSHIM_API void copy_peer(const ContextRef& dst_ctx, DevicePtr dst, std::size_t
 /// Copies src.size() elements from memory of one context to memory of another
 /// (cuMemcpyPeer), usually on two devices; peer access is not needed (without
 /// it the driver stages through the host). Whatever context the caller has
-/// current, drvshim makes dst's context current for the call. The driver orders the copy after all work already queued in
-/// both contexts; like every device-to-device copy it may return before the
-/// copy has finished (CUDA's API synchronisation rules): a later synchronous
-/// copy to the host, or a synchronize() of either context, sees the result.
+/// current, drvshim makes dst's context current for the call. The driver orders the copy after all work already queued
+/// in both contexts; like every device-to-device copy it may return before the copy has finished (CUDA's API
+/// synchronisation rules): a later synchronous copy to the host, or a synchronize() of either context, sees the result.
 /// Throws InvalidArgumentError, before the driver, when dst is smaller than
 /// src or the contexts belong to different Driver objects;
 /// ContextPoisonedError when either context is poisoned; CudaError for what

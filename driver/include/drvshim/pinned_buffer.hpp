@@ -41,7 +41,8 @@ class DRVSHIM_API PinnedBuffer {
  public:
   /// cuMemHostAlloc. Throws InvalidArgumentError for 0 bytes or unknown flag
   /// bits, OutOfMemoryError when the host cannot pin that much.
-  [[nodiscard]] static PinnedBuffer allocate(const ContextRef& context, std::size_t bytes, HostAllocFlags flags = HostAllocFlags::none);
+  [[nodiscard]] static PinnedBuffer allocate(const ContextRef& context, std::size_t bytes,
+                                             HostAllocFlags flags = HostAllocFlags::none);
 
   PinnedBuffer(PinnedBuffer&& other) noexcept;
   PinnedBuffer& operator=(PinnedBuffer&& other) noexcept;
@@ -80,7 +81,8 @@ class DRVSHIM_API MappedBuffer : public PinnedBuffer {
   /// cuMemHostAlloc with DEVICEMAP (plus `extra` flags), then
   /// cuMemHostGetDevicePointer. Throws UnsupportedError, before allocating,
   /// when the device's can_map_host_memory is not 1.
-  [[nodiscard]] static MappedBuffer allocate(const ContextRef& context, std::size_t bytes, HostAllocFlags extra = HostAllocFlags::none);
+  [[nodiscard]] static MappedBuffer allocate(const ContextRef& context, std::size_t bytes,
+                                             HostAllocFlags extra = HostAllocFlags::none);
 
   /// The device address of the memory; 0 once freed or moved from (the
   /// address died with the allocation).

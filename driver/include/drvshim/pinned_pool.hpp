@@ -42,12 +42,13 @@ struct PinnedPoolOptions {
 /// A pool's counters.
 struct PinnedPoolStats {
   std::uint64_t acquires = 0;
-  std::uint64_t reuses = 0;          ///< acquires served by a cached block
-  std::uint64_t allocations = 0;     ///< cuMemHostAlloc calls
-  std::uint64_t frees = 0;           ///< cuMemFreeHost calls
-  std::uint64_t waits_skipped = 0;   ///< cached blocks passed over because their stream had not reached the release point
-  std::size_t bytes_in_use = 0;      ///< handed out, not yet released
-  std::size_t bytes_cached = 0;      ///< free (ready or waiting for their stream) in the pool
+  std::uint64_t reuses = 0;       ///< acquires served by a cached block
+  std::uint64_t allocations = 0;  ///< cuMemHostAlloc calls
+  std::uint64_t frees = 0;        ///< cuMemFreeHost calls
+  std::uint64_t waits_skipped =
+      0;                         ///< cached blocks passed over because their stream had not reached the release point
+  std::size_t bytes_in_use = 0;  ///< handed out, not yet released
+  std::size_t bytes_cached = 0;  ///< free (ready or waiting for their stream) in the pool
   std::size_t blocks_in_use = 0;
   std::size_t blocks_cached = 0;
 };

@@ -26,11 +26,11 @@ DRVSHIM_API const char* to_string(MemoryKind kind) noexcept;
 /// cuPointerGetAttributes of one address, for people debugging mixed code.
 struct DRVSHIM_API PointerInfo {
   MemoryKind kind = MemoryKind::pageable_host;
-  DevicePtr device_address = 0;   ///< where the device accesses it (0 if it cannot)
-  void* host_address = nullptr;   ///< where the host accesses it (null if it cannot)
-  std::uintptr_t context = 0;     ///< the context it was allocated or registered in
+  DevicePtr device_address = 0;  ///< where the device accesses it (0 if it cannot)
+  void* host_address = nullptr;  ///< where the host accesses it (null if it cannot)
+  std::uintptr_t context = 0;    ///< the context it was allocated or registered in
   int device_ordinal = -1;
-  DevicePtr range_start = 0;      ///< the allocation containing it
+  DevicePtr range_start = 0;  ///< the allocation containing it
   std::size_t range_size = 0;
   /// One line: "device memory of device 0 in context 0x..., allocation 0x...+1048576".
   std::string to_string() const;

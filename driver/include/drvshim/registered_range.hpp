@@ -45,7 +45,7 @@ class DRVSHIM_API RegisteredRange {
   /// null pointer or 0 bytes; CudaError for what the driver refuses
   /// (CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED for overlapping ranges).
   [[nodiscard]] static RegisteredRange register_range(const ContextRef& context, void* data, std::size_t bytes,
-                                        HostRegisterFlags flags = HostRegisterFlags::none);
+                                                      HostRegisterFlags flags = HostRegisterFlags::none);
 
   RegisteredRange(RegisteredRange&& other) noexcept;
   RegisteredRange& operator=(RegisteredRange&& other) noexcept;

@@ -63,7 +63,7 @@ struct StagingOptions {
 struct StagingStats {
   std::uint64_t staged_copies = 0;
   std::uint64_t direct_copies = 0;  ///< small, or host memory already page-locked
-  std::uint64_t chunks = 0;  ///< DMAs issued by staged copies
+  std::uint64_t chunks = 0;         ///< DMAs issued by staged copies
   std::uint64_t bytes_staged = 0;
 };
 

@@ -161,7 +161,8 @@ class DRVSHIM_API Stream {
  public:
   /// cuStreamCreateWithPriority. Throws InvalidArgumentError when `priority` is
   /// outside stream_priority_range(context) (the message gives the range).
-  [[nodiscard]] static Stream create(const ContextRef& context, StreamFlags flags = StreamFlags::non_blocking, int priority = 0);
+  [[nodiscard]] static Stream create(const ContextRef& context, StreamFlags flags = StreamFlags::non_blocking,
+                                     int priority = 0);
 
   Stream(Stream&& other) noexcept;
   Stream& operator=(Stream&& other) noexcept;

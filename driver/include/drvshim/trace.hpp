@@ -31,16 +31,16 @@ enum class Kind {
 
 /// One trace entry.
 struct Record {
-  std::uint64_t seq = 0;           ///< 1-based, per process, in time order
-  std::int64_t timestamp_ns = 0;   ///< start, nanoseconds since the recorder's epoch (steady clock)
-  std::int64_t duration_ns = 0;    ///< time inside the driver (0 for events)
-  std::uint64_t thread = 0;        ///< OS thread id (gettid)
-  std::uint32_t pid = 0;           ///< process id (0: unknown); a forked child has its own
+  std::uint64_t seq = 0;          ///< 1-based, per process, in time order
+  std::int64_t timestamp_ns = 0;  ///< start, nanoseconds since the recorder's epoch (steady clock)
+  std::int64_t duration_ns = 0;   ///< time inside the driver (0 for events)
+  std::uint64_t thread = 0;       ///< OS thread id (gettid)
+  std::uint32_t pid = 0;          ///< process id (0: unknown); a forked child has its own
   Kind kind = Kind::call;
-  std::string api;                 ///< "cuInit", or the event name ("load", "adopt-primary-context")
-  std::string args;                ///< short rendering of the arguments, or the event's detail
-  int result = 0;                  ///< CUresult of a call (0 for events)
-  std::uintptr_t context = 0;      ///< the calling thread's current context after the call (0: none)
+  std::string api;             ///< "cuInit", or the event name ("load", "adopt-primary-context")
+  std::string args;            ///< short rendering of the arguments, or the event's detail
+  int result = 0;              ///< CUresult of a call (0 for events)
+  std::uintptr_t context = 0;  ///< the calling thread's current context after the call (0: none)
 };
 
 /// Starts or stops in-process recording. DRVSHIM_TRACE=1 in the environment

@@ -171,7 +171,8 @@ void drain_locked(State& s) noexcept {
       for (ThreadLog* log : logs) counters_of(s, log);
     }
     // Each thread's entries are in order already; across threads, by start time.
-    std::stable_sort(s.refs.begin(), s.refs.end(), [](const State::Ref& a, const State::Ref& b) { return a.ts < b.ts; });
+    std::stable_sort(s.refs.begin(), s.refs.end(),
+                     [](const State::Ref& a, const State::Ref& b) { return a.ts < b.ts; });
     std::stable_sort(s.extras.begin(), s.extras.end(),
                      [](const Record& a, const Record& b) { return a.ts_ns < b.ts_ns; });
 
@@ -183,7 +184,8 @@ void drain_locked(State& s) noexcept {
     std::size_t e = 0;
     for (const auto& ref : s.refs) {
       // Consumer-made records (a thread's name, counts) go before entries of the same time.
-      while (e < s.extras.size() && s.extras[e].ts_ns <= ref.ts - s.epoch) emit_one(s, s.extras[e++], pid, to_file, to_memory, kept);
+      while (e < s.extras.size() && s.extras[e].ts_ns <= ref.ts - s.epoch)
+        emit_one(s, s.extras[e++], pid, to_file, to_memory, kept);
       decode_into(s, ref.entry, ref.log->tid, s.scratch);
       emit_one(s, s.scratch, pid, to_file, to_memory, kept);
     }

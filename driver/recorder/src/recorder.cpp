@@ -160,9 +160,9 @@ void call_text(const char* api, std::int64_t start_ns, std::int64_t duration_ns,
   end_entry(s, log, bytes);
 }
 
-void call_words(const CallDesc* desc, const ArgKind* kinds, std::int64_t start_ns, std::int64_t duration_ns,
-                int result, std::uintptr_t context, std::uintptr_t caller, std::uint64_t rt,
-                const std::uint64_t* words, std::size_t nwords, std::string_view strings) noexcept {
+void call_words(const CallDesc* desc, const ArgKind* kinds, std::int64_t start_ns, std::int64_t duration_ns, int result,
+                std::uintptr_t context, std::uintptr_t caller, std::uint64_t rt, const std::uint64_t* words,
+                std::size_t nwords, std::string_view strings) noexcept {
   State& s = state();
   if (strings.size() > kMaxText) strings = strings.substr(0, kMaxText);
   const std::uint32_t bytes = entry_bytes(nwords, strings.size());
@@ -184,8 +184,8 @@ void call_words(const CallDesc* desc, const ArgKind* kinds, std::int64_t start_n
   end_entry(s, log, bytes);
 }
 
-void event(Kind kind, std::string_view api, std::string_view detail, std::int64_t start_ns,
-           std::int64_t duration_ns, std::uint64_t rt, int result) noexcept {
+void event(Kind kind, std::string_view api, std::string_view detail, std::int64_t start_ns, std::int64_t duration_ns,
+           std::uint64_t rt, int result) noexcept {
   State& s = state();
   if (api.size() > 256) api = api.substr(0, 256);
   if (detail.size() > kMaxText) detail = detail.substr(0, kMaxText);

@@ -33,10 +33,10 @@ struct State {
     const unsigned char* entry;
   };
   std::vector<Record> memory_store;
-  std::vector<Ref> refs;                                  // this drain's entries, put in time order
-  std::vector<std::pair<ThreadLog*, Chunk*>> retired;     // chunks read to their end, recycled after emitting
-  std::vector<Record> extras;                             // records the consumer makes (thread, counts)
-  Record scratch;                                         // the entry being written out
+  std::vector<Ref> refs;                               // this drain's entries, put in time order
+  std::vector<std::pair<ThreadLog*, Chunk*>> retired;  // chunks read to their end, recycled after emitting
+  std::vector<Record> extras;                          // records the consumer makes (thread, counts)
+  Record scratch;                                      // the entry being written out
   std::string lines;
   std::uint64_t next_seq = 0;
   std::uint64_t dropped = 0;  // drained from logs and lost at the sinks

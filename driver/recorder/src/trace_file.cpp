@@ -20,8 +20,8 @@ constexpr std::size_t kWriteGroup = 64 * 1024;
 
 std::string TraceFile::open(const std::string& path, std::uint64_t max_bytes) {
   // O_NONBLOCK: opening a FIFO for writing must not hang; it is refused below.
-  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
-                        0600);
+  const int fd =
+      ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK, 0600);
   if (fd < 0) {
     const int err = errno;
     if (err == ENXIO) {  // a FIFO without a reader (O_NONBLOCK), or a socket
@@ -40,8 +40,9 @@ std::string TraceFile::open(const std::string& path, std::uint64_t max_bytes) {
   } else if (!S_ISREG(st.st_mode)) {
     why = fmt::format("\"{}\" is not a regular file", path);
   } else if (st.st_uid != ::geteuid()) {
-    why = fmt::format("\"{}\" belongs to uid {}, not to this user (uid {}); the trace is written only to your own files",
-                      path, st.st_uid, ::geteuid());
+    why =
+        fmt::format("\"{}\" belongs to uid {}, not to this user (uid {}); the trace is written only to your own files",
+                    path, st.st_uid, ::geteuid());
   } else if (const int fl = ::fcntl(fd, F_GETFL); fl < 0 || ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
     why = fmt::format("cannot configure \"{}\": {}", path, std::strerror(errno));
   }

@@ -64,9 +64,9 @@ struct DRVSHIM_API CacheOptions {
 
 /// Where a result came from.
 enum class CacheOutcome {
-  compiled,     ///< a miss: NVRTC compiled it (and the disk tier stored it when writable)
-  memory_hit,   ///< the in-process tier
-  disk_hit,     ///< an entry on disk, verified
+  compiled,    ///< a miss: NVRTC compiled it (and the disk tier stored it when writable)
+  memory_hit,  ///< the in-process tier
+  disk_hit,    ///< an entry on disk, verified
   /// Compiled and stored nowhere: the cache is disabled or refused its
   /// directory, or the program's inputs cannot be keyed or changed while it
   /// was compiled (miss_reason starts "uncached: " and says which).
@@ -79,8 +79,8 @@ struct KernelSource {
   std::string source;
   std::string name = "program.cu";  ///< appears in diagnostics and __FILE__
   CompileOptions options;
-  std::vector<Header> headers;                 ///< in-memory headers
-  std::vector<std::string> name_expressions;   ///< e.g. "scale<float>"; their lowered names come back
+  std::vector<Header> headers;                ///< in-memory headers
+  std::vector<std::string> name_expressions;  ///< e.g. "scale<float>"; their lowered names come back
 };
 
 /// A compile through the cache.
@@ -90,7 +90,7 @@ struct CachedCompile {
   /// Why it was not a hit: "no entry", "corrupt entry (checksum mismatch)",
   /// "uncached: <why it cannot be cached>", ...; empty on a hit.
   std::string miss_reason;
-  std::string key;       ///< the key, 64 hex digits
+  std::string key;  ///< the key, 64 hex digits
   /// The image is SASS the driver produced from PTX (compile_for on a device
   /// newer than NVRTC's newest architecture).
   bool linked = false;
@@ -103,13 +103,13 @@ struct CacheStats {
   std::uint64_t memory_hits = 0;
   std::uint64_t disk_hits = 0;
   std::uint64_t misses = 0;
-  std::uint64_t compiles = 0;          ///< NVRTC compiles this cache ran
-  std::uint64_t links = 0;             ///< driver PTX -> SASS links this cache ran
+  std::uint64_t compiles = 0;  ///< NVRTC compiles this cache ran
+  std::uint64_t links = 0;     ///< driver PTX -> SASS links this cache ran
   std::uint64_t writes = 0;
   std::uint64_t write_failures = 0;
-  std::uint64_t corrupt_removed = 0;   ///< entries found corrupt, truncated or foreign and removed
+  std::uint64_t corrupt_removed = 0;  ///< entries found corrupt, truncated or foreign and removed
   std::uint64_t evictions = 0;
-  std::uint64_t lock_waits = 0;        ///< waited for another process compiling the same key
+  std::uint64_t lock_waits = 0;  ///< waited for another process compiling the same key
   std::uint64_t lock_timeouts = 0;
   std::uint64_t uncached = 0;            ///< compiles stored nowhere: inputs unknowable or changed meanwhile
   std::uint64_t oversized = 0;           ///< entries not written: larger than the whole cache's cap

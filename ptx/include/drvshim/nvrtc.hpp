@@ -37,7 +37,7 @@ struct DRVSHIM_API CompileOptions {
   /// Adds the CUDA toolkit's include directory (found at run time) so
   /// #include <cuda_fp16.h> works without the caller passing paths.
   bool cuda_includes = true;
-  std::vector<std::string> extra;                            ///< passed through as given
+  std::vector<std::string> extra;  ///< passed through as given
   /// The flags NVRTC receives (without the CUDA include directory).
   std::vector<std::string> render() const;
 };
@@ -50,11 +50,11 @@ struct Header {
 
 /// What a compile produced.
 struct CompileResult {
-  std::vector<std::byte> image;                          ///< CUBIN (for sm_XY) or PTX text (for compute_XY)
+  std::vector<std::byte> image;  ///< CUBIN (for sm_XY) or PTX text (for compute_XY)
   bool cubin = false;
-  std::string log;                                       ///< NVRTC's log, warnings included
-  std::vector<std::string> options;                      ///< the flags actually passed
-  std::map<std::string, std::string> lowered_names;      ///< name expression -> mangled kernel name
+  std::string log;                                   ///< NVRTC's log, warnings included
+  std::vector<std::string> options;                  ///< the flags actually passed
+  std::map<std::string, std::string> lowered_names;  ///< name expression -> mangled kernel name
   double compile_ms = 0.0;
 };
 

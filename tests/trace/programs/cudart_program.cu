@@ -9,13 +9,13 @@
 #include <cstdio>
 #include <thread>
 
-#define CHECK(x)                                                                      \
-  do {                                                                                \
-    const cudaError_t e_ = (x);                                                       \
-    if (e_ != cudaSuccess) {                                                          \
-      std::fprintf(stderr, "%s failed: %s\n", #x, cudaGetErrorString(e_));            \
-      return 1;                                                                       \
-    }                                                                                 \
+#define CHECK(x)                                                           \
+  do {                                                                     \
+    const cudaError_t e_ = (x);                                            \
+    if (e_ != cudaSuccess) {                                               \
+      std::fprintf(stderr, "%s failed: %s\n", #x, cudaGetErrorString(e_)); \
+      return 1;                                                            \
+    }                                                                      \
   } while (0)
 
 __device__ int counter;

@@ -59,8 +59,8 @@ Gpa fake_gpa() {
 extern "C" {
 
 __attribute__((visibility("default"))) CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version,
-                                                                     cuuint64_t flags,
-                                                                     CUdriverProcAddressQueryResult* status) {
+                                                                    cuuint64_t flags,
+                                                                    CUdriverProcAddressQueryResult* status) {
   if (symbol != nullptr && pfn != nullptr) {
     for (const Extra& e : kExtras) {
       if (std::strcmp(symbol, e.name) == 0 && version >= e.since && (flags == 2) == (e.per_thread == 2)) {

@@ -29,10 +29,10 @@ int fail(const char* what, int code) {
   return 1;
 }
 
-#define CHECK(call)                                    \
-  do {                                                 \
-    const CUresult r_ = (call);                        \
-    if (r_ != CUDA_SUCCESS) return fail(#call, r_);    \
+#define CHECK(call)                                 \
+  do {                                              \
+    const CUresult r_ = (call);                     \
+    if (r_ != CUDA_SUCCESS) return fail(#call, r_); \
   } while (0)
 
 // The fake's control API, from the fake the interposer loaded.
@@ -218,7 +218,7 @@ int ignored_error() {
   auto fail_call = fake_fn<void (*)(const char*, int, int)>("drvshim_fake_fail_call");
   if (fail_call == nullptr) return fail("the fake's control API", 0);
   fail_call("cuStreamSynchronize", 1, CUDA_ERROR_LAUNCH_FAILED);
-  (void)cuStreamSynchronize(stream);       // fails ...
+  (void)cuStreamSynchronize(stream);        // fails ...
   (void)cuMemsetD8Async(p, 0, 64, stream);  // ... and the program goes on with the stream
   CHECK(cuMemFree(p));
   CHECK(cuStreamDestroy(stream));
@@ -311,7 +311,8 @@ int counted() {
   for (int b : bad) {
     if (b != 0) return fail("a worker's calls", b);
   }
-  CHECK(cuLaunchHostFunc(nullptr, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(50)); }, nullptr));
+  CHECK(cuLaunchHostFunc(
+      nullptr, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(50)); }, nullptr));
   CUdevice d = 0;
   for (int i = 0; i < 500; ++i) CHECK(cuDeviceGet(&d, 0));
   CHECK(cuCtxSynchronize());

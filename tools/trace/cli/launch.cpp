@@ -101,8 +101,9 @@ std::string find_real_driver(const std::string& explicit_path, const std::string
     return candidates.front().path;
   }
   if (candidates.empty()) {
-    why = "no libcuda.so.1 found (LD_LIBRARY_PATH, ld.so.cache, /usr/lib/x86_64-linux-gnu, /usr/lib64, "
-          "/usr/local/nvidia/lib64, ...): is the NVIDIA driver installed? Name it with --libcuda or DRVSHIM_LIBCUDA";
+    why =
+        "no libcuda.so.1 found (LD_LIBRARY_PATH, ld.so.cache, /usr/lib/x86_64-linux-gnu, /usr/lib64, "
+        "/usr/local/nvidia/lib64, ...): is the NVIDIA driver installed? Name it with --libcuda or DRVSHIM_LIBCUDA";
     return {};
   }
   return candidates.front().path;
@@ -125,8 +126,7 @@ int run_traced(const LaunchOptions& o, std::string& error) {
   put(env, "DRVSHIM_TRACE_CUPTI", o.cupti ? "1" : "0");
   timespec ts{};
   ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  put(env, "DRVSHIM_TRACE_EPOCH_NS",
-      std::to_string(static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec));
+  put(env, "DRVSHIM_TRACE_EPOCH_NS", std::to_string(static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec));
   if (o.audit) {
     const std::string old_audit = get(env, "LD_AUDIT");
     put(env, "LD_AUDIT", old_audit.empty() ? o.audit_lib : o.audit_lib + ":" + old_audit);
@@ -134,7 +134,8 @@ int run_traced(const LaunchOptions& o, std::string& error) {
 
   // Orphaned descendants come back to the tracer, which waits for them before reading the trace.
   (void)::prctl(PR_SET_CHILD_SUBREAPER, 1);
-  struct sigaction ignore {}, old_int {}, old_quit {};
+  struct sigaction ignore {
+  }, old_int{}, old_quit{};
   ignore.sa_handler = SIG_IGN;
   ::sigaction(SIGINT, &ignore, &old_int);
   ::sigaction(SIGQUIT, &ignore, &old_quit);

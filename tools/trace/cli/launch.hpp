@@ -11,16 +11,16 @@ namespace drvshim::trace_tool {
 
 struct LaunchOptions {
   std::vector<std::string> command;
-  std::string trace_path;   // where every traced process appends its records
-  std::string mode;         // full | summary
-  bool children = true;     // trace child processes too
-  bool audit = true;        // LD_AUDIT module for libcuda loaded by path
+  std::string trace_path;  // where every traced process appends its records
+  std::string mode;        // full | summary
+  bool children = true;    // trace child processes too
+  bool audit = true;       // LD_AUDIT module for libcuda loaded by path
   bool cupti = false;
   std::string interposer;   // .../libcuda.so.1
   std::string audit_lib;    // .../libdrvshim_trace_audit.so
   std::string real_driver;  // the real libcuda.so.1
   std::uint64_t max_bytes = 0;
-  int grace_seconds = 10;   // how long to wait for descendants after the program exits
+  int grace_seconds = 10;  // how long to wait for descendants after the program exits
 };
 
 // The program's exit code (128 + signal when it was killed), or 127 with `error` set when it could not start.

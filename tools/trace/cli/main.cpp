@@ -8,12 +8,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <CLI/CLI.hpp>
 #include <drvshim_trace/chrome_trace.hpp>
 #include <drvshim_trace/model.hpp>
 #include <drvshim_trace/records_io.hpp>
 #include <drvshim_trace/report.hpp>
-#include <fmt/format.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -109,7 +109,8 @@ int main(int argc, char** argv) {
     const std::string interposer = trace_tool::real_path(dir + "/libcuda.so.1");
     const std::string audit = trace_tool::real_path(dir + "/libdrvshim_trace_audit.so");
     if (interposer.empty()) {
-      std::fprintf(stderr, "drvshim-trace: the interposer %s/libcuda.so.1 is missing; give its directory with --libdir\n",
+      std::fprintf(stderr,
+                   "drvshim-trace: the interposer %s/libcuda.so.1 is missing; give its directory with --libdir\n",
                    dir.c_str());
       return 127;
     }
@@ -180,9 +181,9 @@ int main(int argc, char** argv) {
     std::string report = trace_analysis::format_report(analysis, ro);
     report += fmt::format("drvshim-trace: {} record(s) from {} process(es), {} diagnostic(s){}\n", record_count,
                           analysis.processes.size(), analysis.diagnostics.size(),
-                          parsed.bad_lines > 0 ? fmt::format("; {} unreadable line(s), first: {}", parsed.bad_lines,
-                                                             parsed.first_error)
-                                               : "");
+                          parsed.bad_lines > 0
+                              ? fmt::format("; {} unreadable line(s), first: {}", parsed.bad_lines, parsed.first_error)
+                              : "");
     if (report_path.empty()) {
       std::fputs(report.c_str(), stderr);
     } else if (report_path == "-") {

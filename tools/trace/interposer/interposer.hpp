@@ -26,7 +26,8 @@ struct FnInfo {
 };
 
 inline constexpr FnInfo kFns[] = {
-#define DRVSHIM_TRACE_FN(id, sym, base, ver, flags, interesting, n, names, hex) {#sym, #base, ver, flags, interesting != 0},
+#define DRVSHIM_TRACE_FN(id, sym, base, ver, flags, interesting, n, names, hex) \
+  {#sym, #base, ver, flags, interesting != 0},
 #include "driver_api_table.inc"
 #undef DRVSHIM_TRACE_FN
 };

@@ -32,7 +32,8 @@ std::string load_real_driver(std::string& path_out) {
   std::vector<trace_tool::DriverCandidate> candidates;
   if (named != nullptr && *named != '\0') {
     if (!self.empty() && trace_tool::real_path(named) == self) {
-      return fmt::format("DRVSHIM_TRACE_REAL_LIBCUDA=\"{}\" is the interposer itself; name the real libcuda.so.1", named);
+      return fmt::format("DRVSHIM_TRACE_REAL_LIBCUDA=\"{}\" is the interposer itself; name the real libcuda.so.1",
+                         named);
     }
     candidates.push_back({named, "DRVSHIM_TRACE_REAL_LIBCUDA"});
   } else {

@@ -8,8 +8,8 @@
 //   DRVSHIM_TRACE_CHILDREN=0     record only in DRVSHIM_TRACE_ROOT_PID, forward in its children
 //   DRVSHIM_TRACE_MAX_BYTES      the trace file's cap
 #include <dlfcn.h>
-#include <link.h>
 #include <fcntl.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -112,9 +112,9 @@ void on_fork_child() noexcept {
   g_untraced.store(0);
   // A child of an initialised parent cannot use CUDA and may _exit at any time: write as it goes.
   if (parent_initialized) recorder::set_synchronous(true);
-  recorder::event(recorder::Kind::process, "fork",
-                  fmt::format("parent={}; parent_initialized={}; exe={}", ::getppid(), parent_initialized ? 1 : 0,
-                              executable()));
+  recorder::event(
+      recorder::Kind::process, "fork",
+      fmt::format("parent={}; parent_initialized={}; exe={}", ::getppid(), parent_initialized ? 1 : 0, executable()));
 }
 
 __attribute__((constructor)) void start() noexcept {
@@ -156,7 +156,8 @@ __attribute__((constructor)) void start() noexcept {
         recorder::set_epoch(static_cast<std::int64_t>(epoch));
       }
       recorder::set_counters(kDescs, kFnCount);
-      const std::string file_error = recorder::set_file(out, env_u64("DRVSHIM_TRACE_MAX_BYTES", std::uint64_t{1} << 30));
+      const std::string file_error =
+          recorder::set_file(out, env_u64("DRVSHIM_TRACE_MAX_BYTES", std::uint64_t{1} << 30));
       if (!file_error.empty()) {
         std::fprintf(stderr, "drvshim-trace: %s; this process is not traced\n", file_error.c_str());
         mode = kOff;
@@ -222,8 +223,9 @@ void after_init(CUresult result) noexcept {
 CUresult missing_function(std::size_t id) noexcept {
   if (!g_real_loaded) return CUDA_ERROR_STUB_LIBRARY;
   if (g_mode.load(std::memory_order_relaxed) != kOff && !g_missing_reported[id].exchange(true)) {
-    recorder::event(recorder::Kind::event, "missing-entry-point",
-                    fmt::format("{} is not in the real driver: the call returned CUDA_ERROR_NOT_FOUND", kFns[id].symbol));
+    recorder::event(
+        recorder::Kind::event, "missing-entry-point",
+        fmt::format("{} is not in the real driver: the call returned CUDA_ERROR_NOT_FOUND", kFns[id].symbol));
   }
   return CUDA_ERROR_NOT_FOUND;
 }

@@ -147,9 +147,11 @@ template <std::size_t Id, class... A>
 inline CUresult traced(void* caller, A... a) noexcept {
   if constexpr (Id == id_of("cuInit")) {
     before_init();
-    return traced_with<Id>(caller, [](CUresult r) { after_init(r); }, a...);
+    return traced_with<Id>(
+        caller, [](CUresult r) { after_init(r); }, a...);
   } else {
-    return traced_with<Id>(caller, [](CUresult) {}, a...);
+    return traced_with<Id>(
+        caller, [](CUresult) {}, a...);
   }
 }
 
@@ -158,7 +160,8 @@ inline CUresult traced(void* caller, A... a) noexcept {
 // export of the real driver is handed out untraced (through a counting
 // trampoline where there is one: untraced_entries.cpp).
 template <std::size_t Id, class... A>
-inline CUresult hooked(void* caller, const char* symbol, void** pfn, int version, cuuint64_t flags, A... rest) noexcept {
+inline CUresult hooked(void* caller, const char* symbol, void** pfn, int version, cuuint64_t flags,
+                       A... rest) noexcept {
   auto after = [&](CUresult r) {
     if (r != CUDA_SUCCESS || pfn == nullptr || *pfn == nullptr) return;
     if (const int id = id_of_real(*pfn); id >= 0) {

@@ -21,20 +21,20 @@ const char* kind_name(Kind kind) noexcept;
 bool parse_kind(std::string_view name, Kind& kind) noexcept;
 
 struct Record {
-  std::uint64_t seq = 0;     // 1-based per process, in the order records were drained
-  std::int64_t ts_ns = 0;    // start, ns since the recorder's epoch
-  std::int64_t dur_ns = 0;   // time inside the call (0 for events)
-  std::uint32_t pid = 0;     // process id (0: unknown, not written)
-  std::uint64_t tid = 0;     // OS thread id
+  std::uint64_t seq = 0;    // 1-based per process, in the order records were drained
+  std::int64_t ts_ns = 0;   // start, ns since the recorder's epoch
+  std::int64_t dur_ns = 0;  // time inside the call (0 for events)
+  std::uint32_t pid = 0;    // process id (0: unknown, not written)
+  std::uint64_t tid = 0;    // OS thread id
   Kind kind = Kind::call;
-  std::string api;           // base name ("cuMemAlloc") or event name
-  std::string symbol;        // the exported variant called ("cuMemAlloc_v2"); "" when not known (in-process trace)
-  std::string args;          // rendered arguments (out parameters as ->value) or the event's detail
-  int result = 0;            // CUresult of a call
-  std::uintptr_t ctx = 0;    // the thread's current context after the call
-  std::string lib;           // file name of the calling library ("" unknown)
-  std::uint64_t rt = 0;      // correlation id of the enclosing Runtime-API call (0: none)
-  std::uint64_t count = 0;   // counts records: number of calls folded
+  std::string api;          // base name ("cuMemAlloc") or event name
+  std::string symbol;       // the exported variant called ("cuMemAlloc_v2"); "" when not known (in-process trace)
+  std::string args;         // rendered arguments (out parameters as ->value) or the event's detail
+  int result = 0;           // CUresult of a call
+  std::uintptr_t ctx = 0;   // the thread's current context after the call
+  std::string lib;          // file name of the calling library ("" unknown)
+  std::uint64_t rt = 0;     // correlation id of the enclosing Runtime-API call (0: none)
+  std::uint64_t count = 0;  // counts records: number of calls folded
 };
 
 }  // namespace drvshim::recorder

@@ -70,9 +70,9 @@ void call_text(const char* api, std::int64_t start_ns, std::int64_t duration_ns,
 
 /// A call recorded as raw words (call_desc.hpp), rendered later by the consumer.
 /// `desc` and `kinds` must outlive the process.
-void call_words(const CallDesc* desc, const ArgKind* kinds, std::int64_t start_ns, std::int64_t duration_ns,
-                int result, std::uintptr_t context, std::uintptr_t caller, std::uint64_t rt,
-                const std::uint64_t* words, std::size_t nwords, std::string_view strings) noexcept;
+void call_words(const CallDesc* desc, const ArgKind* kinds, std::int64_t start_ns, std::int64_t duration_ns, int result,
+                std::uintptr_t context, std::uintptr_t caller, std::uint64_t rt, const std::uint64_t* words,
+                std::size_t nwords, std::string_view strings) noexcept;
 
 /// An event (or a process/runtime record) with a name and a detail.
 void event(Kind kind, std::string_view api, std::string_view detail, std::int64_t start_ns = 0,

@@ -53,8 +53,9 @@ std::string chrome_trace_json(const Analysis& a) {
     const std::string name = fmt::format("pid {}: {}", p.pid, p.exe.empty() ? "?" : p.exe);
     w.event(fmt::format("\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"tid\":0,\"args\":{{\"name\":{}}}", p.pid,
                         quoted(name)));
-    w.event(fmt::format("\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":{},\"tid\":0,\"args\":{{\"sort_index\":{}}}",
-                        p.pid, p.pid == a.root_pid ? 0 : 1));
+    w.event(
+        fmt::format("\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":{},\"tid\":0,\"args\":{{\"sort_index\":{}}}",
+                    p.pid, p.pid == a.root_pid ? 0 : 1));
     for (const auto& [tid, t] : p.threads) {
       const std::string tname = t.name.empty() ? fmt::format("tid {}", tid) : fmt::format("{} (tid {})", t.name, tid);
       w.event(fmt::format("\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":{}}}", p.pid,
@@ -65,26 +66,28 @@ std::string chrome_trace_json(const Analysis& a) {
       const std::string ts = us(r.ts_ns - t0);
       switch (r.kind) {
         case Kind::call:
-          w.event(fmt::format("\"ph\":\"X\",\"cat\":\"driver\",\"name\":{},\"pid\":{},\"tid\":{},\"ts\":{},\"dur\":{},"
-                              "\"args\":{{\"args\":{},\"result\":{},\"lib\":{},\"ctx\":\"0x{:x}\"{}}}",
-                              quoted(symbol_of(r)), r.pid, r.tid, ts, us(r.dur_ns), quoted(r.args),
-                              quoted(recorder::result_name(r.result)), quoted(r.lib), r.ctx,
-                              r.rt != 0 ? fmt::format(",\"runtime_call\":{}", r.rt) : ""));
+          w.event(
+              fmt::format("\"ph\":\"X\",\"cat\":\"driver\",\"name\":{},\"pid\":{},\"tid\":{},\"ts\":{},\"dur\":{},"
+                          "\"args\":{{\"args\":{},\"result\":{},\"lib\":{},\"ctx\":\"0x{:x}\"{}}}",
+                          quoted(symbol_of(r)), r.pid, r.tid, ts, us(r.dur_ns), quoted(r.args),
+                          quoted(recorder::result_name(r.result)), quoted(r.lib), r.ctx,
+                          r.rt != 0 ? fmt::format(",\"runtime_call\":{}", r.rt) : ""));
           break;
         case Kind::runtime:
-          w.event(fmt::format("\"ph\":\"X\",\"cat\":\"runtime\",\"name\":{},\"pid\":{},\"tid\":{},\"ts\":{},\"dur\":{},"
-                              "\"args\":{{\"result\":{},\"correlation\":{}}}",
-                              quoted(r.api), r.pid, r.tid, ts, us(r.dur_ns), r.result, r.rt));
+          w.event(
+              fmt::format("\"ph\":\"X\",\"cat\":\"runtime\",\"name\":{},\"pid\":{},\"tid\":{},\"ts\":{},\"dur\":{},"
+                          "\"args\":{{\"result\":{},\"correlation\":{}}}",
+                          quoted(r.api), r.pid, r.tid, ts, us(r.dur_ns), r.result, r.rt));
           break;
         case Kind::event:
         case Kind::process:
-          w.event(fmt::format("\"ph\":\"i\",\"s\":\"t\",\"cat\":\"event\",\"name\":{},\"pid\":{},\"tid\":{},\"ts\":{},"
-                              "\"args\":{{\"detail\":{}}}",
-                              quoted(r.api), r.pid, r.tid, ts, quoted(r.args)));
+          w.event(
+              fmt::format("\"ph\":\"i\",\"s\":\"t\",\"cat\":\"event\",\"name\":{},\"pid\":{},\"tid\":{},\"ts\":{},"
+                          "\"args\":{{\"detail\":{}}}",
+                          quoted(r.api), r.pid, r.tid, ts, quoted(r.args)));
           break;
         case Kind::counts:
-        case Kind::thread:
-          break;
+        case Kind::thread: break;
       }
     }
     // Context changes: instants on the thread whose current context changed.
@@ -96,37 +99,42 @@ std::string chrome_trace_json(const Analysis& a) {
         } else if (h.context != 0) {
           what = fmt::format("0x{:x}", h.context);
         }
-        w.event(fmt::format("\"ph\":\"i\",\"s\":\"t\",\"cat\":\"context\",\"name\":{},\"pid\":{},\"tid\":{},\"ts\":{},"
-                            "\"args\":{{\"via\":{}}}",
-                            quoted("current: " + what), p.pid, tid, us(h.ts_ns - t0), quoted(h.via)));
+        w.event(
+            fmt::format("\"ph\":\"i\",\"s\":\"t\",\"cat\":\"context\",\"name\":{},\"pid\":{},\"tid\":{},\"ts\":{},"
+                        "\"args\":{{\"via\":{}}}",
+                        quoted("current: " + what), p.pid, tid, us(h.ts_ns - t0), quoted(h.via)));
       }
     }
     // Driver initialisation.
     if (p.first_init >= 0) {
       const Record& r = a.records[static_cast<std::size_t>(p.first_init)];
-      w.event(fmt::format("\"ph\":\"i\",\"s\":\"p\",\"cat\":\"context\",\"name\":\"driver initialised\",\"pid\":{},"
-                          "\"tid\":{},\"ts\":{},\"args\":{{\"by\":{}}}",
-                          p.pid, r.tid, us(r.ts_ns + r.dur_ns - t0), quoted(r.lib)));
+      w.event(
+          fmt::format("\"ph\":\"i\",\"s\":\"p\",\"cat\":\"context\",\"name\":\"driver initialised\",\"pid\":{},"
+                      "\"tid\":{},\"ts\":{},\"args\":{{\"by\":{}}}",
+                      p.pid, r.tid, us(r.ts_ns + r.dur_ns - t0), quoted(r.lib)));
     }
     // Context lifetimes: async spans, one per context.
     for (const auto handle : p.context_order) {
       const ContextInfo& c = p.contexts.at(handle);
       const std::int64_t end = c.ended_ns >= 0 ? c.ended_ns : p.end_ns;
       const std::string id = fmt::format("\"0x{:x}-{}\"", c.handle, c.create_index);
-      w.event(fmt::format("\"ph\":\"b\",\"cat\":\"context\",\"id\":{},\"name\":{},\"pid\":{},\"tid\":{},\"ts\":{},"
-                          "\"args\":{{\"created_by\":{},\"lib\":{},\"flags\":{}}}",
-                          id, quoted(context_name(c)), p.pid, c.creator_tid, us(c.created_ns - t0),
-                          quoted(c.created_by), quoted(c.creator_lib), quoted(c.flags)));
-      w.event(fmt::format("\"ph\":\"e\",\"cat\":\"context\",\"id\":{},\"name\":{},\"pid\":{},\"tid\":{},\"ts\":{},"
-                          "\"args\":{{\"ended_by\":{}}}",
-                          id, quoted(context_name(c)), p.pid, c.creator_tid, us(end - t0),
-                          quoted(c.ended_ns >= 0 ? c.ended_by : std::string("alive at the end"))));
+      w.event(
+          fmt::format("\"ph\":\"b\",\"cat\":\"context\",\"id\":{},\"name\":{},\"pid\":{},\"tid\":{},\"ts\":{},"
+                      "\"args\":{{\"created_by\":{},\"lib\":{},\"flags\":{}}}",
+                      id, quoted(context_name(c)), p.pid, c.creator_tid, us(c.created_ns - t0), quoted(c.created_by),
+                      quoted(c.creator_lib), quoted(c.flags)));
+      w.event(
+          fmt::format("\"ph\":\"e\",\"cat\":\"context\",\"id\":{},\"name\":{},\"pid\":{},\"tid\":{},\"ts\":{},"
+                      "\"args\":{{\"ended_by\":{}}}",
+                      id, quoted(context_name(c)), p.pid, c.creator_tid, us(end - t0),
+                      quoted(c.ended_ns >= 0 ? c.ended_by : std::string("alive at the end"))));
     }
   }
   std::string out = w.take();
-  out += fmt::format("\n],\"otherData\":{{\"generator\":\"drvshim-trace\",\"processes\":{},\"records\":{},"
-                     "\"diagnostics\":{}}}}}\n",
-                     a.processes.size(), a.records.size(), a.diagnostics.size());
+  out += fmt::format(
+      "\n],\"otherData\":{{\"generator\":\"drvshim-trace\",\"processes\":{},\"records\":{},"
+      "\"diagnostics\":{}}}}}\n",
+      a.processes.size(), a.records.size(), a.diagnostics.size());
   return out;
 }
 

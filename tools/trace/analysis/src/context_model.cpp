@@ -101,9 +101,7 @@ void Model::step(std::size_t i) {
   p_.end_ns = std::max(p_.end_ns, r.ts_ns + r.dur_ns);
   ThreadInfo& t = thread(r);
   switch (r.kind) {
-    case Kind::thread:
-      t.name = r.args;
-      return;
+    case Kind::thread: t.name = r.args; return;
     case Kind::process: {
       const auto kv = key_values(r.args);
       auto get = [&](const char* k) {
@@ -115,9 +113,9 @@ void Model::step(std::size_t i) {
         p_.ppid = static_cast<std::uint32_t>(std::strtoul(get("parent").c_str(), nullptr, 10));
         p_.parent_initialized = get("parent_initialized") == "1";
         if (p_.exe.empty()) p_.exe = get("exe");
-        p_.timeline.push_back({i, fmt::format("forked from pid {} ({})", p_.ppid,
-                                              p_.parent_initialized ? "which had initialised CUDA"
-                                                                    : "which had not initialised CUDA")});
+        p_.timeline.push_back(
+            {i, fmt::format("forked from pid {} ({})", p_.ppid,
+                            p_.parent_initialized ? "which had initialised CUDA" : "which had not initialised CUDA")});
       } else {
         p_.exe = get("exe");
         p_.cmdline = get("cmdline");
@@ -138,8 +136,7 @@ void Model::step(std::size_t i) {
       f.total_ns += r.dur_ns;
       return;
     }
-    case Kind::runtime:
-      return;
+    case Kind::runtime: return;
     case Kind::event:
       if (r.api == "untraced-entry-point" || r.api == "untraced-entry-point-called" || r.api == "untraced-summary") {
         untraced(i);  // one line for them all, at the end
@@ -152,9 +149,7 @@ void Model::step(std::size_t i) {
         p_.timeline.push_back({i, ""});
       }
       return;
-    case Kind::call:
-      call(i, t);
-      return;
+    case Kind::call: call(i, t); return;
   }
 }
 
@@ -239,8 +234,8 @@ void Model::finish() {
         }
       }
       diagnose("unbalanced-context-stack", last,
-               balance > 0 ? fmt::format("{} left {} context(s) pushed on tid {}'s stack", lib.empty() ? "a caller" : lib,
-                                         balance, tid)
+               balance > 0 ? fmt::format("{} left {} context(s) pushed on tid {}'s stack",
+                                         lib.empty() ? "a caller" : lib, balance, tid)
                            : fmt::format("{} popped {} context(s) on tid {} that it had not pushed",
                                          lib.empty() ? "a caller" : lib, -balance, tid));
     }

@@ -71,8 +71,8 @@ const DiagnosticKind& kind_of(std::string_view id) {
 constexpr std::size_t kMaxEvidence = 8;
 
 // Inputs that name the object a call works on.
-const std::set<std::string_view> kObjectParams = {"ctx",    "hStream", "hEvent",  "hmod",       "library",
-                                                  "kernel", "f",       "hGraph",  "hGraphExec", "dptr",
+const std::set<std::string_view> kObjectParams = {"ctx",    "hStream",   "hEvent",   "hmod",       "library",
+                                                  "kernel", "f",         "hGraph",   "hGraphExec", "dptr",
                                                   "hfunc",  "dstDevice", "srcDevice"};
 
 // Calls that may follow a failure on an object without ignoring it: cleanup and questions.
@@ -92,14 +92,14 @@ void find_init_races(Analysis& a, const ProcessInfo& p) {
       if (r1.tid == r2.tid) continue;
       const bool overlap = r2.ts_ns < r1.ts_ns + r1.dur_ns && r1.ts_ns < r2.ts_ns + r2.dur_ns;
       if (!overlap) continue;
-      add_diagnostic(a, "init-race", p.pid, p.inits[x],
-                     fmt::format("cuInit ran concurrently on tid {}{} and tid {}{}", r1.tid,
-                                 r1.lib.empty() ? "" : " (" + r1.lib + ")", r2.tid,
-                                 r2.lib.empty() ? "" : " (" + r2.lib + ")"));
-      add_diagnostic(a, "init-race", p.pid, p.inits[y],
-                     fmt::format("cuInit ran concurrently on tid {}{} and tid {}{}", r1.tid,
-                                 r1.lib.empty() ? "" : " (" + r1.lib + ")", r2.tid,
-                                 r2.lib.empty() ? "" : " (" + r2.lib + ")"));
+      add_diagnostic(
+          a, "init-race", p.pid, p.inits[x],
+          fmt::format("cuInit ran concurrently on tid {}{} and tid {}{}", r1.tid,
+                      r1.lib.empty() ? "" : " (" + r1.lib + ")", r2.tid, r2.lib.empty() ? "" : " (" + r2.lib + ")"));
+      add_diagnostic(
+          a, "init-race", p.pid, p.inits[y],
+          fmt::format("cuInit ran concurrently on tid {}{} and tid {}{}", r1.tid,
+                      r1.lib.empty() ? "" : " (" + r1.lib + ")", r2.tid, r2.lib.empty() ? "" : " (" + r2.lib + ")"));
       return;
     }
   }

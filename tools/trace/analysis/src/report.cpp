@@ -144,7 +144,8 @@ std::string format_summary(const Analysis& a, const ProcessInfo& p) {
     out += fmt::format("    {}: {}\n", thread_label(p, tid), line);
   }
   std::size_t unreleased = p.live.size();
-  for (const auto handle : p.context_order) unreleased += p.contexts.at(handle).ended_ns < 0 ? std::size_t{1} : std::size_t{0};
+  for (const auto handle : p.context_order)
+    unreleased += p.contexts.at(handle).ended_ns < 0 ? std::size_t{1} : std::size_t{0};
   out += fmt::format("  never released ({}):\n", unreleased);
   for (const auto handle : p.context_order) {
     const ContextInfo& c = p.contexts.at(handle);
@@ -165,9 +166,10 @@ std::string format_summary(const Analysis& a, const ProcessInfo& p) {
                        recorder::result_name(r.result), r.result);
   }
   if (!p.untraced_entries.empty() || p.untraced > 0) {
-    out += fmt::format("  untraced entry points ({}; {} lookup(s)): the driver resolves them but does not export them, "
-                       "so calls through them are not traced\n",
-                       p.untraced_entries.size(), p.untraced);
+    out += fmt::format(
+        "  untraced entry points ({}; {} lookup(s)): the driver resolves them but does not export them, "
+        "so calls through them are not traced\n",
+        p.untraced_entries.size(), p.untraced);
     for (const auto& e : p.untraced_entries) {
       out += fmt::format("    {}{}{}\n", e.key, e.lookups > 1 ? fmt::format(" ({} lookups)", e.lookups) : "",
                          e.calls > 0 ? fmt::format(": called {} time(s)", e.calls) : "");

@@ -22,12 +22,12 @@ using recorder::Record;
 
 struct ContextInfo {
   std::uintptr_t handle = 0;
-  int device = -1;          // -1: unknown
+  int device = -1;  // -1: unknown
   bool primary = false;
-  std::string flags;        // as rendered ("0x0"), "" unknown
+  std::string flags;  // as rendered ("0x0"), "" unknown
   std::uint64_t creator_tid = 0;
   std::string creator_lib;
-  std::string created_by;   // the call that created (or first activated) it
+  std::string created_by;  // the call that created (or first activated) it
   std::int64_t created_ns = 0;
   std::int64_t ended_ns = -1;  // -1: alive at the end of the trace
   std::string ended_by;        // "cuCtxDestroy_v2 by tid 12 (libfoo.so)", "released (last retain)", "reset"
@@ -81,20 +81,20 @@ struct Folded {
 
 // One line of the context-state timeline: a record and what it changed.
 struct TimelineEntry {
-  std::size_t index;  // into Analysis::records
-  std::string note;   // "device 0 primary: inactive -> active, retains 0 -> 1"
+  std::size_t index;   // into Analysis::records
+  std::string note;    // "device 0 primary: inactive -> active, retains 0 -> 1"
   std::string text{};  // shown instead of the record itself when set (a line standing for several records)
 };
 
 // An entry point the real driver resolved (cuGetProcAddress) but does not export, which the
 // interposer has no wrapper for (cuGL*, cuEGL*, cuVDPAU* in a driver without graphics interop).
 struct UntracedEntryInfo {
-  std::string key;           // "cuGLInit@2000 flags 0": symbol, version and flags asked
-  std::string symbol;        // "cuGLInit"
-  std::size_t first = 0;     // its first untraced-entry-point record
-  std::uint64_t lookups = 0; // untraced-entry-point records for it (one per lookup in older traces)
-  std::uint64_t calls = 0;   // calls through what was handed out (untraced-entry-point-called), when counted
-  long called_index = -1;    // that record, -1 none
+  std::string key;            // "cuGLInit@2000 flags 0": symbol, version and flags asked
+  std::string symbol;         // "cuGLInit"
+  std::size_t first = 0;      // its first untraced-entry-point record
+  std::uint64_t lookups = 0;  // untraced-entry-point records for it (one per lookup in older traces)
+  std::uint64_t calls = 0;    // calls through what was handed out (untraced-entry-point-called), when counted
+  long called_index = -1;     // that record, -1 none
 };
 
 struct ProcessInfo {
@@ -115,14 +115,14 @@ struct ProcessInfo {
   std::map<std::uintptr_t, ContextInfo> contexts;
   std::vector<std::uintptr_t> context_order;  // in creation order
   std::map<std::uint64_t, ThreadInfo> threads;
-  std::vector<ObjectInfo> live;                 // created and never released
+  std::vector<ObjectInfo> live;  // created and never released
   std::size_t released_objects = 0;
-  std::vector<std::size_t> errors;              // failed calls
+  std::vector<std::size_t> errors;                                // failed calls
   std::map<std::uint64_t, std::map<std::string, Folded>> folded;  // tid -> api -> count
   std::vector<TimelineEntry> timeline;
-  std::vector<std::size_t> notices;             // events worth showing (redirects, untraced, truncation, CUPTI)
+  std::vector<std::size_t> notices;                 // events worth showing (redirects, untraced, truncation, CUPTI)
   std::vector<UntracedEntryInfo> untraced_entries;  // in the order first seen
-  std::uint64_t untraced = 0;                   // lookups answered untraced
+  std::uint64_t untraced = 0;                       // lookups answered untraced
 };
 
 struct Diagnostic {
