@@ -3,6 +3,7 @@
 
 #include <utility>
 
+#include "access.hpp"
 #include "context_scope.hpp"
 #include "core.hpp"
 #include "core_of.hpp"
@@ -84,8 +85,9 @@ Status AsyncDeviceBufferTraits::release(value_type& v) noexcept {
   try {
     ContextScope scope(core, v.stream.context().address(), "AsyncDeviceBuffer::free");
     // Its stream may be gone (known in debug builds): the legacy default stream then orders the free.
-    const std::uintptr_t on =
-        owner_alive(v.stream.owner_id()) ? v.stream.native() : StreamRef::legacy_default(v.stream.context()).native();
+    const std::uintptr_t on = owner_alive(detail::Access::owner_id(v.stream))
+                                  ? v.stream.native()
+                                  : StreamRef::legacy_default(v.stream.context()).native();
     const CUresult r = DRVSHIM_CU(core, cuMemFreeAsync, address, reinterpret_cast<CUstream>(on));
     core.note_result(r);
     return Status("cuMemFreeAsync", static_cast<int>(r));

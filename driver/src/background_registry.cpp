@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "access.hpp"
 #include "background_state.hpp"
 
 namespace drvshim::detail {
@@ -76,7 +77,7 @@ void register_exit_handler_once() noexcept {
 
 void publish_core(BackgroundState& s) {
   CoreEntry entry;
-  entry.core = s.driver->core().get();
+  entry.core = detail::Access::core(*s.driver).get();
   entry.owner = &s;
   for (const auto& g : s.steps) {
     if (g->kind == InitStepKind::init) entry.init = g;

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "access.hpp"
 #include "context_scope.hpp"
 #include "core.hpp"
 #include "log_internal.hpp"
@@ -22,7 +23,7 @@ std::string ctx_objects(const ContextRef& c) {
 // ---- ContextRef ----------------------------------------------------------------
 
 bool ContextRef::is_current() const {
-  const auto& core = *device_.core();
+  const auto& core = *detail::Access::core(device_);
   core.require_init("ContextRef::is_current");
   CUcontext current = nullptr;
   DRVSHIM_TRY(core, cuCtxGetCurrent, ctx_objects(*this), &current);
@@ -30,21 +31,21 @@ bool ContextRef::is_current() const {
 }
 
 void ContextRef::make_current() const {
-  const auto& core = *device_.core();
+  const auto& core = *detail::Access::core(device_);
   core.require_init("ContextRef::make_current");
   core.check_not_poisoned(address_, "ContextRef::make_current");
   DRVSHIM_TRY(core, cuCtxSetCurrent, ctx_objects(*this), native(address_));
 }
 
 void ContextRef::synchronize() const {
-  const auto& core = *device_.core();
+  const auto& core = *detail::Access::core(device_);
   detail::ContextScope scope(core, address_, "ContextRef::synchronize");
   DRVSHIM_TRY(core, cuCtxSynchronize, ctx_objects(*this));
   core.bury_spent_callbacks();  // closures of host callbacks that ran (outside any host function)
 }
 
 MemoryInfo ContextRef::memory_info() const {
-  const auto& core = *device_.core();
+  const auto& core = *detail::Access::core(device_);
   detail::ContextScope scope(core, address_, "ContextRef::memory_info");
   MemoryInfo info;
   DRVSHIM_TRY(core, cuMemGetInfo, ctx_objects(*this), &info.free, &info.total);
@@ -52,7 +53,7 @@ MemoryInfo ContextRef::memory_info() const {
 }
 
 unsigned ContextRef::api_version() const {
-  const auto& core = *device_.core();
+  const auto& core = *detail::Access::core(device_);
   core.require_init("ContextRef::api_version");
   unsigned version = 0;
   DRVSHIM_TRY(core, cuCtxGetApiVersion, ctx_objects(*this), native(address_), &version);
@@ -60,7 +61,7 @@ unsigned ContextRef::api_version() const {
 }
 
 ContextFlags ContextRef::flags() const {
-  const auto& core = *device_.core();
+  const auto& core = *detail::Access::core(device_);
   detail::ContextScope scope(core, address_, "ContextRef::flags");
   unsigned flags = 0;
   DRVSHIM_TRY(core, cuCtxGetFlags, ctx_objects(*this), &flags);
@@ -70,7 +71,7 @@ ContextFlags ContextRef::flags() const {
 static_assert(static_cast<int>(Limit::persisting_l2_cache_size) == CU_LIMIT_PERSISTING_L2_CACHE_SIZE);
 
 void ContextRef::set_limit(Limit limit, std::size_t value) const {
-  const auto& core = *device_.core();
+  const auto& core = *detail::Access::core(device_);
   core.require_function(detail::Api::k_cuCtxSetLimit, "ContextRef::set_limit");
   detail::ContextScope scope(core, address_, "ContextRef::set_limit");
   DRVSHIM_TRY(core, cuCtxSetLimit,
@@ -79,7 +80,7 @@ void ContextRef::set_limit(Limit limit, std::size_t value) const {
 }
 
 std::size_t ContextRef::limit(Limit limit) const {
-  const auto& core = *device_.core();
+  const auto& core = *detail::Access::core(device_);
   core.require_function(detail::Api::k_cuCtxGetLimit, "ContextRef::limit");
   detail::ContextScope scope(core, address_, "ContextRef::limit");
   std::size_t value = 0;
@@ -89,21 +90,21 @@ std::size_t ContextRef::limit(Limit limit) const {
 }
 
 void ContextRef::reset_persisting_l2_cache() const {
-  const auto& core = *device_.core();
+  const auto& core = *detail::Access::core(device_);
   core.require_function(detail::Api::k_cuCtxResetPersistingL2Cache, "ContextRef::reset_persisting_l2_cache");
   detail::ContextScope scope(core, address_, "ContextRef::reset_persisting_l2_cache");
   DRVSHIM_TRY(core, cuCtxResetPersistingL2Cache, ctx_objects(*this));
 }
 
 void ContextRef::profiler_start() const {
-  const auto& core = *device_.core();
+  const auto& core = *detail::Access::core(device_);
   core.require_function(detail::Api::k_cuProfilerStart, "ContextRef::profiler_start");
   detail::ContextScope scope(core, address_, "ContextRef::profiler_start");
   DRVSHIM_TRY(core, cuProfilerStart, ctx_objects(*this));
 }
 
 void ContextRef::profiler_stop() const {
-  const auto& core = *device_.core();
+  const auto& core = *detail::Access::core(device_);
   core.require_function(detail::Api::k_cuProfilerStop, "ContextRef::profiler_stop");
   detail::ContextScope scope(core, address_, "ContextRef::profiler_stop");
   DRVSHIM_TRY(core, cuProfilerStop, ctx_objects(*this));
@@ -112,7 +113,7 @@ void ContextRef::profiler_stop() const {
 // ---- ScopedCurrentContext ---------------------------------------------------------
 
 ScopedCurrentContext::ScopedCurrentContext(const ContextRef& context)
-    : core_(context.device().core()), pushed_(context.address()) {
+    : core_(detail::Access::core(context.device())), pushed_(context.address()) {
   core_->require_init("ScopedCurrentContext");
   // The same refusal as make_current(): code inside the scope would otherwise
   // run driver calls in a context whose every call fails.
@@ -162,15 +163,16 @@ Status PrimaryContext::release(std::nothrow_t) noexcept { return handle_.release
 namespace detail {
 
 void PrimaryContextTraits::release_or_throw(value_type& v) {
-  v.device.core()->ensure_usable("PrimaryContext::release");  // the no-throw twin skips silently
+  detail::Access::core(v.device)->ensure_usable("PrimaryContext::release");  // the no-throw twin skips silently
   const Status s = release(v);
   if (!s.ok())
-    raise(*v.device.core(), s.code(), s.api(), fmt::format("primary context of device {}", v.device.ordinal()));
+    raise(*detail::Access::core(v.device), s.code(), s.api(),
+          fmt::format("primary context of device {}", v.device.ordinal()));
 }
 
 Status PrimaryContextTraits::release(value_type& v) noexcept {
   const auto address = std::exchange(v.address, 0);
-  const auto& core = *v.device.core();
+  const auto& core = *detail::Access::core(v.device);
   if (!core.cleanup_allowed()) {
     // Exit, fork or a deinitialised driver: the retain dies with the process.
     logf(log::Level::debug,
@@ -184,7 +186,7 @@ Status PrimaryContextTraits::release(value_type& v) noexcept {
     std::uint64_t left = 0;
     {
       std::lock_guard<std::mutex> lock(core.ledger_mutex);
-      auto& ledger = v.device.core()->ledgers[v.device.ordinal()];
+      auto& ledger = detail::Access::core(v.device)->ledgers[v.device.ordinal()];
       ++ledger.releases;
       left = ledger.retains - ledger.releases;
     }
@@ -236,16 +238,17 @@ namespace detail {
 
 void ContextTraits::release_or_throw(value_type& v) {
   const auto address = v.address;
-  v.device.core()->ensure_usable("Context::destroy");  // the no-throw twin skips silently
+  detail::Access::core(v.device)->ensure_usable("Context::destroy");  // the no-throw twin skips silently
   const Status s = release(v);
   if (!s.ok()) {
-    raise(*v.device.core(), s.code(), s.api(), fmt::format("context 0x{:x} on device {}", address, v.device.ordinal()));
+    raise(*detail::Access::core(v.device), s.code(), s.api(),
+          fmt::format("context 0x{:x} on device {}", address, v.device.ordinal()));
   }
 }
 
 Status ContextTraits::release(value_type& v) noexcept {
   const auto address = std::exchange(v.address, 0);
-  const auto& core = *v.device.core();
+  const auto& core = *detail::Access::core(v.device);
   if (!core.cleanup_allowed()) return {};
   const CUresult r = DRVSHIM_CU(core, cuCtxDestroy, native(address));
   core.note_result(r);

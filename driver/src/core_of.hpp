@@ -3,10 +3,11 @@
 // DriverCore of a context.
 #include <drvshim/context.hpp>
 
+#include "access.hpp"
 #include "core.hpp"
 
 namespace drvshim::detail {
 
-inline const DriverCore& core_of(const ContextRef& ctx) noexcept { return *ctx.device().core(); }
+inline const DriverCore& core_of(const ContextRef& ctx) noexcept { return *detail::Access::core(ctx.device()); }
 
 }  // namespace drvshim::detail

@@ -5,6 +5,7 @@
 
 #include <utility>
 
+#include "access.hpp"
 #include "context_scope.hpp"
 #include "core_of.hpp"
 #include "log_internal.hpp"
@@ -40,14 +41,14 @@ Status LibraryState::unload() noexcept {
 Library::Library(std::shared_ptr<detail::LibraryState> state) noexcept : handle_({std::move(state)}) {}
 
 Library Library::load(const Driver& driver, std::span<const std::byte> image) {
-  const auto& core = *driver.core();
+  const auto& core = *detail::Access::core(driver);
   core.require_init("Library::load");
   core.require_function(detail::Api::k_cuLibraryLoadData, "Library::load");
   const ModuleFormat format = detect_module_format(image);
   std::string ptx_copy;
   const void* data = detail::image_data(image, format, ptx_copy);
   auto state = std::make_shared<detail::LibraryState>();
-  state->core = driver.core();
+  state->core = detail::Access::core(driver);
   state->format = format;
   state->jit = std::make_unique<detail::JitCapture>(detail::jit_log_bytes(image, format));
   auto& jit = *state->jit;

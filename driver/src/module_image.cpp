@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "access.hpp"
 #include "context_scope.hpp"
 #include "core_of.hpp"
 #include "log_internal.hpp"
@@ -146,7 +147,7 @@ ModuleFormat detect_module_format(std::span<const std::byte> image) {
 }
 
 std::string module_loading_mode(const Driver& driver) {
-  const auto& core = *driver.core();
+  const auto& core = *detail::Access::core(driver);
   core.require_init("module_loading_mode");
   if (!core.has(detail::Api::k_cuModuleGetLoadingMode)) return "unknown";
   CUmoduleLoadingMode mode{};

@@ -10,6 +10,7 @@
 #include <tuple>
 #include <utility>
 
+#include "access.hpp"
 #include "context_scope.hpp"
 #include "core.hpp"
 #include "log_internal.hpp"
@@ -65,7 +66,7 @@ std::string bytes_text(std::size_t n) {
 // Both objects must come from one Driver: a context of one loaded library
 // means nothing to another (tests load the fake twice; users may too).
 void require_same_driver(const char* api, const Device& a, const Device& b) {
-  if (a.core() != b.core()) {
+  if (detail::Access::core(a) != detail::Access::core(b)) {
     throw InvalidArgumentError(api,
                                fmt::format("device {} and device {} belong to different Driver objects (different "
                                            "loaded driver libraries)",
@@ -126,7 +127,7 @@ std::string peer_text(const ContextRef& from, const ContextRef& to) {
 const char* peer_attribute_name(PeerAttribute attribute) noexcept { return info_of(attribute).name; }
 
 AttributeValue peer_attribute(const Device& from, const Device& to, PeerAttribute attribute) {
-  const auto& core = *from.core();
+  const auto& core = *detail::Access::core(from);
   core.require_init("peer_attribute");
   require_same_driver("peer_attribute", from, to);
   const PeerAttributeInfo& info = info_of(attribute);
@@ -176,7 +177,7 @@ PeerAccess::PeerAccess(ContextRef from, ContextRef to, bool adopted, bool shared
 
 PeerAccess PeerAccess::enable(const ContextRef& from, const ContextRef& to) {
   static constexpr const char* api = "PeerAccess::enable";
-  const auto& core = *from.device().core();
+  const auto& core = *detail::Access::core(from.device());
   core.require_init(api);
   require_same_driver(api, from.device(), to.device());
   if (from.address() == to.address()) {
@@ -271,13 +272,13 @@ namespace detail {
 
 void PeerAccessTraits::release_or_throw(value_type& v) {
   const Status s = release(v);
-  if (!s.ok()) raise(*v.from.device().core(), s.code(), s.api(), peer_text(v.from, v.to));
+  if (!s.ok()) raise(*detail::Access::core(v.from.device()), s.code(), s.api(), peer_text(v.from, v.to));
 }
 
 Status PeerAccessTraits::release(value_type& v) noexcept {
   v.held = false;
   if (v.adopted) return {};  // another component's: it stays enabled
-  const auto& core = *v.from.device().core();
+  const auto& core = *detail::Access::core(v.from.device());
   // Exit, a forked child, a deinitialised driver, a poisoned context: the access dies with them.
   if (!core.cleanup_allowed_in(v.from.address())) return {};
   auto& reg = registry();
@@ -337,7 +338,7 @@ void check_pair(const char* api, const ContextRef& dst_ctx, std::size_t dst_byte
   }
   detail::check_view(dst_id, api);
   detail::check_view(src_id, api);
-  const auto& core = *dst_ctx.device().core();
+  const auto& core = *detail::Access::core(dst_ctx.device());
   core.check_not_poisoned(src_ctx.address(), api);
   core.check_not_poisoned(dst_ctx.address(), api);
 }
@@ -354,7 +355,7 @@ void copy_peer(const ContextRef& dst_ctx, DevicePtr dst, std::size_t dst_bytes, 
   const char* api = stream != nullptr ? "copy_peer_async" : "copy_peer";
   check_pair(api, dst_ctx, dst_bytes, dst_id, src_ctx, bytes, src_id, stream);
   if (bytes == 0) return;
-  const auto& core = *dst_ctx.device().core();
+  const auto& core = *detail::Access::core(dst_ctx.device());
   const auto objects = [&] {
     return fmt::format("{} from 0x{:x} in {} to 0x{:x} in {}", bytes_text(bytes), src, ctx_text(src_ctx), dst,
                        ctx_text(dst_ctx));
@@ -389,7 +390,7 @@ void copy_across_contexts(const ContextRef& dst_ctx, DevicePtr dst, std::size_t 
           "copy between two contexts with copy_peer / copy_peer_async, which name both contexts");
     }
   }
-  const auto& core = *dst_ctx.device().core();
+  const auto& core = *detail::Access::core(dst_ctx.device());
   const auto objects = [&] {
     return fmt::format("{} from 0x{:x} in {} to 0x{:x} in {}", bytes_text(bytes), src, ctx_text(src_ctx), dst,
                        ctx_text(dst_ctx));

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <iterator>
 
+#include "access.hpp"
 #include "context_scope.hpp"
 #include "core.hpp"
 #include "log_internal.hpp"
@@ -46,7 +47,7 @@ void query_attributes(const detail::DriverCore& core, DevicePtr address, const C
 }  // namespace
 
 PointerInfo inspect_pointer(const Driver& driver, DevicePtr address) {
-  const auto& core = *driver.core();
+  const auto& core = *detail::Access::core(driver);
   core.require_init("inspect_pointer");
   const CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_CONTEXT,          CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
                                        CU_POINTER_ATTRIBUTE_IS_MANAGED,       CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,

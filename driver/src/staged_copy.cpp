@@ -14,6 +14,7 @@
 #include <span>
 #include <vector>
 
+#include "access.hpp"
 #include "backoff.hpp"
 #include "context_scope.hpp"
 #include "host_copy.hpp"
@@ -35,7 +36,7 @@ class StagedCopy {
   StagedCopy(StagingCore& c, bool to_device, std::byte* host, std::size_t bytes, const StreamRef& stream)
       : c_(c),
         stream_(stream),
-        scope_(*c.pool.context().device().core(), c.pool.context().address(),
+        scope_(*detail::Access::core(c.pool.context().device()), c.pool.context().address(),
                to_device ? "StagingEngine::copy_to_device" : "StagingEngine::copy_to_host"),
         plan_(ring_for(c.options, bytes)) {
     c_.crew.rouse();

@@ -13,6 +13,7 @@
 #include <optional>
 #include <vector>
 
+#include "access.hpp"
 #include "copy_crew.hpp"
 #include "core.hpp"
 #include "cpu_budget.hpp"
@@ -53,13 +54,13 @@ struct StagingCore {
 
   // Before any lock: in a forked child (a lock may be held by a thread that
   // is not there) and inside a host function, the engine is refused.
-  void ensure_usable(const char* api) const { pool.context().device().core()->ensure_usable(api); }
+  void ensure_usable(const char* api) const { detail::Access::core(pool.context().device())->ensure_usable(api); }
 
   // Whether this copy goes straight to the driver, and counts it.
   bool direct(const void* host, std::size_t bytes, bool to_device) {
     bool go_direct = !(to_device ? stage_to_device : stage_to_host) ||
                      bytes < (to_device ? direct_below_to_device : options.direct_below);
-    if (!go_direct) go_direct = host_is_page_locked(*pool.context().device().core(), host);
+    if (!go_direct) go_direct = host_is_page_locked(*detail::Access::core(pool.context().device()), host);
     std::lock_guard<std::mutex> lock(stats_mutex);
     ++(go_direct ? stats.direct_copies : stats.staged_copies);
     if (!go_direct) stats.bytes_staged += bytes;

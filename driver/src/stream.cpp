@@ -6,6 +6,7 @@
 #include <memory>
 #include <utility>
 
+#include "access.hpp"
 #include "context_scope.hpp"
 #include "core.hpp"
 #include "log_internal.hpp"
@@ -19,7 +20,7 @@ CUstream native_stream(std::uintptr_t h) noexcept { return reinterpret_cast<CUst
 }  // namespace
 
 StreamPriorityRange stream_priority_range(const ContextRef& context) {
-  const auto& core = *context.device().core();
+  const auto& core = *detail::Access::core(context.device());
   detail::ContextScope scope(core, context.address(), "stream_priority_range");
   StreamPriorityRange range;
   DRVSHIM_TRY(core, cuCtxGetStreamPriorityRange, fmt::format("device {}", context.device().ordinal()), &range.least,
@@ -49,7 +50,7 @@ void report_callback_error(const detail::DriverCore& core, const StreamRef& stre
   std::string message;
   {
     std::lock_guard<std::mutex> lock(core.callback_mutex);
-    const auto it = core.callback_errors.find(stream.key());
+    const auto it = core.callback_errors.find(detail::Access::key(stream));
     if (it == core.callback_errors.end()) return;
     message = std::move(it->second);
     core.callback_errors.erase(it);
@@ -60,7 +61,7 @@ void report_callback_error(const detail::DriverCore& core, const StreamRef& stre
 struct HostCallback {
   std::function<void()> fn;
   std::shared_ptr<const detail::DriverCore> core;   // the callback may outlive every other drvshim object
-  std::pair<std::uintptr_t, std::uint64_t> stream;  // StreamRef::key()
+  std::pair<std::uintptr_t, std::uint64_t> stream;  // Access::key(StreamRef)
   std::string stream_name;
 };
 
@@ -107,7 +108,7 @@ void run_host_callback(void* data) noexcept {
 
 void StreamRef::synchronize() const {
   detail::check_stream_view(*this, "StreamRef::synchronize");
-  const auto& core = *context_.device().core();
+  const auto& core = *detail::Access::core(context_.device());
   {
     detail::ContextScope scope(core, context_.address(), "StreamRef::synchronize");
     DRVSHIM_TRY(core, cuStreamSynchronize, name(), native_stream(handle_));
@@ -118,7 +119,7 @@ void StreamRef::synchronize() const {
 
 StreamStatus StreamRef::query() const {
   detail::check_stream_view(*this, "StreamRef::query");
-  const auto& core = *context_.device().core();
+  const auto& core = *detail::Access::core(context_.device());
   detail::ContextScope scope(core, context_.address(), "StreamRef::query");
   const CUresult r = DRVSHIM_CU(core, cuStreamQuery, native_stream(handle_));
   if (r == CUDA_SUCCESS) return StreamStatus::ready;
@@ -129,7 +130,7 @@ StreamStatus StreamRef::query() const {
 void StreamRef::wait(const EventRef& event) const {
   detail::check_stream_view(*this, "StreamRef::wait");
   const auto event_handle = detail::live_event_handle(event, "StreamRef::wait");
-  const auto& core = *context_.device().core();
+  const auto& core = *detail::Access::core(context_.device());
   detail::ContextScope scope(core, context_.address(), "StreamRef::wait");
   DRVSHIM_TRY(core, cuStreamWaitEvent, fmt::format("{} waits for {}", name(), event.name()), native_stream(handle_),
               reinterpret_cast<CUevent>(event_handle), 0u);
@@ -138,10 +139,11 @@ void StreamRef::wait(const EventRef& event) const {
 void StreamRef::launch_host_func(std::function<void()> callback) const {
   if (!callback) throw InvalidArgumentError("StreamRef::launch_host_func", "the callback is empty");
   detail::check_stream_view(*this, "StreamRef::launch_host_func");
-  const auto& core = *context_.device().core();
+  const auto& core = *detail::Access::core(context_.device());
   core.bury_spent_callbacks();
   detail::ContextScope scope(core, context_.address(), "StreamRef::launch_host_func");
-  auto cb = std::make_unique<HostCallback>(HostCallback{std::move(callback), context_.device().core(), key(), name()});
+  auto cb = std::make_unique<HostCallback>(
+      HostCallback{std::move(callback), detail::Access::core(context_.device()), detail::Access::key(*this), name()});
   DRVSHIM_TRY(core, cuLaunchHostFunc, name(), native_stream(handle_), &run_host_callback, cb.get());
   (void)cb.release();  // the driver owns the call now; run_host_callback frees it
   detail::after_submit(core, native_stream(handle_), "cuLaunchHostFunc", [this] { return name(); });
@@ -152,7 +154,7 @@ static_assert(static_cast<int>(StreamAttribute::priority) == CU_LAUNCH_ATTRIBUTE
 static_assert(static_cast<int>(StreamAttribute::access_policy_window) == CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW);
 
 void StreamRef::set_attribute(StreamAttribute attribute, const StreamAttributeValue& value) const {
-  const auto& core = *context_.device().core();
+  const auto& core = *detail::Access::core(context_.device());
   core.require_function(detail::Api::k_cuStreamSetAttribute, "StreamRef::set_attribute");
   detail::ContextScope scope(core, context_.address(), "StreamRef::set_attribute");
   CUstreamAttrValue v;
@@ -162,7 +164,7 @@ void StreamRef::set_attribute(StreamAttribute attribute, const StreamAttributeVa
 }
 
 StreamAttributeValue StreamRef::attribute(StreamAttribute attribute) const {
-  const auto& core = *context_.device().core();
+  const auto& core = *detail::Access::core(context_.device());
   core.require_function(detail::Api::k_cuStreamGetAttribute, "StreamRef::attribute");
   detail::ContextScope scope(core, context_.address(), "StreamRef::attribute");
   CUstreamAttrValue v{};
@@ -174,7 +176,7 @@ StreamAttributeValue StreamRef::attribute(StreamAttribute attribute) const {
 }
 
 void StreamRef::attach_memory(std::uint64_t address, std::size_t bytes, MemoryAttach attach) const {
-  const auto& core = *context_.device().core();
+  const auto& core = *detail::Access::core(context_.device());
   core.require_function(detail::Api::k_cuStreamAttachMemAsync, "StreamRef::attach_memory");
   detail::ContextScope scope(core, context_.address(), "StreamRef::attach_memory");
   DRVSHIM_TRY(core, cuStreamAttachMemAsync,
@@ -194,7 +196,7 @@ Stream Stream::create(const ContextRef& context, StreamFlags flags, int priority
                                            priority, range.greatest, range.least),
                                "lower numbers are higher priority; use stream_priority_range(context)");
   }
-  const auto& core = *context.device().core();
+  const auto& core = *detail::Access::core(context.device());
   detail::ContextScope scope(core, context.address(), "Stream::create");
   CUstream stream = nullptr;
   DRVSHIM_TRY(core, cuStreamCreateWithPriority,
@@ -225,22 +227,23 @@ namespace detail {
 
 void StreamTraits::release_or_throw(value_type& v) {
   const auto handle = v.handle;
-  v.context.device().core()->ensure_usable("Stream::destroy");  // the no-throw twin skips silently
+  detail::Access::core(v.context.device())->ensure_usable("Stream::destroy");  // the no-throw twin skips silently
   const Status s = release(v);
   if (!s.ok()) {
-    raise(*v.context.device().core(), s.code(), s.api(), fmt::format("stream 0x{:x}", handle), {}, v.context.address());
+    raise(*detail::Access::core(v.context.device()), s.code(), s.api(), fmt::format("stream 0x{:x}", handle), {},
+          v.context.address());
   }
 }
 
 Status StreamTraits::release(value_type& v) noexcept {
   const auto handle = std::exchange(v.handle, 0);
   retire_owner_id(v.id);
-  const auto& core = *v.context.device().core();
+  const auto& core = *detail::Access::core(v.context.device());
   if (!core.cleanup_allowed_in(v.context.address())) return {};
   // cuStreamDestroy needs no current context and does not wait for queued work.
   {
     std::lock_guard<std::mutex> lock(core.callback_mutex);
-    core.callback_errors.erase(StreamRef(v.context, handle, v.id).key());
+    core.callback_errors.erase(detail::Access::key(StreamRef(v.context, handle, v.id)));
   }
   const CUresult r = DRVSHIM_CU(core, cuStreamDestroy, native_stream(handle));
   core.note_result(r);

@@ -13,6 +13,8 @@
 
 #include <cstdint>
 
+#include "access.hpp"
+
 namespace drvshim {
 class EventRef;
 }
@@ -33,7 +35,7 @@ bool owner_alive(std::uint64_t id) noexcept;
 // Refuses a StreamRef whose Stream was destroyed (debug builds; a no-op otherwise).
 inline void check_stream_view([[maybe_unused]] const StreamRef& stream, [[maybe_unused]] const char* api) {
 #ifdef DRVSHIM_CHECK_VIEWS
-  if (!owner_alive(stream.owner_id())) throw_stream_view_dead(stream, api);
+  if (!owner_alive(detail::Access::owner_id(stream))) throw_stream_view_dead(stream, api);
 #endif
 }
 

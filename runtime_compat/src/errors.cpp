@@ -1,5 +1,6 @@
 // Errors: names and texts of every cudaError_t (generated from the toolkit,
-// tools/dev/gen_cudart_errors.py), and the calling thread's last error.
+// tools/dev/gen_cudart_errors.py), the driver's errors and drvshim's
+// exceptions as cudaError_t, and the calling thread's last error.
 #include "state.hpp"
 
 namespace drvshim::rt::impl {
@@ -27,6 +28,94 @@ const ErrorText* find(int code) noexcept {
 constexpr const char* kUnrecognized = "unrecognized error code";
 
 }  // namespace
+
+namespace {
+
+constexpr std::pair<int, int> kDriverToRuntime[] = {
+#define DRVSHIM_CU_TO_CUDART(cu, rt) {cu, rt},
+#include "cudart_errors.inc"
+#undef DRVSHIM_CU_TO_CUDART
+};
+
+}  // namespace
+
+cudaError_t from_driver(int cu_result) noexcept {
+  for (const auto& [cu, runtime] : kDriverToRuntime) {
+    if (cu == cu_result) return static_cast<cudaError_t>(runtime);
+  }
+  return cudaErrorUnknown;
+}
+
+cudaError_t from_exception(const drvshim::Error& e) noexcept {
+  switch (e.kind()) {
+    case ErrorKind::driver_not_found: return cudaErrorInsufficientDriver;
+    case ErrorKind::driver_too_old:
+      // Too old to load at all, or lacking the one function this call needs.
+      return e.api() == "Driver::load" ? cudaErrorInsufficientDriver : cudaErrorCallRequiresNewerDriver;
+    case ErrorKind::stub_library: return cudaErrorStubLibrary;
+    case ErrorKind::missing_step:
+    case ErrorKind::used_after_fork: return cudaErrorInitializationError;
+    case ErrorKind::context_state: return cudaErrorSetOnActiveProcess;
+    case ErrorKind::invalid_argument: return cudaErrorInvalidValue;
+    case ErrorKind::unsupported: return cudaErrorNotSupported;
+    case ErrorKind::host_callback:
+    case ErrorKind::system: return cudaErrorUnknown;
+    // A Runtime-API call made inside a stream callback or host function: cudart says the same.
+    case ErrorKind::not_permitted: return cudaErrorNotPermitted;
+    case ErrorKind::context_poisoned:
+    case ErrorKind::cuda: break;
+  }
+  return e.code() != 0 ? from_driver(e.code()) : cudaErrorUnknown;
+}
+
+namespace {
+thread_local ThreadState t_state;
+}  // namespace
+
+ThreadState& thread() noexcept { return t_state; }
+
+cudaError_t fail(cudaError_t e, std::string detail) {
+  auto& t = thread();
+  t.last = e;
+  t.detail = std::move(detail);
+  logf(log::Level::debug, "runtime_compat: {} ({})", static_cast<int>(e), t.detail);
+  return e;
+}
+
+cudaError_t null_argument(const char* api, const char* what) {
+  return fail(cudaErrorInvalidValue, fmt::format("{}: {} is null", api, what));
+}
+
+cudaError_t not_supported(const char* api, const char* why) {
+  logf(log::Level::error, "runtime_compat: {} is outside libdrvshim_cudart's subset{}{} (docs/runtime-compat.md)", api,
+       why != nullptr ? ": " : "", why != nullptr ? why : "");
+  return fail(cudaErrorNotSupported, fmt::format("{} is not part of libdrvshim_cudart's subset{}{}", api,
+                                                 why != nullptr ? ": " : "", why != nullptr ? why : ""));
+}
+
+cudaError_t fail_exception(const char* api, const drvshim::Error& e) noexcept {
+  const cudaError_t code = from_exception(e);
+  try {
+    if (e.kind() == ErrorKind::context_poisoned || (e.kind() == ErrorKind::cuda && is_sticky_error(e.code()))) {
+      note_sticky(thread().device, code);
+    }
+    return fail(code, std::string(api) + ": " + e.what());
+  } catch (...) {
+    thread().last = code;
+    return code;
+  }
+}
+
+cudaError_t fail_other(const char* api, const char* what, bool out_of_memory) noexcept {
+  const cudaError_t code = out_of_memory ? cudaErrorMemoryAllocation : cudaErrorUnknown;
+  try {
+    return fail(code, std::string(api) + ": " + what);
+  } catch (...) {
+    thread().last = code;
+    return code;
+  }
+}
+
 }  // namespace drvshim::rt::impl
 
 using namespace drvshim::rt::impl;

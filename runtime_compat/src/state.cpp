@@ -1,7 +1,7 @@
 // The runtime's state: the driver and the policy, each device's primary
-// context, the calling thread's device and last error, error numbers, the
-// registries. The only runtime_compat file that includes a drvshim internal
-// header (log_internal.hpp: the runtime logs through drvshim's logger).
+// context, the calling thread's current device, the registries (the calling
+// thread's last error and the error numbers are errors.cpp's). The only runtime_compat file that includes a drvshim
+// internal header (log_internal.hpp: the runtime logs through drvshim's logger).
 #include "state.hpp"
 
 #include <pthread.h>
@@ -25,95 +25,6 @@ void log_line(log::Level level, const std::string& message) noexcept { drvshim::
 void implicit(const char* trigger, const std::string& step) {
   logf(log::Level::info, "runtime_compat: {} -> {} (implicit)", trigger, step);
   trace::mark("rt-implicit", std::string(trigger) + " -> " + step);
-}
-
-// ---- errors -------------------------------------------------------------------------------------------
-
-namespace {
-
-constexpr std::pair<int, int> kDriverToRuntime[] = {
-#define DRVSHIM_CU_TO_CUDART(cu, rt) {cu, rt},
-#include "cudart_errors.inc"
-#undef DRVSHIM_CU_TO_CUDART
-};
-
-}  // namespace
-
-cudaError_t from_driver(int cu_result) noexcept {
-  for (const auto& [cu, runtime] : kDriverToRuntime) {
-    if (cu == cu_result) return static_cast<cudaError_t>(runtime);
-  }
-  return cudaErrorUnknown;
-}
-
-cudaError_t from_exception(const drvshim::Error& e) noexcept {
-  switch (e.kind()) {
-    case ErrorKind::driver_not_found: return cudaErrorInsufficientDriver;
-    case ErrorKind::driver_too_old:
-      // Too old to load at all, or lacking the one function this call needs.
-      return e.api() == "Driver::load" ? cudaErrorInsufficientDriver : cudaErrorCallRequiresNewerDriver;
-    case ErrorKind::stub_library: return cudaErrorStubLibrary;
-    case ErrorKind::missing_step:
-    case ErrorKind::used_after_fork: return cudaErrorInitializationError;
-    case ErrorKind::context_state: return cudaErrorSetOnActiveProcess;
-    case ErrorKind::invalid_argument: return cudaErrorInvalidValue;
-    case ErrorKind::unsupported: return cudaErrorNotSupported;
-    case ErrorKind::host_callback:
-    case ErrorKind::system: return cudaErrorUnknown;
-    // A Runtime-API call made inside a stream callback or host function: cudart says the same.
-    case ErrorKind::not_permitted: return cudaErrorNotPermitted;
-    case ErrorKind::context_poisoned:
-    case ErrorKind::cuda: break;
-  }
-  return e.code() != 0 ? from_driver(e.code()) : cudaErrorUnknown;
-}
-
-namespace {
-thread_local ThreadState t_state;
-}  // namespace
-
-ThreadState& thread() noexcept { return t_state; }
-
-cudaError_t fail(cudaError_t e, std::string detail) {
-  auto& t = thread();
-  t.last = e;
-  t.detail = std::move(detail);
-  logf(log::Level::debug, "runtime_compat: {} ({})", static_cast<int>(e), t.detail);
-  return e;
-}
-
-cudaError_t null_argument(const char* api, const char* what) {
-  return fail(cudaErrorInvalidValue, fmt::format("{}: {} is null", api, what));
-}
-
-cudaError_t not_supported(const char* api, const char* why) {
-  logf(log::Level::error, "runtime_compat: {} is outside libdrvshim_cudart's subset{}{} (docs/runtime-compat.md)", api,
-       why != nullptr ? ": " : "", why != nullptr ? why : "");
-  return fail(cudaErrorNotSupported, fmt::format("{} is not part of libdrvshim_cudart's subset{}{}", api,
-                                                 why != nullptr ? ": " : "", why != nullptr ? why : ""));
-}
-
-cudaError_t fail_exception(const char* api, const drvshim::Error& e) noexcept {
-  const cudaError_t code = from_exception(e);
-  try {
-    if (e.kind() == ErrorKind::context_poisoned || (e.kind() == ErrorKind::cuda && is_sticky_error(e.code()))) {
-      note_sticky(thread().device, code);
-    }
-    return fail(code, std::string(api) + ": " + e.what());
-  } catch (...) {
-    thread().last = code;
-    return code;
-  }
-}
-
-cudaError_t fail_other(const char* api, const char* what, bool out_of_memory) noexcept {
-  const cudaError_t code = out_of_memory ? cudaErrorMemoryAllocation : cudaErrorUnknown;
-  try {
-    return fail(code, std::string(api) + ": " + what);
-  } catch (...) {
-    thread().last = code;
-    return code;
-  }
 }
 
 // ---- the runtime --------------------------------------------------------------------------------------

@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """The style check fails where it should: a misformatted source fails it and
-is named, a formatted one passes, a generated file is left alone, and a tree
-without .clang-format is refused. Usage: test_check_style.py CHECK CLANG_FORMAT_FILE"""
+is named, a formatted one passes, a generated file is left alone, a tree
+without .clang-format is refused; a public header with a clang-tidy finding
+fails tidy-headers. Usage: test_check_style.py CHECK CLANG_FORMAT_FILE CLANG_TIDY_FILE"""
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 
-check, style = sys.argv[1], sys.argv[2]
+check, style, tidy = sys.argv[1], sys.argv[2], sys.argv[3]
 failures = []
 
 
@@ -48,7 +49,24 @@ with tempfile.TemporaryDirectory() as tmp:
     rc, text = run(root)
     expect("no .clang-format is refused", rc == 2 and ".clang-format" in text, text)
 
+with tempfile.TemporaryDirectory() as tmp:
+    root = os.path.join(tmp, "tree")
+    build = os.path.join(tmp, "build")
+    os.makedirs(os.path.join(root, "driver", "include", "drvshim"))
+    os.makedirs(os.path.join(build, "driver", "generated"))
+    shutil.copy(tidy, os.path.join(root, ".clang-tidy"))
+    header = os.path.join(root, "driver", "include", "drvshim", "clean.hpp")
+    with open(header, "w") as f:
+        f.write("#pragma once\ninline bool is_null(const int* p) { return p == nullptr; }\n")
+    r = subprocess.run([sys.executable, check, "tidy-headers", root, build], capture_output=True, text=True)
+    expect("clean public headers pass tidy-headers", r.returncode == 0, r.stdout + r.stderr)
+    with open(header, "a") as f:
+        f.write("inline bool is_zero(const int* p) { return p == 0; }\n")  # modernize-use-nullptr
+    r = subprocess.run([sys.executable, check, "tidy-headers", root, build], capture_output=True, text=True)
+    expect("a finding in a public header fails tidy-headers", r.returncode == 1 and "clean.hpp" in r.stdout,
+           r.stdout + r.stderr)
+
 if failures:
     print("\n".join(failures))
     sys.exit(1)
-print("check_style self-test: 5 cases passed")
+print("check_style self-test: 7 cases passed")

@@ -65,8 +65,9 @@ TEST_F(Errors, OutOfMemoryAndBadInputAreCaughtAsStdExceptionWithTheirKind) {
     }
     return "";
   };
-  EXPECT_NE(caught([] { throw OutOfMemoryError(ErrorDetails{"cuMemAlloc", 2, "device 0", "", false}, 64, 0, 0); })
-                .find("CUDA_ERROR_OUT_OF_MEMORY"),
+  EXPECT_NE(caught([] {
+              throw OutOfMemoryError(ErrorDetails{"cuMemAlloc", 2, "device 0", "", false}, 64, 0, 0);
+            }).find("CUDA_ERROR_OUT_OF_MEMORY"),
             std::string::npos);
   EXPECT_NE(caught([] { throw InvalidArgumentError("copy", "sizes differ"); }).find("sizes differ"), std::string::npos);
   EXPECT_EQ(caught([] { throw BothRoots(); }), "<not caught as std::exception>");

@@ -14,6 +14,7 @@ namespace drvshim {
 
 namespace detail {
 struct DriverCore;
+struct Access;  // the library's door to private members (driver/src/access.hpp)
 }  // namespace detail
 
 class PrimaryContext;
@@ -240,10 +241,8 @@ class DRVSHIM_API Device {
   /// The same device of the same Driver.
   friend bool operator==(const Device&, const Device&) = default;
 
-  /// Internal: the shared driver state.
-  const std::shared_ptr<detail::DriverCore>& core() const noexcept { return core_; }
-
  private:
+  friend struct detail::Access;
   friend class Driver;
   Device(std::shared_ptr<detail::DriverCore> core, int ordinal, int handle) noexcept;
   std::shared_ptr<detail::DriverCore> core_;

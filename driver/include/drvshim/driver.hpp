@@ -23,6 +23,7 @@ namespace drvshim {
 
 namespace detail {
 struct DriverCore;
+struct Access;  // the library's door to private members (driver/src/access.hpp)
 }  // namespace detail
 
 class Device;
@@ -102,10 +103,8 @@ class DRVSHIM_API Driver {
   /// address; 0 when none. Throws MissingStepError before init().
   std::uintptr_t current_context() const;
 
-  /// Internal: the shared state (not part of the stable API).
-  const std::shared_ptr<detail::DriverCore>& core() const noexcept { return core_; }
-
  private:
+  friend struct detail::Access;
   explicit Driver(std::shared_ptr<detail::DriverCore> core) noexcept;
   std::shared_ptr<detail::DriverCore> core_;
 };

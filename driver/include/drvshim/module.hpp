@@ -28,6 +28,7 @@ namespace detail {
 struct ModuleState;
 struct LibraryState;
 struct KernelState;
+struct Access;  // the library's door to private members (driver/src/access.hpp)
 // Makes the Kernel for function `f` (a CUfunction) of `context` (kernel.cpp).
 Kernel make_kernel(const ContextRef& context, std::uintptr_t f, const std::string& name,
                    std::shared_ptr<const void> code);
@@ -190,10 +191,8 @@ class DRVSHIM_API Kernel {
   /// The same kernel: the same lookup, or a copy of it.
   friend bool operator==(const Kernel&, const Kernel&) = default;
 
-  /// Internal: the shared state.
-  const std::shared_ptr<detail::KernelState>& state() const noexcept { return state_; }
-
  private:
+  friend struct detail::Access;
   friend Kernel detail::make_kernel(const ContextRef&, std::uintptr_t, const std::string&, std::shared_ptr<const void>);
   Kernel(ContextRef context, std::shared_ptr<detail::KernelState> state) noexcept
       : context_(std::move(context)), state_(std::move(state)) {}

@@ -18,6 +18,7 @@ namespace drvshim {
 class EventRef;
 namespace detail {
 struct StreamTraits;
+struct Access;  // the library's door to private members (driver/src/access.hpp)
 }  // namespace detail
 
 /// What cuStreamQuery says about a stream.
@@ -119,14 +120,8 @@ class DRVSHIM_API StreamRef {
   /// that reuses a destroyed one's handle is another stream).
   friend bool operator==(const StreamRef&, const StreamRef&) = default;
 
-  /// Internal: the key of per-stream state.
-  std::pair<std::uintptr_t, std::uint64_t> key() const noexcept {
-    return {context_.address(), id_ != 0 ? id_ : handle_};
-  }
-  /// Internal: the id of the owning Stream (0 for the default streams), for the debug view check.
-  std::uint64_t owner_id() const noexcept { return id_; }
-
  private:
+  friend struct detail::Access;
   friend class Stream;
   friend struct detail::StreamTraits;
   // `id` is unique per created stream (0 for the default streams), so state
