@@ -64,15 +64,23 @@ void AsyncDeviceBufferTraits::release_or_throw(value_type& v) { release_on(v, v.
 
 void AsyncDeviceBufferTraits::release_on(value_type& v, const StreamRef& on) {
   // Refused before the driver is called (a dead stream view, a forked child,
-  // a host function): the buffer stays held, and a later free or the
-  // destructor still returns it. Past this point it is not held, also when
-  // the driver fails: the pool's state of that memory is then unknown.
+  // a host function, a context that cannot be made current): the buffer
+  // stays held, and a later free or the destructor still returns it. Past
+  // that it is not held, also when the driver fails: the pool's state of
+  // that memory is then unknown.
   check_stream_view(on, "AsyncDeviceBuffer::free");
   const auto& core = core_of(v.stream.context());
   core.ensure_usable("AsyncDeviceBuffer::free");
+  if (!core.cleanup_allowed_in(v.stream.context().address())) {
+    // A poisoned context or a driver shutting down: left to the driver, as
+    // every owner's free does (the no-throw twin below does the same).
+    v.address = 0;
+    retire_owner_id(v.id);
+    return;
+  }
+  ContextScope scope(core, on.context().address(), "AsyncDeviceBuffer::free");
   const auto address = std::exchange(v.address, 0);
   retire_owner_id(v.id);
-  ContextScope scope(core, on.context().address(), "AsyncDeviceBuffer::free");
   DRVSHIM_TRY(core, cuMemFreeAsync, fmt::format("0x{:x}, {}", address, on.name()), address,
               reinterpret_cast<CUstream>(on.native()));
 }
@@ -90,8 +98,13 @@ Status AsyncDeviceBufferTraits::release(value_type& v) noexcept {
                                   : StreamRef::legacy_default(v.stream.context()).native();
     const CUresult r = DRVSHIM_CU(core, cuMemFreeAsync, address, reinterpret_cast<CUstream>(on));
     core.note_result(r);
+    if (r != CUDA_SUCCESS) {
+      logf(log::Level::warn, "cuMemFreeAsync(0x{:x}) failed with {} ({})", address, result_name(static_cast<int>(r)),
+           static_cast<int>(r));
+    }
     return Status("cuMemFreeAsync", static_cast<int>(r));
   } catch (const Error& e) {
+    logf(log::Level::warn, "AsyncDeviceBuffer::free(0x{:x}): {}", address, e.what());
     return Status("cuCtxPushCurrent", e.code() != 0 ? e.code() : CUDA_ERROR_UNKNOWN);
   }
 }

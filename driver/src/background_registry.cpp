@@ -61,10 +61,11 @@ void stop_all_at_exit() noexcept {
     }
     lock.unlock();
     // A handle never destroyed (runtime_compat's) leaves a finished thread
-    // behind; joined here it is not reported as leaked (TSan's thread-leak
-    // check) and its thread-local destructors run before the driver's own
-    // exit handlers.
-    s->join_thread();
+    // behind, which TSan's thread-leak check reports at exit: detached here,
+    // it is not. Not joined: after its step the thread still runs the
+    // program's thread_local destructors, and one of them may wait for a lock
+    // the thread calling exit() holds.
+    s->detach_thread();
   }
 }
 

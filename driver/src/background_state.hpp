@@ -120,13 +120,18 @@ struct BackgroundState {
   std::condition_variable worker_cv;
   bool worker_done = false;
   std::thread::id worker_id;
-  std::mutex join_mutex;  // the handle and the exit handler may both join `thread`
+  std::mutex join_mutex;  // the handle joins `thread`, the exit handler may detach it
   std::thread thread;
 
-  // Joins the helper thread unless somebody already did.
+  // Joins the helper thread unless it was joined or detached already.
   void join_thread() noexcept {
     const std::lock_guard<std::mutex> lock(join_mutex);
     if (thread.joinable()) thread.join();
+  }
+  // Lets the helper thread finish on its own (at exit, once its steps are done).
+  void detach_thread() noexcept {
+    const std::lock_guard<std::mutex> lock(join_mutex);
+    if (thread.joinable()) thread.detach();
   }
 
   ~BackgroundState();

@@ -10,6 +10,8 @@
 #include <string>
 #include <thread>
 
+#include "test_hooks.hpp"
+
 namespace drvshim::detail {
 namespace {
 
@@ -95,6 +97,7 @@ std::string_view cgroup_v2_path(std::string_view text) noexcept {
 }
 
 unsigned usable_cpus() noexcept {
+  if (const unsigned forced = test_hooks::g_usable_cpus.load(std::memory_order_relaxed); forced != 0) return forced;
   unsigned cpus = affinity_cpus();
   try {
     if (const auto quota = cgroup_quota()) {

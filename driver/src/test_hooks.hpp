@@ -23,6 +23,11 @@ using Hook = bool (*)(Point);
 // Installs `hook` (null: none). Tests only.
 DRVSHIM_API void set(Hook hook) noexcept;
 
+// The CPU count usable_cpus() answers (0: the real one), so the staging
+// engine's choices for a CPU budget larger than the test machine's can be
+// tested. Tests only.
+DRVSHIM_API extern std::atomic<unsigned> g_usable_cpus;
+
 extern std::atomic<Hook> g_hook;
 
 // One relaxed load and a branch when no test hook is installed.

@@ -66,7 +66,40 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("a finding in a public header fails tidy-headers", r.returncode == 1 and "clean.hpp" in r.stdout,
            r.stdout + r.stderr)
 
+# Ways it once passed when it should not (review of 2026-12-01).
+with tempfile.TemporaryDirectory() as tmp:
+    # A plain copy of the tree inside another git checkout: its files are read, not git's (empty) list.
+    outer = os.path.join(tmp, "outer")
+    root = os.path.join(outer, "copy+of tree")
+    os.makedirs(os.path.join(root, "src"))
+    subprocess.run(["git", "init", "-q", outer], check=True)
+    shutil.copy(style, os.path.join(root, ".clang-format"))
+    with open(os.path.join(root, "src", "bad.cpp"), "w") as f:
+        f.write("int  thrice( int x ){return 3*x;}\n")
+    rc, text = run(root)
+    expect("a copy inside another checkout is checked, not skipped", rc == 1 and "bad.cpp" in text, text)
+    # A clang-format that fails without naming a file fails the check.
+    bindir = os.path.join(tmp, "bin")
+    os.makedirs(bindir)
+    fake = os.path.join(bindir, "clang-format")
+    with open(fake, "w") as f:
+        f.write("#!/bin/sh\necho 'unknown option' >&2\nexit 1\n")
+    os.chmod(fake, 0o755)
+    r = subprocess.run([sys.executable, check, "format", root], capture_output=True, text=True,
+                       env=dict(os.environ, PATH=bindir + os.pathsep + os.environ.get("PATH", "")))
+    expect("a failing clang-format is an error, not a pass", r.returncode == 2 and "unknown option" in r.stderr,
+           r.stdout + r.stderr)
+    # A root whose path holds regex characters still filters the public headers.
+    build = os.path.join(tmp, "build")
+    os.makedirs(os.path.join(build, "driver", "generated"))
+    os.makedirs(os.path.join(root, "driver", "include", "drvshim"))
+    shutil.copy(tidy, os.path.join(root, ".clang-tidy"))
+    with open(os.path.join(root, "driver", "include", "drvshim", "h.hpp"), "w") as f:
+        f.write("#pragma once\ninline bool is_zero(const int* p) { return p == 0; }\n")
+    r = subprocess.run([sys.executable, check, "tidy-headers", root, build], capture_output=True, text=True)
+    expect("tidy-headers under a path with '+' still finds the header's problem", r.returncode == 1, r.stdout + r.stderr)
+
 if failures:
     print("\n".join(failures))
     sys.exit(1)
-print("check_style self-test: 7 cases passed")
+print("check_style self-test: 10 cases passed")

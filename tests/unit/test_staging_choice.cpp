@@ -54,7 +54,9 @@ TEST(StagingChoice, ThreeAutomaticThreadsSendCopiesToTheDeviceBelowFourMiBStraig
   const auto three = resolved_options(automatic(), 4);
   ASSERT_EQ(three.threads, 3u);
   EXPECT_EQ(direct_below_to_device_for(automatic(), three), 4 * MiB);
-  // Enough threads: the caller's threshold (1 MiB by default) stands.
+  // Four threads (5 CPUs) are enough: the caller's threshold (1 MiB by default) stands.
+  ASSERT_EQ(resolved_options(automatic(), 5).threads, 4u);
+  EXPECT_EQ(direct_below_to_device_for(automatic(), resolved_options(automatic(), 5)), 1 * MiB);
   EXPECT_EQ(direct_below_to_device_for(automatic(), resolved_options(automatic(), 6)), 1 * MiB);
   EXPECT_EQ(direct_below_to_device_for(automatic(), resolved_options(automatic(), 16)), 1 * MiB);
   // An explicit thread count keeps the caller's threshold, and a larger

@@ -509,6 +509,46 @@ TEST_F(StagingSafety, TheCrewNeverOutnumbersTheCpusTheProcessMayUse) {
   }
 }
 
+// The engine applies staging_choice.hpp's rule: with an automatic count of
+// three threads (4 CPUs), copies to the device below 4 MiB go to the driver;
+// with four (5 CPUs) they are staged; copies to the host are staged either way.
+// The CPU count is forced through a test hook (this machine may have fewer).
+TEST_F(StagingSafety, SmallCopiesToTheDeviceGoDirectWithThreeAutomaticThreads) {
+  struct ForcedCpus {
+    explicit ForcedCpus(unsigned n) { drvshim::detail::test_hooks::g_usable_cpus.store(n); }
+    ~ForcedCpus() { drvshim::detail::test_hooks::g_usable_cpus.store(0); }
+  };
+  PinnedPool pool(ctx());
+  const auto src = pattern(std::size_t{8} << 20, 5);
+  auto dev = DeviceBuffer::allocate(ctx(), src.size());
+  const auto small = std::as_bytes(std::span(src)).first(std::size_t{2} << 20);
+  const auto whole = std::as_bytes(std::span(src));
+  std::vector<std::uint8_t> back(src.size());
+  {
+    const ForcedCpus four(4);
+    StagingEngine engine(pool, StagingOptions{});
+    ASSERT_EQ(engine.options().threads, 3u);
+    engine.copy_to_device(bytes_of(dev).subspan(0, small.size()), small);
+    EXPECT_EQ(engine.stats().direct_copies, 1u) << "2 MiB to the device with three threads: the driver's path";
+    EXPECT_EQ(engine.stats().staged_copies, 0u);
+    engine.copy_to_device(bytes_of(dev), whole);
+    EXPECT_EQ(engine.stats().staged_copies, 1u) << "8 MiB to the device: staged";
+    engine.copy_to_host(std::as_writable_bytes(std::span(back)).first(small.size()),
+                        DeviceSpan<const std::byte>(bytes_of(dev).subspan(0, small.size())));
+    EXPECT_EQ(engine.stats().staged_copies, 2u) << "2 MiB to the host: staged";
+    engine.copy_to_host(std::as_writable_bytes(std::span(back)), DeviceSpan<const std::byte>(bytes_of(dev)));
+    EXPECT_EQ(back, src);
+  }
+  {
+    const ForcedCpus five(5);
+    StagingEngine engine(pool, StagingOptions{});
+    ASSERT_EQ(engine.options().threads, 4u);
+    engine.copy_to_device(bytes_of(dev).subspan(0, small.size()), small);
+    EXPECT_EQ(engine.stats().staged_copies, 1u) << "2 MiB to the device with four threads: staged";
+    EXPECT_EQ(engine.stats().direct_copies, 0u);
+  }
+}
+
 // Many threads on one engine while each copy's helpers share the CPUs: every
 // byte arrives (the TSan lane runs this for races between conductor and crew).
 TEST_F(StagingSafety, CopiesFromManyThreadsOnOneEngineStayCorrect) {

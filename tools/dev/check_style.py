@@ -16,6 +16,7 @@ tool or an input is missing.
 import concurrent.futures
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -46,12 +47,22 @@ def is_generated(path):
         return False
 
 
+def is_checkout_root(root):
+    """Whether ROOT is the top of a git checkout (not a plain copy inside another one)."""
+    try:
+        top = subprocess.run(["git", "-C", root, "rev-parse", "--show-toplevel"], check=True, capture_output=True,
+                             text=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return False
+    return os.path.realpath(top) == os.path.realpath(root)
+
+
 def sources(root):
     """Tracked sources when ROOT is a git checkout, else every source under it."""
-    try:
+    if is_checkout_root(root):
         out = subprocess.run(["git", "-C", root, "ls-files", "-z"], check=True, capture_output=True).stdout
         names = [n for n in out.decode().split("\0") if n]
-    except (OSError, subprocess.CalledProcessError):
+    else:
         names = []
         for dirpath, dirnames, filenames in os.walk(root):
             dirnames[:] = [d for d in dirnames if d not in SKIPPED_DIRS and not d.startswith("build")]
@@ -68,6 +79,9 @@ def check_format(root, fix):
         print(f"check_style: no .clang-format in {root}", file=sys.stderr)
         return 2
     files = sources(root)
+    if not files:
+        print(f"check_style: no C, C++ or CUDA sources found under {root}", file=sys.stderr)
+        return 2
     bad = []
     for i in range(0, len(files), 50):
         batch = files[i:i + 50]
@@ -76,8 +90,18 @@ def check_format(root, fix):
             continue
         r = subprocess.run([tool, "--dry-run", "--Werror", "--style=file"] + batch, cwd=root, capture_output=True,
                            text=True)
-        if r.returncode != 0:
-            bad += sorted({line.split(":", 1)[0] for line in r.stderr.splitlines() if ": error:" in line})
+        if r.returncode == 0:
+            continue
+        # Findings name a file of the batch; anything else (a bad .clang-format,
+        # a missing file, a clang-format too old for --dry-run) is a failure of
+        # the check itself, never a pass.
+        named = {line.split(":", 1)[0] for line in r.stderr.splitlines() if ": error:" in line}
+        found = sorted(named & set(batch))
+        if not found:
+            print(f"check_style: clang-format failed (exit {r.returncode}) without naming a source:\n"
+                  f"{r.stdout}{r.stderr}", file=sys.stderr)
+            return 2
+        bad += found
     if bad:
         print(f"check_style: {len(bad)} file(s) not formatted as .clang-format says:")
         for name in bad:
@@ -150,7 +174,7 @@ def check_tidy_headers(root, build):
     with open(tu, "w", encoding="utf-8") as f:
         f.write("".join(f"#include <{h}>\n" for h in sorted(headers)))
     flags = ["-std=c++20", "-I", generated] + [a for d in PUBLIC_INCLUDE_DIRS for a in ("-I", os.path.join(root, d))]
-    header_filter = "^" + root + "/(" + "|".join(PUBLIC_INCLUDE_DIRS) + ")/"
+    header_filter = "^" + re.escape(root) + "/(" + "|".join(re.escape(d) for d in PUBLIC_INCLUDE_DIRS) + ")/"
     config = os.path.join(root, ".clang-tidy")
     if not os.path.isfile(config):
         print(f"check_style: no .clang-tidy in {root}", file=sys.stderr)

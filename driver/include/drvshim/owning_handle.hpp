@@ -20,8 +20,9 @@ namespace drvshim::detail {
 ///       static bool held(const value_type&) noexcept;   // whether there is something to release
 ///       static void clear(value_type&) noexcept;        // what a move leaves in the source
 ///       static Status release(value_type&) noexcept;    // the no-throw twin: frees, leaves the value not held
-///       static void release_or_throw(value_type&);      // the throwing twin: frees (not held after, also when it
-///       throws)
+///       static void release_or_throw(value_type&);      // the throwing twin: frees; not held after, also when
+///                                                        // the driver fails; a refusal before any driver call
+///                                                        // (a forked child, a host function) may keep it held
 ///     };
 ///
 /// Both twins are called only on a held value. Destruction and move
