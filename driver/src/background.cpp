@@ -138,13 +138,17 @@ void BackgroundInit::finish() noexcept {
   }
   s.join_thread();
   if (unfinished != 0) {
-    const std::int64_t waited = trace_now_ns() - t0;
-    const std::string what =
-        running.empty() ? fmt::format("destroyed before {} step(s) ran: skipped", unfinished)
-                        : fmt::format("destroyed while {} ran: waited {:.3f} ms for it; {} later step(s) skipped",
-                                      running, ms(waited), unfinished - 1);
-    logf(log::Level::info, "BackgroundInit {}", what);
-    trace_span("background-destroy", what, t0, waited);
+    try {
+      const std::int64_t waited = trace_now_ns() - t0;
+      const std::string what =
+          running.empty() ? fmt::format("destroyed before {} step(s) ran: skipped", unfinished)
+                          : fmt::format("destroyed while {} ran: waited {:.3f} ms for it; {} later step(s) skipped",
+                                        running, ms(waited), unfinished - 1);
+      logf(log::Level::info, "BackgroundInit {}", what);
+      trace_span("background-destroy", what, t0, waited);
+    } catch (...) {
+      // Out of memory for the report: the handle is destroyed all the same.
+    }
   }
   state_.reset();
 }

@@ -65,10 +65,22 @@ void skip_rest(BackgroundState& s, std::size_t from, const char* why) {
   }
 }
 
-}  // namespace
+// After an exception escaped run_steps (out of memory while reporting a
+// step): every step not settled yet fails with it, so no caller waits forever.
+void fail_unsettled(BackgroundState& s, const std::exception_ptr& error) noexcept {
+  for (const auto& g : s.steps) {
+    {
+      std::lock_guard<std::mutex> lock(g->mutex);
+      if (StepGate::is_settled(g->state)) continue;
+      g->error = error;
+      g->code = code_of(error);
+      g->state = InitStepState::failed;
+    }
+    g->settled_cv.notify_all();
+  }
+}
 
-void run_all(BackgroundState& s) noexcept {
-  t_background_worker = true;
+void run_steps(BackgroundState& s) {
   for (std::size_t i = 0; i < s.steps.size(); ++i) {
     StepGate& g = s.gate(i);
     if (s.stop.load() || g_exit_stop.load() || process_exiting()) {
@@ -120,6 +132,17 @@ void run_all(BackgroundState& s) noexcept {
       trace_span("background-step", fmt::format("{}: failed in {:.3f} ms: {}", g.name, ms(took), what), t0, took);
       settle(g, InitStepState::failed, std::move(error), std::move(what));
     }
+  }
+}
+
+}  // namespace
+
+void run_all(BackgroundState& s) noexcept {
+  t_background_worker = true;
+  try {
+    run_steps(s);
+  } catch (...) {
+    fail_unsettled(s, std::current_exception());
   }
   {
     std::lock_guard<std::mutex> lock(s.worker_mutex);

@@ -55,7 +55,7 @@ void ObservedCall::finish(Api id, CUresult result, std::string args) noexcept {
   logf(log::Level::trace, "{}({}) -> {} ({}) in {:.3f} us [ctx 0x{:x}]", api_name(id), args,
        result_name(static_cast<int>(result)), static_cast<int>(result), static_cast<double>(duration) / 1000.0,
        context);
-  trace_record_call(api_name(id), start_ns, duration, std::move(args), static_cast<int>(result), context);
+  trace_record_call(api_name(id), start_ns, duration, args, static_cast<int>(result), context);
 }
 
 // ---- errors -------------------------------------------------------------------

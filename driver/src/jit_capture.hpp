@@ -25,9 +25,9 @@ namespace drvshim::detail {
 // PTX for another architecture (fatbins): they get 64 KiB. A log that still
 // fills its buffer is marked as cut (finish_jit_log).
 inline std::size_t jit_log_bytes(std::span<const std::byte> image, ModuleFormat format) noexcept {
-  constexpr std::size_t kBase = 16 * 1024;
+  constexpr std::size_t kBase = std::size_t{16} * 1024;
   constexpr std::size_t kCap = 64u << 20;
-  if (format != ModuleFormat::ptx) return 64 * 1024;
+  if (format != ModuleFormat::ptx) return std::size_t{64} * 1024;
   const std::string_view text(reinterpret_cast<const char*>(image.data()), image.size());
   std::size_t bytes = kBase;
   for (const std::string_view keyword : {std::string_view(".entry"), std::string_view(".func")}) {

@@ -349,6 +349,17 @@ CUstream native_stream(const StreamRef* s) noexcept { return reinterpret_cast<CU
 
 namespace detail {
 
+namespace {
+
+// The objects of a copy between two contexts, for its error message.
+std::string pair_text(std::size_t bytes, DevicePtr src, const ContextRef& src_ctx, DevicePtr dst,
+                      const ContextRef& dst_ctx) {
+  return fmt::format("{} from 0x{:x} in {} to 0x{:x} in {}", bytes_text(bytes), src, ctx_text(src_ctx), dst,
+                     ctx_text(dst_ctx));
+}
+
+}  // namespace
+
 void copy_peer(const ContextRef& dst_ctx, DevicePtr dst, std::size_t dst_bytes, std::uint64_t dst_id,
                const ContextRef& src_ctx, DevicePtr src, std::size_t bytes, std::uint64_t src_id,
                const StreamRef* stream) {
@@ -356,10 +367,7 @@ void copy_peer(const ContextRef& dst_ctx, DevicePtr dst, std::size_t dst_bytes, 
   check_pair(api, dst_ctx, dst_bytes, dst_id, src_ctx, bytes, src_id, stream);
   if (bytes == 0) return;
   const auto& core = *detail::Access::core(dst_ctx.device());
-  const auto objects = [&] {
-    return fmt::format("{} from 0x{:x} in {} to 0x{:x} in {}", bytes_text(bytes), src, ctx_text(src_ctx), dst,
-                       ctx_text(dst_ctx));
-  };
+  const auto objects = [&] { return pair_text(bytes, src, src_ctx, dst, dst_ctx); };
   if (stream == nullptr) {
     ContextScope scope(core, dst_ctx.address(), api);
     DRVSHIM_TRY(core, cuMemcpyPeer, objects(), dst, native(dst_ctx), src, native(src_ctx), bytes);
@@ -391,10 +399,7 @@ void copy_across_contexts(const ContextRef& dst_ctx, DevicePtr dst, std::size_t 
     }
   }
   const auto& core = *detail::Access::core(dst_ctx.device());
-  const auto objects = [&] {
-    return fmt::format("{} from 0x{:x} in {} to 0x{:x} in {}", bytes_text(bytes), src, ctx_text(src_ctx), dst,
-                       ctx_text(dst_ctx));
-  };
+  const auto objects = [&] { return pair_text(bytes, src, src_ctx, dst, dst_ctx); };
   if (stream == nullptr) {
     ContextScope scope(core, dst_ctx.address(), api);
     DRVSHIM_TRY(core, cuMemcpyDtoD, objects(), dst, src, bytes);

@@ -86,7 +86,7 @@ class StagedCopy {
     stream_.wait(c_.legacy_mark->ref());
   }
 
-  void to_device(DeviceSpan<std::byte> dst, bool wait_at_end) {
+  void to_device(const DeviceSpan<std::byte>& dst, bool wait_at_end) {
     StagingJob& j = job_;
     if (wait_at_end) order_after_legacy_stream();
     dst_.emplace(dst);
@@ -114,7 +114,7 @@ class StagedCopy {
     queued_ = false;
   }
 
-  void to_host(DeviceSpan<const std::byte> src) {
+  void to_host(const DeviceSpan<const std::byte>& src) {
     StagingJob& j = job_;
     order_after_legacy_stream();
     src_.emplace(src);
@@ -217,14 +217,15 @@ class StagedCopy {
 
 }  // namespace
 
-void stage_to_device(StagingCore& c, DeviceSpan<std::byte> dst, std::span<const std::byte> src, const StreamRef& stream,
-                     bool wait_at_end) {
+void stage_to_device(StagingCore& c, const DeviceSpan<std::byte>& dst, std::span<const std::byte> src,
+                     const StreamRef& stream, bool wait_at_end) {
   // The job writes through `host` only when copying to the host.
   StagedCopy copy(c, true, const_cast<std::byte*>(src.data()), src.size(), stream);
   copy.to_device(dst, wait_at_end);
 }
 
-void stage_to_host(StagingCore& c, std::span<std::byte> dst, DeviceSpan<const std::byte> src, const StreamRef& stream) {
+void stage_to_host(StagingCore& c, std::span<std::byte> dst, const DeviceSpan<const std::byte>& src,
+                   const StreamRef& stream) {
   StagedCopy copy(c, false, dst.data(), dst.size(), stream);
   copy.to_host(src);
 }

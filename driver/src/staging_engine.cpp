@@ -76,7 +76,7 @@ StagingStats StagingEngine::stats() const {
   return core_->stats;
 }
 
-void StagingEngine::copy_to_device(DeviceSpan<std::byte> dst, std::span<const std::byte> src) const {
+void StagingEngine::copy_to_device(const DeviceSpan<std::byte>& dst, std::span<const std::byte> src) const {
   detail::check_sizes("StagingEngine::copy_to_device", dst.size_bytes(), src.size());
   detail::check_engine_context("StagingEngine::copy_to_device", *core_, dst.context(), nullptr);
   auto& c = *core_;
@@ -87,7 +87,7 @@ void StagingEngine::copy_to_device(DeviceSpan<std::byte> dst, std::span<const st
   detail::stage_to_device(c, dst, src, c.stream.ref(), true);
 }
 
-void StagingEngine::copy_to_host(std::span<std::byte> dst, DeviceSpan<const std::byte> src) const {
+void StagingEngine::copy_to_host(std::span<std::byte> dst, const DeviceSpan<const std::byte>& src) const {
   detail::check_sizes("StagingEngine::copy_to_host", dst.size(), src.size_bytes());
   detail::check_engine_context("StagingEngine::copy_to_host", *core_, src.context(), nullptr);
   auto& c = *core_;
@@ -98,7 +98,7 @@ void StagingEngine::copy_to_host(std::span<std::byte> dst, DeviceSpan<const std:
   detail::stage_to_host(c, dst, src, c.stream.ref());
 }
 
-void StagingEngine::copy_to_device_async(DeviceSpan<std::byte> dst, std::span<const std::byte> src,
+void StagingEngine::copy_to_device_async(const DeviceSpan<std::byte>& dst, std::span<const std::byte> src,
                                          const StreamRef& stream) const {
   detail::check_sizes("StagingEngine::copy_to_device_async", dst.size_bytes(), src.size());
   detail::check_engine_context("StagingEngine::copy_to_device_async", *core_, dst.context(), &stream);
@@ -113,7 +113,7 @@ void StagingEngine::copy_to_device_async(DeviceSpan<std::byte> dst, std::span<co
   detail::stage_to_device(c, dst, src, stream, false);
 }
 
-void StagingEngine::copy_to_host_async(std::span<std::byte> dst, DeviceSpan<const std::byte> src,
+void StagingEngine::copy_to_host_async(std::span<std::byte> dst, const DeviceSpan<const std::byte>& src,
                                        const StreamRef& stream) const {
   detail::check_sizes("StagingEngine::copy_to_host_async", dst.size(), src.size_bytes());
   detail::check_engine_context("StagingEngine::copy_to_host_async", *core_, src.context(), &stream);

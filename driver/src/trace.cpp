@@ -68,8 +68,8 @@ std::int64_t trace_now_ns() noexcept { return recorder::now_ns(); }
 
 std::uint64_t thread_id() noexcept { return recorder::thread_id(); }
 
-void trace_record_call(const char* api, std::int64_t start_ns, std::int64_t duration_ns, std::string args, int result,
-                       std::uintptr_t context) noexcept {
+void trace_record_call(const char* api, std::int64_t start_ns, std::int64_t duration_ns, const std::string& args,
+                       int result, std::uintptr_t context) noexcept {
   if (!trace_active()) return;
   recorder::call_text(api, start_ns, duration_ns, args, result, context);
 }

@@ -233,7 +233,11 @@ void hash_headers(const HeaderMemo& memo, Sha256& key, const KernelSource& progr
   for (const auto& [m, dir] : macro_lookups) {
     if (wrappers.count(m.macro) != 0) (void)lookup(m.name, m.quoted, IncludeRef::Kind::has_include, dir);
   }
-  for (const auto& [id, what] : resolved) key.field("include", id + "->" + what);
+  for (const auto& [id, what] : resolved) {
+    std::string edge = id;
+    edge.append("->").append(what);
+    key.field("include", edge);
+  }
 }
 
 }  // namespace

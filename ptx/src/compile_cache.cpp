@@ -263,7 +263,7 @@ CachedCompile run(const detail::CacheCore& c, const KernelSource& program, const
   }
   if (waiting.valid()) {
     // Another thread of this process is producing this key: one compile, shared.
-    const auto got = waiting.get();
+    const auto& got = waiting.get();
     if (!got.kept) return uncached("uncached: the headers changed while another thread compiled this key");
     c.bump([](CacheStats& s) { ++s.memory_hits; });
     out.outcome = CacheOutcome::memory_hit;

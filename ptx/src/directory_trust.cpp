@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <utility>
 
 namespace drvshim::detail {
 
@@ -17,6 +18,22 @@ std::string directory_problem(const struct stat& st, const std::string& path, bo
   return {};
 }
 
+namespace {
+
+// `fd` (an open directory) when its owner and mode can be trusted; otherwise
+// closed, with `problem` saying why.
+Fd trusted_or_closed(Fd fd, const std::string& shown, bool allow_root_owner, std::string& problem) {
+  struct stat st {};
+  if (::fstat(fd.fd, &st) != 0) {
+    problem = fmt::format("cannot stat {}: {}", shown, errno_text(errno));
+    return {};
+  }
+  problem = directory_problem(st, shown, allow_root_owner);
+  if (!problem.empty()) return {};
+  return fd;
+}
+
+}  // namespace
 Fd open_subdir(int parent, const std::string& name, const std::string& shown, bool create, bool allow_root_owner,
                std::string& problem, bool* missing) {
   if (missing != nullptr) *missing = false;
@@ -36,14 +53,7 @@ Fd open_subdir(int parent, const std::string& name, const std::string& shown, bo
                                                  : fmt::format("cannot open {}: {}", shown, errno_text(errno));
     return {};
   }
-  struct stat st {};
-  if (::fstat(fd.fd, &st) != 0) {
-    problem = fmt::format("cannot stat {}: {}", shown, errno_text(errno));
-    return {};
-  }
-  problem = directory_problem(st, shown, allow_root_owner);
-  if (!problem.empty()) return {};
-  return fd;
+  return trusted_or_closed(std::move(fd), shown, allow_root_owner, problem);
 }
 
 std::string check_subdir(int parent, const std::string& name, const std::string& shown, bool allow_root_owner,
@@ -65,14 +75,7 @@ Fd open_checked_beneath(int parent, const char* path, const std::string& shown, 
     if (errno == ELOOP || errno == ENOTDIR) problem = fmt::format("{} is a symbolic link or not a directory", shown);
     return {};
   }
-  struct stat st {};
-  if (::fstat(fd.fd, &st) != 0) {
-    problem = fmt::format("cannot stat {}: {}", shown, errno_text(errno));
-    return {};
-  }
-  problem = directory_problem(st, shown, allow_root_owner);
-  if (!problem.empty()) return {};
-  return fd;
+  return trusted_or_closed(std::move(fd), shown, allow_root_owner, problem);
 }
 
 void create_parents(const std::string& path) {

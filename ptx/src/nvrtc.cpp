@@ -34,7 +34,7 @@ struct NvrtcCore {
   int minor = 0;
   std::vector<int> archs;
   std::string cuda_include;
-#define DRVSHIM_X(name, need) decltype(&::name) name = nullptr;
+#define DRVSHIM_X(name, need) decltype(&::name) name = nullptr;  // NOLINT(bugprone-macro-parentheses): a declaration
   DRVSHIM_NVRTC_FUNCTIONS(DRVSHIM_X)
 #undef DRVSHIM_X
   // NVRTC is never unloaded: compiled programs and its own threads may still use it.
@@ -113,7 +113,7 @@ std::string locate_nvrtc(const NvrtcLoadOptions& options) {
         dirs.emplace_back(d);
     }
     for (const auto& d : dirs) {
-      const std::string path = d + c;
+      std::string path = d + c;
       if (has_file(path)) return path;
     }
   }
@@ -207,7 +207,11 @@ std::vector<std::string> CompileOptions::render() const {
   std::vector<std::string> out;
   if (!arch.empty()) out.push_back("--gpu-architecture=" + arch);
   if (!standard.empty()) out.push_back("--std=" + standard);
-  for (const auto& [name, value] : defines) out.push_back(value.empty() ? "-D" + name : "-D" + name + "=" + value);
+  for (const auto& [name, value] : defines) {
+    std::string option = "-D" + name;
+    if (!value.empty()) option.append("=").append(value);
+    out.push_back(std::move(option));
+  }
   for (const auto& dir : include_paths) out.push_back("-I" + dir);
   if (fast_math) out.emplace_back("--use_fast_math");
   if (line_info) out.emplace_back("--generate-line-info");
@@ -252,11 +256,11 @@ Nvrtc Nvrtc::load(const NvrtcLoadOptions& options) {
   core->loaded_path = detail::loaded_file(core->handle, core->requested_path);
 
   std::vector<std::string> missing;
-#define DRVSHIM_X(name, need)                                                            \
-  {                                                                                      \
-    void* p = dlsym(core->handle, #name);                                                \
-    std::memcpy(&core->name, &p, sizeof(p));                                             \
-    if (p == nullptr && std::string_view(#need) == "Required") missing.push_back(#name); \
+#define DRVSHIM_X(name, need)                                                               \
+  {                                                                                         \
+    void* p = dlsym(core->handle, #name);                                                   \
+    std::memcpy(&core->name, &p, sizeof(p));                                                \
+    if (p == nullptr && std::string_view(#need) == "Required") missing.emplace_back(#name); \
   }
   DRVSHIM_NVRTC_FUNCTIONS(DRVSHIM_X)
 #undef DRVSHIM_X

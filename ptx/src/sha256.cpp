@@ -53,15 +53,15 @@ __attribute__((target("sha,sse4.1,ssse3"))) void block_sha_ni(std::array<std::ui
   for (int i = 0; i < 16; ++i) {
     __m128i& cur = w[i % 4];
     if (i < 4) {
-      cur = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * i)), byte_swap);
+      cur = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + std::ptrdiff_t{16} * i)), byte_swap);
     } else {
       // w[i-4] is the slot being replaced; w[i-3], w[i-2], w[i-1] follow it.
       __m128i next = _mm_sha256msg1_epu32(cur, w[(i - 3) % 4]);
       next = _mm_add_epi32(next, _mm_alignr_epi8(w[(i - 1) % 4], w[(i - 2) % 4], 4));
       cur = _mm_sha256msg2_epu32(next, w[(i - 1) % 4]);
     }
-    __m128i msg =
-        _mm_add_epi32(cur, _mm_loadu_si128(reinterpret_cast<const __m128i*>(&kRound[static_cast<std::size_t>(4 * i)])));
+    __m128i msg = _mm_add_epi32(
+        cur, _mm_loadu_si128(reinterpret_cast<const __m128i*>(&kRound[std::size_t{4} * static_cast<std::size_t>(i)])));
     state1 = _mm_sha256rnds2_epu32(state1, state0, msg);
     msg = _mm_shuffle_epi32(msg, 0x0E);
     state0 = _mm_sha256rnds2_epu32(state0, state1, msg);

@@ -110,20 +110,25 @@ std::optional<PrimaryContext> take_background_primary(int device) {
   }
 }
 
+// Loads libcuda unless it is loaded (the background set-up's, when there is
+// one); the caller holds r.driver_mutex.
+void load_locked(Runtime& r, const char* trigger) {
+  if (r.driver) return;
+  if (auto from_background = background_driver()) {
+    r.driver.emplace(std::move(*from_background));
+  } else {
+    implicit(trigger, "load libcuda");
+    r.driver.emplace(Driver::load());
+  }
+}
+
 // Loads libcuda and runs cuInit, once; a failure is reported to every caller until one succeeds.
 // Under the background policy both are the background set-up's (the calls wait for what is left).
 const Driver& load_and_init(const char* trigger) {
   auto& r = runtime();
   std::lock_guard<std::mutex> lock(r.driver_mutex);
   if (const Driver* d = r.ready.load(std::memory_order_acquire)) return *d;
-  if (!r.driver) {
-    if (auto from_background = background_driver()) {
-      r.driver.emplace(std::move(*from_background));
-    } else {
-      implicit(trigger, "load libcuda");
-      r.driver.emplace(Driver::load());
-    }
-  }
+  load_locked(r, trigger);
   if (!r.driver->initialized()) {
     implicit(trigger, "cuInit");
     r.driver->init();  // the background's cuInit: waits for it, and its error is thrown here once
@@ -225,14 +230,7 @@ const Driver& loaded_driver(const char* trigger) {
   auto& r = runtime();
   if (const Driver* d = r.ready.load(std::memory_order_acquire); d != nullptr) return *d;
   std::lock_guard<std::mutex> lock(r.driver_mutex);
-  if (!r.driver) {
-    if (auto from_background = background_driver()) {
-      r.driver.emplace(std::move(*from_background));
-    } else {
-      implicit(trigger, "load libcuda");
-      r.driver.emplace(Driver::load());
-    }
-  }
+  load_locked(r, trigger);
   return *r.driver;
 }
 

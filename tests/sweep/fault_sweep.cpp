@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "fake_control.h"
+#include "vadd_ptx.hpp"
 
 using namespace drvshim;
 
@@ -59,21 +60,7 @@ struct Scenario {
 
 // ---- the scenarios: public API only --------------------------------------------------------------
 
-constexpr const char* kPtx = R"(
-.version 8.0
-.target sm_90
-.address_size 64
-.global .align 4 .u32 counter;
-.visible .entry vadd(
-    .param .u64 vadd_param_0,
-    .param .u64 vadd_param_1,
-    .param .u64 vadd_param_2,
-    .param .u32 vadd_param_3
-)
-{
-    ret;
-}
-)";
+constexpr const char* kPtx = drvshim_test::kVaddPtx;
 
 std::span<const std::byte> ptx_bytes() { return std::as_bytes(std::span<const char>(kPtx, std::strlen(kPtx))); }
 

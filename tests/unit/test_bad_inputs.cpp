@@ -18,27 +18,14 @@
 #include <unistd.h>
 
 #include "fixture.hpp"
+#include "vadd_ptx.hpp"
 
 using namespace drvshim;
 using namespace drvshim_test;
 
 namespace {
 
-constexpr const char* kPtx = R"(
-.version 8.0
-.target sm_90
-.address_size 64
-.global .align 4 .u32 counter;
-.visible .entry vadd(
-    .param .u64 vadd_param_0,
-    .param .u64 vadd_param_1,
-    .param .u64 vadd_param_2,
-    .param .u32 vadd_param_3
-)
-{
-    ret;
-}
-)";
+constexpr const char* kPtx = drvshim_test::kVaddPtx;
 
 std::span<const std::byte> bytes_of(const std::string& text) {
   return std::as_bytes(std::span<const char>(text.data(), text.size()));

@@ -14,6 +14,7 @@
 
 #include "env.hpp"
 #include "fixture.hpp"
+#include "in_child.hpp"
 
 using namespace drvshim;
 using namespace drvshim_test;
@@ -76,24 +77,6 @@ TEST_F(HostFunctions, APinnedBlockReleasedInsideAHostFunctionMakesNoDriverCall) 
 }
 
 // ---- fork ----------------------------------------------------------------------------------------------
-
-template <class F>
-int in_child(F&& child) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    alarm(20);  // a deadlock ends as SIGALRM, not as a hung test
-    int code = 99;
-    try {
-      code = child();
-    } catch (...) {
-      code = 98;
-    }
-    _exit(code);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
 
 class ForkPaths : public FakeDriverTest {};
 

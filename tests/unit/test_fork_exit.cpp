@@ -7,29 +7,12 @@
 #include <map>
 
 #include "fixture.hpp"
+#include "in_child.hpp"
 
 using namespace drvshim;
 using namespace drvshim_test;
 
 namespace {
-
-// Runs `child` in a forked process; returns its exit code (or 128+signal).
-template <class F>
-int in_child(F&& child) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    int code = 99;
-    try {
-      code = child();
-    } catch (...) {
-      code = 98;
-    }
-    _exit(code);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
 
 class Fork : public FakeDriverTest {};
 

@@ -52,7 +52,8 @@ class OwningHandle {
   explicit OwningHandle(value_type value) noexcept(std::is_nothrow_move_constructible_v<value_type>)
       : value_(std::move(value)) {}
   // The source keeps what Traits::clear leaves (an owner's context, say): its
-  // accessors still answer after a move.
+  // accessors still answer after a move. So the value is copied, not moved.
+  // NOLINTNEXTLINE(performance-move-constructor-init)
   OwningHandle(OwningHandle&& other) noexcept : value_(other.value_) { Traits::clear(other.value_); }
   OwningHandle& operator=(OwningHandle&& other) noexcept {
     if (this != &other) {

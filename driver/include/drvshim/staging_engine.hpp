@@ -105,13 +105,15 @@ class DRVSHIM_API StagingEngine {
   /// Host to device. Throws InvalidArgumentError when the sizes differ; CUDA
   /// errors of any step (the first error only; the ring is drained and every
   /// staging block returned before it is thrown).
-  void copy_to_device(DeviceSpan<std::byte> dst, std::span<const std::byte> src) const;
+  void copy_to_device(const DeviceSpan<std::byte>& dst, std::span<const std::byte> src) const;
   /// Device to host; the same rules.
-  void copy_to_host(std::span<std::byte> dst, DeviceSpan<const std::byte> src) const;
+  void copy_to_host(std::span<std::byte> dst, const DeviceSpan<const std::byte>& src) const;
   /// Host to device ordered on `stream`; see the class comment for when `src` may be reused.
-  void copy_to_device_async(DeviceSpan<std::byte> dst, std::span<const std::byte> src, const StreamRef& stream) const;
+  void copy_to_device_async(const DeviceSpan<std::byte>& dst, std::span<const std::byte> src,
+                            const StreamRef& stream) const;
   /// Device to host ordered on `stream`; see the class comment for when `dst` is written.
-  void copy_to_host_async(std::span<std::byte> dst, DeviceSpan<const std::byte> src, const StreamRef& stream) const;
+  void copy_to_host_async(std::span<std::byte> dst, const DeviceSpan<const std::byte>& src,
+                          const StreamRef& stream) const;
 
   /// The options in force: `threads` resolved (see StagingOptions::threads).
   const StagingOptions& options() const noexcept;

@@ -5,6 +5,7 @@
 #include <drvshim_recorder/json_line.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "entry.hpp"
@@ -63,7 +64,7 @@ void counters_of(State& s, ThreadLog* log) {
     Record r;
     r.ts_ns = now_ns() - s.epoch;
     const auto ticks = log->counters[i].ticks.exchange(0, std::memory_order_relaxed);
-    r.dur_ns = static_cast<std::int64_t>(static_cast<double>(ticks) * ns_per + 0.5);
+    r.dur_ns = std::llround(static_cast<double>(ticks) * ns_per);
     r.tid = log->tid;
     r.kind = Kind::counts;
     r.api = s.counter_descs[i].api;

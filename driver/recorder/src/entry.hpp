@@ -42,7 +42,7 @@ inline const std::uint64_t* entry_words(const unsigned char* entry) noexcept {
   return reinterpret_cast<const std::uint64_t*>(entry + sizeof(EntryHead));
 }
 inline const char* entry_text(const unsigned char* entry, const EntryHead& head) noexcept {
-  return reinterpret_cast<const char*>(entry + sizeof(EntryHead) + 8 * head.nwords);
+  return reinterpret_cast<const char*>(entry + sizeof(EntryHead) + std::size_t{8} * head.nwords);
 }
 
 // Renders the words of a desc-form entry as the args text.

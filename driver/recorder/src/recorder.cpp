@@ -87,7 +87,7 @@ EntryHead make_head(std::uint32_t size, Kind kind, ApiForm form, std::size_t nwo
 }
 
 // Arguments and details are capped so one record always fits a chunk comfortably.
-constexpr std::size_t kMaxText = 16 * 1024;
+constexpr std::size_t kMaxText = std::size_t{16} * 1024;
 
 }  // namespace
 

@@ -15,7 +15,7 @@ namespace {
 // Room kept below the cap for the truncation notice.
 constexpr std::uint64_t kFinalReserve = 4096;
 // Lines are grouped into writes of at most this many bytes (a longer line is one write of its own).
-constexpr std::size_t kWriteGroup = 64 * 1024;
+constexpr std::size_t kWriteGroup = std::size_t{64} * 1024;
 }  // namespace
 
 std::string TraceFile::open(const std::string& path, std::uint64_t max_bytes) {
