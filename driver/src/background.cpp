@@ -129,11 +129,11 @@ void BackgroundInit::finish() noexcept {
   }
   s.stop.store(true);
   const std::int64_t t0 = trace_now_ns();
-  std::string running;
+  const StepGate* running = nullptr;  // a step's name never changes after the plan: read it after the join
   std::size_t unfinished = 0;
   for (const auto& g : s.steps) {
     std::lock_guard<std::mutex> lock(g->mutex);
-    if (g->state == InitStepState::running) running = g->name;
+    if (g->state == InitStepState::running) running = g.get();
     if (!StepGate::is_settled(g->state)) ++unfinished;
   }
   s.join_thread();
@@ -141,9 +141,9 @@ void BackgroundInit::finish() noexcept {
     try {
       const std::int64_t waited = trace_now_ns() - t0;
       const std::string what =
-          running.empty() ? fmt::format("destroyed before {} step(s) ran: skipped", unfinished)
-                          : fmt::format("destroyed while {} ran: waited {:.3f} ms for it; {} later step(s) skipped",
-                                        running, ms(waited), unfinished - 1);
+          running == nullptr ? fmt::format("destroyed before {} step(s) ran: skipped", unfinished)
+                             : fmt::format("destroyed while {} ran: waited {:.3f} ms for it; {} later step(s) skipped",
+                                           running->name, ms(waited), unfinished - 1);
       logf(log::Level::info, "BackgroundInit {}", what);
       trace_span("background-destroy", what, t0, waited);
     } catch (...) {

@@ -72,6 +72,7 @@ void fail_unsettled(BackgroundState& s, const std::exception_ptr& error) noexcep
     {
       std::lock_guard<std::mutex> lock(g->mutex);
       if (StepGate::is_settled(g->state)) continue;
+      if (g->state == InitStepState::running) g->end_ns = trace_now_ns();
       g->error = error;
       g->code = code_of(error);
       g->state = InitStepState::failed;
@@ -110,6 +111,8 @@ void run_steps(BackgroundState& s) {
       g.state = InitStepState::running;
     }
     try {
+      // A report that runs out of memory after run_step succeeded lands in
+      // the catch below and marks the step failed, though what it made stays.
       run_step(s, g);
       const std::int64_t took = trace_now_ns() - t0;
       // Logged and traced before the gate opens: a caller that waited for the

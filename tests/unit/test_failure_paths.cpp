@@ -225,6 +225,25 @@ TEST_F(Poisoning, ReleasingThePoisonedPrimaryContextRecoversIt) {
   drvshim_fake_drop_allocations();  // what the poisoned context leaked
 }
 
+// A stream-ordered buffer freed in a poisoned context: like every owner, its
+// memory is left to the driver (no cuMemFreeAsync into the poisoned context),
+// the free does not throw, and the buffer is empty after it.
+TEST_F(Poisoning, AnAsyncDeviceBufferFreedInAPoisonedContextIsLeftToTheDriver) {
+  Driver drv = load_and_init();
+  {
+    PrimaryContext p = drv.device(0).retain_primary_context();
+    auto s = Stream::create(p.ref());
+    auto pooled = AsyncDeviceBuffer::allocate(s.ref(), 64);
+    drvshim_fake_stream_fail(native(s.ref()), CUDA_ERROR_ILLEGAL_ADDRESS);
+    expect_throw<CudaError>([&] { s.ref().synchronize(); });
+    const auto frees_before = drvshim_fake_call_count("cuMemFreeAsync");
+    pooled.free();
+    EXPECT_FALSE(pooled);
+    EXPECT_EQ(drvshim_fake_call_count("cuMemFreeAsync"), frees_before) << "no call into the poisoned context";
+  }
+  drvshim_fake_drop_allocations();  // what the poisoned context leaked
+}
+
 // With another component still holding the primary context, releasing
 // drvshim's retains does not end it: Device::reset_primary_context() does.
 TEST_F(Poisoning, ResettingThePrimaryContextRecoversItWhileOthersHoldIt) {

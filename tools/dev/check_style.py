@@ -112,10 +112,17 @@ def check_format(root, fix):
     return 0
 
 
-def check_tidy(root, build):
+def clang_tidy():
+    """The clang-tidy on PATH, or None (said on stderr)."""
     tool = find_tool(["clang-tidy", "clang-tidy-14", "clang-tidy-15", "clang-tidy-16"])
     if tool is None:
         print("check_style: clang-tidy not found (tools/setup-deps.sh installs it)", file=sys.stderr)
+    return tool
+
+
+def check_tidy(root, build):
+    tool = clang_tidy()
+    if tool is None:
         return 2
     db = os.path.join(build, "compile_commands.json")
     if not os.path.isfile(db):
@@ -152,9 +159,8 @@ PUBLIC_INCLUDE_DIRS = ("driver/include", "ptx/include", "runtime_compat/include"
 
 def check_tidy_headers(root, build):
     """clang-tidy over every public header: the code users compile."""
-    tool = find_tool(["clang-tidy", "clang-tidy-14", "clang-tidy-15", "clang-tidy-16"])
+    tool = clang_tidy()
     if tool is None:
-        print("check_style: clang-tidy not found (tools/setup-deps.sh installs it)", file=sys.stderr)
         return 2
     root = os.path.realpath(root)
     generated = os.path.join(build, "driver", "generated")
