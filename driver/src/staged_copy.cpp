@@ -44,7 +44,7 @@ class StagedCopy {
     j.to_device = to_device;
     j.host = host;
     j.bytes = bytes;
-    j.kernel = kernel_for(to_device, bytes);
+    j.kernel = kernel_for(to_device, bytes, static_cast<unsigned>(c.crew.size()) + 1);
     j.block_bytes = plan_.block_bytes;
     j.ring_bytes = plan_.blocks * plan_.block_bytes;
     j.plan_pieces(c.crew.size() + 1);

@@ -483,9 +483,18 @@ namespace {
 TEST_F(RuntimeCompat, AChildForkedDuringTheFirstCallIsRefusedInsteadOfDeadlocking) {
   rt::shutdown();
   drvshim_fake_reset();  // cuInit runs again, slowly, in the first call below
-  setenv("DRVSHIM_FAKE_INIT_DELAY_MS", "400", 1);
+  setenv("DRVSHIM_FAKE_INIT_DELAY_MS", "800", 1);
   std::thread first([] { EXPECT_EQ(cudaFree(nullptr), cudaSuccess); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // Forked once the first call is inside cuInit (a fixed sleep forked before
+  // it had started on a loaded machine, and the child then initialised alone).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (drvshim_fake_call_count("cuInit") == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (drvshim_fake_call_count("cuInit") == 0) {
+    first.join();
+    unsetenv("DRVSHIM_FAKE_INIT_DELAY_MS");
+    FAIL() << "the first call never reached cuInit";
+  }
   std::fflush(nullptr);
   const pid_t pid = fork();
   if (pid == 0) {

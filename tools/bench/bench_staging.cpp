@@ -3,6 +3,8 @@
 //             memory (the ceiling), H2D and D2H, 1 MiB .. 1 GiB, interleaved
 //             rounds, medians; every staged result checked.
 //   sweep   : chunk size x host threads at 256 MiB (how the defaults were chosen)
+//   order   : a staged (or pinned) copy right after each kind of copy: what
+//             the copy before it costs it
 //   pool    : PinnedPool acquire+release (a reused block) vs a fresh
 //             cuMemHostAlloc + cuMemFreeHost of the same size.
 //   bench_staging OUTPUT.md
@@ -50,7 +52,8 @@ void fill_pattern(std::byte* p, std::size_t n, unsigned seed) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s OUTPUT.md [diag] [sweep] [copies] [pool]   (default: sweep, copies, pool)\n",
+    std::fprintf(stderr,
+                 "usage: %s OUTPUT.md [diag] [sweep] [copies] [order] [pool]   (default: sweep, copies, pool)\n",
                  argv[0]);
     return 2;
   }
@@ -370,6 +373,88 @@ int main(int argc, char** argv) {
       }
       out += fmt::format("\nTarget (16 MiB and up: staged >= 80 % of pinned): {}\n\n", targets_met ? "met" : "NOT met");
       std::fputs(out.c_str() + printed, stdout);
+    }
+
+    // ---- order: what the copy right before a staged one costs it ----
+    // The copies table runs the driver's pageable copy right before each
+    // staged one. Here each staged copy follows a driver pageable copy, a
+    // pinned copy or another staged copy, in one interleaved sequence per
+    // round (and pinned copies after a pageable and after a staged one), so
+    // that an effect of the copy before shows as a difference of columns.
+    if (wanted("order")) {
+      StagingEngine engine(pool);
+      const std::size_t printed_before = out.size();
+      out +=
+          "### A copy after each kind of copy, GB/s (medians of interleaved rounds; copies to the device timed "
+          "until the data is there)\n\n"
+          "| size | direction | staged after pageable | staged after pinned | staged after staged | pinned after "
+          "pageable | pinned after staged |\n"
+          "|---:|---|---:|---:|---:|---:|---:|\n";
+      for (std::size_t n : {std::size_t{16} << 20, std::size_t{256} << 20}) {
+        const auto dspan = dev.as<std::byte>().subspan(0, n);
+        const DeviceSpan<const std::byte> cdspan(dspan);
+        const std::span<const std::byte> src = std::span(pageable).first(n);
+        const std::span<const std::byte> psrc(static_cast<const std::byte*>(pinned.data()), n);
+        const std::span<std::byte> pdst(static_cast<std::byte*>(pinned.data()), n);
+        const std::span<std::byte> dst = std::span(back).first(n);
+        for (const bool to_device : {true, false}) {
+          auto direct = [&] {
+            if (to_device) {
+              copy(dspan, src);
+            } else {
+              copy(dst, cdspan);
+            }
+            ctx.synchronize();
+          };
+          auto staged = [&] {
+            if (to_device) {
+              engine.copy_to_device(dspan, src);
+            } else {
+              engine.copy_to_host(dst, cdspan);
+            }
+            ctx.synchronize();
+          };
+          auto pin = [&] {
+            if (to_device) {
+              copy(dspan, psrc);
+            } else {
+              copy(pdst, cdspan);
+            }
+            ctx.synchronize();
+          };
+          std::vector<double> s_pageable, s_pinned, s_staged, p_pageable, p_staged;
+          const int rounds = n > (std::size_t{16} << 20) ? 7 : 15;
+          for (int r = 0; r < rounds + 1; ++r) {
+            direct();
+            const double a = timed(staged);
+            const double b = timed(pin);
+            const double c = timed(staged);
+            const double d = timed(staged);
+            direct();
+            const double e = timed(pin);
+            if (r == 0) {  // warm-up round; to the host, a staged copy into a cleared buffer is checked
+              if (!to_device) {
+                std::memset(dst.data(), 0, n);
+                staged();
+                if (std::memcmp(dst.data(), pageable.data(), n) != 0)
+                  throw std::runtime_error("staged copy to the host differs");
+              }
+              continue;
+            }
+            s_pageable.push_back(a);
+            p_staged.push_back(b);
+            s_pinned.push_back(c);
+            s_staged.push_back(d);
+            p_pageable.push_back(e);
+          }
+          const double nb = static_cast<double>(n) / 1e9;
+          out += fmt::format("| {} MiB | {} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | {:.1f} |\n", n >> 20,
+                             to_device ? "H2D" : "D2H", nb / median(s_pageable), nb / median(s_pinned),
+                             nb / median(s_staged), nb / median(p_pageable), nb / median(p_staged));
+        }
+      }
+      out += "\n";
+      std::fputs(out.c_str() + printed_before, stdout);
     }
 
     // ---- pool vs cuMemHostAlloc ----

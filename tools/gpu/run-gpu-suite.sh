@@ -86,9 +86,9 @@ fi
 if [[ ${DRVSHIM_SKIP_STAGING_BENCH:-0} != 1 ]]; then
   echo "== staging engine and pinned pool =="
   "$bundle/tools/bench_staging" "$results/bench_staging.md" || status=1
-  # The CPU budget: the process restricted to 1, 2 and 4 CPUs (as a container
+  # The CPU budget: the process restricted to 1, 2, 4 and 8 CPUs (as a container
   # CPU limit would), where staging must never be slower than the driver's own path.
-  for cpus in 0 0-1 0-3; do
+  for cpus in 0 0-1 0-3 0-7; do
     echo "== staging copies with taskset -c $cpus ==" | tee -a "$results/bench_staging_cpus.md"
     echo "### taskset -c $cpus" >> "$results/bench_staging_cpus.md"
     taskset -c "$cpus" "$bundle/tools/bench_staging" "$results/bench_staging_cpus.md" copies || status=1

@@ -1,0 +1,91 @@
+// The host side of a staged copy (host_copy.hpp): every kernel copies every
+// byte, and the choice among them follows the H200 measurements it is pinned
+// to (docs/staging.md): a change must be seen here, not found later in a
+// benchmark.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "host_copy.hpp"
+
+using namespace drvshim::detail;
+
+namespace {
+
+constexpr std::size_t MiB = std::size_t{1} << 20;
+
+TEST(HostCopy, EveryKernelCopiesEveryByteAtEveryAlignmentAndLength) {
+  std::vector<std::byte> src(64 * 1024 + 256), dst(src.size());
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>((i * 131u + 7u) & 0xffu);
+  for (const Kernel k : {Kernel::plain, Kernel::stream, Kernel::stream_demote_source, Kernel::demote}) {
+    for (const std::size_t src_off : {0u, 1u, 15u, 16u, 63u}) {
+      for (const std::size_t dst_off : {0u, 3u, 16u, 40u}) {
+        for (const std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{63}, std::size_t{64}, std::size_t{65},
+                                    std::size_t{4096 + 17}, std::size_t{64 * 1024}}) {
+          std::fill(dst.begin(), dst.end(), std::byte{0xEE});
+          copy_bytes(dst.data() + dst_off, src.data() + src_off, n, k);
+          const auto untouched = [](std::byte b) { return b == std::byte{0xEE}; };
+          const std::string where = "kernel " + std::to_string(static_cast<int>(k)) + ", offsets " +
+                                    std::to_string(src_off) + "/" + std::to_string(dst_off) + ", length " +
+                                    std::to_string(n);
+          ASSERT_TRUE(std::all_of(dst.data(), dst.data() + dst_off, untouched))
+              << "written before the start, " << where;
+          ASSERT_TRUE(std::equal(src.data() + src_off, src.data() + src_off + n, dst.data() + dst_off)) << where;
+          ASSERT_TRUE(std::all_of(dst.data() + dst_off + n, dst.data() + dst.size(), untouched))
+              << "written past the end, " << where;
+        }
+      }
+    }
+  }
+}
+
+// The large crew of the H200 machine (12 threads of 16 CPUs): CLDEMOTE to the
+// device and streaming stores to the host below 32 MiB, memcpy from there.
+TEST(HostCopy, ALargeCrewDemotesToTheDeviceStreamsToTheHostAndUsesMemcpyFromThirtyTwoMiB) {
+  for (const unsigned threads : {10u, 12u}) {
+    EXPECT_EQ(choose_kernel(true, 16 * MiB, threads, Stores::automatic, true), Kernel::demote);
+    EXPECT_EQ(choose_kernel(true, 16 * MiB, threads, Stores::automatic, false), Kernel::stream)
+        << "without CLDEMOTE, streaming stores";
+    EXPECT_EQ(choose_kernel(false, 16 * MiB, threads, Stores::automatic, true), Kernel::stream_demote_source);
+    EXPECT_EQ(choose_kernel(true, 32 * MiB, threads, Stores::automatic, true), Kernel::plain);
+    EXPECT_EQ(choose_kernel(false, 32 * MiB - 1, threads, Stores::automatic, true), Kernel::stream_demote_source);
+    EXPECT_EQ(choose_kernel(false, 1024 * MiB, threads, Stores::automatic, true), Kernel::plain);
+  }
+  // Seven to nine threads: the crew still limits copies to the host (streaming
+  // at every size), but no longer those to the device.
+  EXPECT_EQ(choose_kernel(false, 1024 * MiB, 9, Stores::automatic, true), Kernel::stream_demote_source);
+  EXPECT_EQ(choose_kernel(true, 1024 * MiB, 9, Stores::automatic, true), Kernel::plain);
+  EXPECT_EQ(choose_kernel(true, 1024 * MiB, 7, Stores::automatic, true), Kernel::plain);
+  EXPECT_EQ(choose_kernel(true, 16 * MiB, 7, Stores::automatic, true), Kernel::demote);
+}
+
+// A crew of six or fewer (8 CPUs or fewer, automatically) is limited by its
+// own copying, where streaming stores won at every size both ways (H200,
+// taskset 0-7: 1 GiB to the host 49-54 GB/s against 29-31 with memcpy).
+TEST(HostCopy, ASmallCrewStreamsEverySizeBothWays) {
+  for (const unsigned threads : {1u, 2u, 3u, 6u}) {
+    for (const std::size_t bytes : {1 * MiB, 16 * MiB, 256 * MiB, 1024 * MiB}) {
+      EXPECT_EQ(choose_kernel(true, bytes, threads, Stores::automatic, true), Kernel::stream) << threads;
+      EXPECT_EQ(choose_kernel(false, bytes, threads, Stores::automatic, true), Kernel::stream_demote_source) << threads;
+    }
+  }
+}
+
+TEST(HostCopy, DrvshimStagingStoresForcesOneKindOfStoreWhateverTheCrew) {
+  for (const unsigned threads : {2u, 12u}) {
+    for (const std::size_t bytes : {1 * MiB, 1024 * MiB}) {
+      EXPECT_EQ(choose_kernel(true, bytes, threads, Stores::stream, true), Kernel::stream);
+      EXPECT_EQ(choose_kernel(false, bytes, threads, Stores::stream, true), Kernel::stream_demote_source);
+      EXPECT_EQ(choose_kernel(true, bytes, threads, Stores::demote, true), Kernel::demote);
+      EXPECT_EQ(choose_kernel(false, bytes, threads, Stores::demote, true), Kernel::plain) << "demote is to the device";
+      EXPECT_EQ(choose_kernel(true, bytes, threads, Stores::plain, true), Kernel::plain);
+      EXPECT_EQ(choose_kernel(false, bytes, threads, Stores::plain, true), Kernel::plain);
+    }
+  }
+}
+
+}  // namespace
