@@ -19,12 +19,6 @@ namespace drvshim::detail {
 // How the host side of a staged copy moves its bytes.
 //  - stream: non-temporal stores; the lines go to memory, not into a cache,
 //    and none is read before it is overwritten.
-//  - stream_demote_source: to the host, the same stores into the user's
-//    buffer, and each line of the staging block, once read, pushed from this
-//    core's cache to the shared last-level cache (CLDEMOTE). The next DMA into
-//    the block then writes lines no core holds: left in the cores' caches,
-//    they made the next 16 MiB copy to the host 30-35 % slower (a DMA write
-//    to a line a core holds waits for that core to give it up).
 //  - demote: ordinary stores, each line then pushed from this core's cache to
 //    the shared last-level cache (CLDEMOTE), where a DMA reads it without
 //    pulling it out of a core: the fastest way to the device below 32 MiB
@@ -32,8 +26,14 @@ namespace drvshim::detail {
 //  - plain: memcpy. Best both ways from 32 MiB up with a large crew: lines
 //    that many leave the cache before their DMA reads them anyway.
 // Every variant fetches the source 4 KiB ahead: a core's hardware prefetcher
-// alone keeps too few lines in flight. (Measurements: docs/staging.md.)
-enum class Kernel { plain, stream, stream_demote_source, demote };
+// alone keeps too few lines in flight. A 16 MiB copy to the host right after
+// another measured ~30 % slower (H200 run 32), likely because the staging
+// lines the first one read are still in the cores' caches when the next DMA
+// writes them. Demoting
+// each line after reading it fixed that case but cost more everywhere else
+// (H200 run 33: 16 MiB 66 % of pinned against 88 %; with 2 CPUs 0.6x the
+// driver's path), so it is not done. (Measurements: docs/staging.md.)
+enum class Kernel { plain, stream, demote };
 
 inline bool cpu_has_cldemote() noexcept {
 #if defined(__x86_64__) || defined(_M_X64)
@@ -63,10 +63,7 @@ inline void copy_bytes(std::byte* dst, const std::byte* src, std::size_t n, Kern
     _mm_prefetch(reinterpret_cast<const char*>(s) + 4096, _MM_HINT_T0);
     const __m128i a = _mm_loadu_si128(s), b = _mm_loadu_si128(s + 1), c = _mm_loadu_si128(s + 2),
                   e = _mm_loadu_si128(s + 3);
-    if (kernel != Kernel::demote) {
-      // CLDEMOTE [s] (0F 1C /0), spelled out so that no compiler flag is
-      // needed; a CPU without it runs it as a no-op (a hint).
-      if (kernel == Kernel::stream_demote_source) asm volatile(".byte 0x0f, 0x1c, 0x00" : : "a"(s) : "memory");
+    if (kernel == Kernel::stream) {
       _mm_stream_si128(d, a);
       _mm_stream_si128(d + 1, b);
       _mm_stream_si128(d + 2, c);
@@ -76,12 +73,14 @@ inline void copy_bytes(std::byte* dst, const std::byte* src, std::size_t n, Kern
       _mm_store_si128(d + 1, b);
       _mm_store_si128(d + 2, c);
       _mm_store_si128(d + 3, e);
-      asm volatile(".byte 0x0f, 0x1c, 0x00" : : "a"(d) : "memory");  // CLDEMOTE [d]
+      // CLDEMOTE [d] (0F 1C /0), spelled out so that no compiler flag is
+      // needed; a CPU without it runs it as a no-op (a hint).
+      asm volatile(".byte 0x0f, 0x1c, 0x00" : : "a"(d) : "memory");
     }
   }
   std::memcpy(reinterpret_cast<std::byte*>(d), reinterpret_cast<const std::byte*>(s), n % 64);
   // Streaming stores are weakly ordered: fenced before the piece is counted as done.
-  if (kernel != Kernel::demote) _mm_sfence();
+  if (kernel == Kernel::stream) _mm_sfence();
 #else
   (void)kernel;
   std::memcpy(dst, src, n);
@@ -89,9 +88,8 @@ inline void copy_bytes(std::byte* dst, const std::byte* src, std::size_t n, Kern
 }
 
 // DRVSHIM_STAGING_STORES, read once: "auto" (below), "stream", "demote" or
-// "plain" (that kind of store for every copy, both directions: stream is
-// stream_demote_source to the host; demote only to the device, plain to the
-// host). A tuning and diagnosis switch.
+// "plain" (that kernel for every copy, both directions; demote only to the
+// device, plain to the host). A tuning and diagnosis switch.
 enum class Stores { automatic, stream, demote, plain };
 inline Stores stores_mode() noexcept {
   static const Stores mode = [] {
@@ -120,22 +118,20 @@ inline constexpr unsigned kSmallCrewToHost = 9;
 
 // The kernel for a copy of `bytes` by `threads` threads (pure: `mode` is
 // DRVSHIM_STAGING_STORES, `cpu_demotes` whether the CPU has CLDEMOTE).
-// Automatically: to the host, streaming stores that demote the staging lines
-// they read; to the device, CLDEMOTE where the CPU has it (streaming stores
-// elsewhere); plain memcpy from kStreamBelow up, except with a small crew,
-// which streams every size.
+// Automatically: streaming stores to the host, CLDEMOTE to the device where
+// the CPU has it (streaming stores elsewhere); plain memcpy from kStreamBelow
+// up, except with a small crew, which streams every size.
 constexpr Kernel choose_kernel(bool to_device, std::size_t bytes, unsigned threads, Stores mode,
                                bool cpu_demotes) noexcept {
-  const Kernel streaming = to_device ? Kernel::stream : Kernel::stream_demote_source;
   switch (mode) {
-    case Stores::stream: return streaming;
+    case Stores::stream: return Kernel::stream;
     case Stores::demote: return to_device ? Kernel::demote : Kernel::plain;
     case Stores::plain: return Kernel::plain;
     case Stores::automatic: break;
   }
-  if (threads <= (to_device ? kSmallCrewToDevice : kSmallCrewToHost)) return streaming;
+  if (threads <= (to_device ? kSmallCrewToDevice : kSmallCrewToHost)) return Kernel::stream;
   if (bytes >= kStreamBelow) return Kernel::plain;
-  return to_device && cpu_demotes ? Kernel::demote : streaming;
+  return to_device && cpu_demotes ? Kernel::demote : Kernel::stream;
 }
 
 inline Kernel kernel_for(bool to_device, std::size_t bytes, unsigned threads) noexcept {

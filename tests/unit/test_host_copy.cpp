@@ -21,7 +21,7 @@ constexpr std::size_t MiB = std::size_t{1} << 20;
 TEST(HostCopy, EveryKernelCopiesEveryByteAtEveryAlignmentAndLength) {
   std::vector<std::byte> src(64 * 1024 + 256), dst(src.size());
   for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>((i * 131u + 7u) & 0xffu);
-  for (const Kernel k : {Kernel::plain, Kernel::stream, Kernel::stream_demote_source, Kernel::demote}) {
+  for (const Kernel k : {Kernel::plain, Kernel::stream, Kernel::demote}) {
     for (const std::size_t src_off : {0u, 1u, 15u, 16u, 63u}) {
       for (const std::size_t dst_off : {0u, 3u, 16u, 40u}) {
         for (const std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{63}, std::size_t{64}, std::size_t{65},
@@ -50,14 +50,14 @@ TEST(HostCopy, ALargeCrewDemotesToTheDeviceStreamsToTheHostAndUsesMemcpyFromThir
     EXPECT_EQ(choose_kernel(true, 16 * MiB, threads, Stores::automatic, true), Kernel::demote);
     EXPECT_EQ(choose_kernel(true, 16 * MiB, threads, Stores::automatic, false), Kernel::stream)
         << "without CLDEMOTE, streaming stores";
-    EXPECT_EQ(choose_kernel(false, 16 * MiB, threads, Stores::automatic, true), Kernel::stream_demote_source);
+    EXPECT_EQ(choose_kernel(false, 16 * MiB, threads, Stores::automatic, true), Kernel::stream);
     EXPECT_EQ(choose_kernel(true, 32 * MiB, threads, Stores::automatic, true), Kernel::plain);
-    EXPECT_EQ(choose_kernel(false, 32 * MiB - 1, threads, Stores::automatic, true), Kernel::stream_demote_source);
+    EXPECT_EQ(choose_kernel(false, 32 * MiB - 1, threads, Stores::automatic, true), Kernel::stream);
     EXPECT_EQ(choose_kernel(false, 1024 * MiB, threads, Stores::automatic, true), Kernel::plain);
   }
   // Seven to nine threads: the crew still limits copies to the host (streaming
   // at every size), but no longer those to the device.
-  EXPECT_EQ(choose_kernel(false, 1024 * MiB, 9, Stores::automatic, true), Kernel::stream_demote_source);
+  EXPECT_EQ(choose_kernel(false, 1024 * MiB, 9, Stores::automatic, true), Kernel::stream);
   EXPECT_EQ(choose_kernel(true, 1024 * MiB, 9, Stores::automatic, true), Kernel::plain);
   EXPECT_EQ(choose_kernel(true, 1024 * MiB, 7, Stores::automatic, true), Kernel::plain);
   EXPECT_EQ(choose_kernel(true, 16 * MiB, 7, Stores::automatic, true), Kernel::demote);
@@ -70,7 +70,7 @@ TEST(HostCopy, ASmallCrewStreamsEverySizeBothWays) {
   for (const unsigned threads : {1u, 2u, 3u, 6u}) {
     for (const std::size_t bytes : {1 * MiB, 16 * MiB, 256 * MiB, 1024 * MiB}) {
       EXPECT_EQ(choose_kernel(true, bytes, threads, Stores::automatic, true), Kernel::stream) << threads;
-      EXPECT_EQ(choose_kernel(false, bytes, threads, Stores::automatic, true), Kernel::stream_demote_source) << threads;
+      EXPECT_EQ(choose_kernel(false, bytes, threads, Stores::automatic, true), Kernel::stream) << threads;
     }
   }
 }
@@ -79,7 +79,7 @@ TEST(HostCopy, DrvshimStagingStoresForcesOneKindOfStoreWhateverTheCrew) {
   for (const unsigned threads : {2u, 12u}) {
     for (const std::size_t bytes : {1 * MiB, 1024 * MiB}) {
       EXPECT_EQ(choose_kernel(true, bytes, threads, Stores::stream, true), Kernel::stream);
-      EXPECT_EQ(choose_kernel(false, bytes, threads, Stores::stream, true), Kernel::stream_demote_source);
+      EXPECT_EQ(choose_kernel(false, bytes, threads, Stores::stream, true), Kernel::stream);
       EXPECT_EQ(choose_kernel(true, bytes, threads, Stores::demote, true), Kernel::demote);
       EXPECT_EQ(choose_kernel(false, bytes, threads, Stores::demote, true), Kernel::plain) << "demote is to the device";
       EXPECT_EQ(choose_kernel(true, bytes, threads, Stores::plain, true), Kernel::plain);
