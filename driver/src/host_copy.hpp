@@ -31,8 +31,8 @@ namespace drvshim::detail {
 // lines the first one read are still in the cores' caches when the next DMA
 // writes them. Demoting
 // each line after reading it fixed that case but cost more everywhere else
-// (H200 run 33: 16 MiB 66 % of pinned against 88 %; with 2 CPUs 0.6x the
-// driver's path), so it is not done. (Measurements: docs/staging.md.)
+// (H200 run 33: 16 MiB 66 % of pinned against 82 % on the same host in run
+// 31; with 2 CPUs 0.6x the driver's path), so it is not done. (Measurements: docs/staging.md.)
 enum class Kernel { plain, stream, demote };
 
 inline bool cpu_has_cldemote() noexcept {
@@ -105,14 +105,16 @@ inline Stores stores_mode() noexcept {
 // With a large crew, copies from this size up use plain memcpy (see Kernel).
 constexpr std::size_t kStreamBelow = std::size_t{32} << 20;
 
-// Up to this many threads (the conductor and its helpers) the crew, not the
-// bus, limits a staged copy, and streaming stores move more bytes per thread
-// (no read for ownership of the lines written): they are used for every size.
-// H200 machine, 2026-12-01 (run 31-32, taskset): 6 threads to the device,
-// 1 GiB 31-34 GB/s streaming against 19-24 with memcpy, 16 MiB 32-34 against
-// 26-28 with CLDEMOTE; 9 threads to the host, 1 GiB 97 % of pinned against
-// 92-93 %, to the device memcpy still 94-95 % against 83 %; 12 threads: memcpy
-// ahead both ways from 256 MiB (94-97 % against 78-94 %).
+// Up to this many threads (the conductor and its helpers), streaming stores
+// win at every size: a small crew is limited by its own copying, and
+// streaming stores move more bytes per thread (no read for ownership of the
+// lines written). H200 machine, 2026-12-01 (runs 31-32, taskset): 6 threads
+// to the device, 1 GiB 31-34 GB/s streaming against 19-24 with memcpy,
+// 16 MiB 32-34 against 26-28 with CLDEMOTE; 9 threads to the host, 1 GiB 97 %
+// of pinned against 92-93 %, but to the device memcpy 94-95 % against 83 %;
+// 12 threads: memcpy ahead both ways from 256 MiB (84-97 % against 75-94 %).
+// Seven and eight threads were not measured: the boundary to the device is
+// the last count measured to win.
 inline constexpr unsigned kSmallCrewToDevice = 6;
 inline constexpr unsigned kSmallCrewToHost = 9;
 

@@ -18,27 +18,39 @@ namespace {
 
 constexpr std::size_t MiB = std::size_t{1} << 20;
 
-TEST(HostCopy, EveryKernelCopiesEveryByteAtEveryAlignmentAndLength) {
-  std::vector<std::byte> src(64 * 1024 + 256), dst(src.size());
+// Every source offset within a line, every destination offset within 16
+// bytes (the streaming stores' alignment), lengths around the 64-byte loop
+// and its tail; and a long copy at a few offsets. (What a unit test cannot
+// see: a missing store fence; the engine's concurrency tests cover that.)
+TEST(HostCopy, EveryKernelCopiesEveryByteAtEveryAlignment) {
+  std::vector<std::byte> src(64 * 1024 + 256), large(src.size()), small(8 * 1024);
   for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>((i * 131u + 7u) & 0xffu);
+  auto check = [&](Kernel k, std::size_t src_off, std::size_t dst_off, std::size_t n) {
+    std::vector<std::byte>& dst = dst_off + n + 64 <= small.size() ? small : large;
+    std::fill(dst.begin(), dst.end(), std::byte{0xEE});
+    copy_bytes(dst.data() + dst_off, src.data() + src_off, n, k);
+    const auto untouched = [](std::byte b) { return b == std::byte{0xEE}; };
+    const std::string where = "kernel " + std::to_string(static_cast<int>(k)) + ", offsets " + std::to_string(src_off) +
+                              "/" + std::to_string(dst_off) + ", length " + std::to_string(n);
+    if (!std::all_of(dst.data(), dst.data() + dst_off, untouched)) return "written before the start, " + where;
+    if (!std::equal(src.data() + src_off, src.data() + src_off + n, dst.data() + dst_off))
+      return "wrong bytes, " + where;
+    if (!std::all_of(dst.data() + dst_off + n, dst.data() + dst.size(), untouched))
+      return "written past the end, " + where;
+    return std::string();
+  };
   for (const Kernel k : {Kernel::plain, Kernel::stream, Kernel::demote}) {
-    for (const std::size_t src_off : {0u, 1u, 15u, 16u, 63u}) {
-      for (const std::size_t dst_off : {0u, 3u, 16u, 40u}) {
-        for (const std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{63}, std::size_t{64}, std::size_t{65},
-                                    std::size_t{4096 + 17}, std::size_t{64 * 1024}}) {
-          std::fill(dst.begin(), dst.end(), std::byte{0xEE});
-          copy_bytes(dst.data() + dst_off, src.data() + src_off, n, k);
-          const auto untouched = [](std::byte b) { return b == std::byte{0xEE}; };
-          const std::string where = "kernel " + std::to_string(static_cast<int>(k)) + ", offsets " +
-                                    std::to_string(src_off) + "/" + std::to_string(dst_off) + ", length " +
-                                    std::to_string(n);
-          ASSERT_TRUE(std::all_of(dst.data(), dst.data() + dst_off, untouched))
-              << "written before the start, " << where;
-          ASSERT_TRUE(std::equal(src.data() + src_off, src.data() + src_off + n, dst.data() + dst_off)) << where;
-          ASSERT_TRUE(std::all_of(dst.data() + dst_off + n, dst.data() + dst.size(), untouched))
-              << "written past the end, " << where;
+    for (std::size_t src_off = 0; src_off < 64; ++src_off) {
+      for (std::size_t dst_off = 0; dst_off < 16; ++dst_off) {
+        for (const std::size_t n : {0u, 1u, 15u, 63u, 64u, 65u, 127u, 128u, 200u, 4096u + 17u}) {
+          const std::string problem = check(k, src_off, dst_off, n);
+          ASSERT_TRUE(problem.empty()) << problem;
         }
       }
+    }
+    for (const std::size_t off : {0u, 7u, 48u}) {
+      const std::string problem = check(k, off, 64 - off, 64 * 1024);
+      ASSERT_TRUE(problem.empty()) << problem;
     }
   }
 }
@@ -55,8 +67,10 @@ TEST(HostCopy, ALargeCrewDemotesToTheDeviceStreamsToTheHostAndUsesMemcpyFromThir
     EXPECT_EQ(choose_kernel(false, 32 * MiB - 1, threads, Stores::automatic, true), Kernel::stream);
     EXPECT_EQ(choose_kernel(false, 1024 * MiB, threads, Stores::automatic, true), Kernel::plain);
   }
-  // Seven to nine threads: the crew still limits copies to the host (streaming
-  // at every size), but no longer those to the device.
+  // Nine threads (12 CPUs, run 32): streaming still ahead to the host at every
+  // size, memcpy ahead to the device from 256 MiB. Seven and eight threads
+  // were not measured; the boundary to the device stays at the last count
+  // measured to win (six).
   EXPECT_EQ(choose_kernel(false, 1024 * MiB, 9, Stores::automatic, true), Kernel::stream);
   EXPECT_EQ(choose_kernel(true, 1024 * MiB, 9, Stores::automatic, true), Kernel::plain);
   EXPECT_EQ(choose_kernel(true, 1024 * MiB, 7, Stores::automatic, true), Kernel::plain);
