@@ -27,12 +27,10 @@ namespace drvshim::detail {
 //    that many leave the cache before their DMA reads them anyway.
 // Every variant fetches the source 4 KiB ahead: a core's hardware prefetcher
 // alone keeps too few lines in flight. A 16 MiB copy to the host right after
-// another measured ~30 % slower (H200 run 32), likely because the staging
-// lines the first one read are still in the cores' caches when the next DMA
-// writes them. Demoting
-// each line after reading it fixed that case but cost more everywhere else
-// (H200 run 33: 16 MiB 66 % of pinned against 82 % on the same host in run
-// 31; with 2 CPUs 0.6x the driver's path), so it is not done. (Measurements: docs/staging.md.)
+// another measures ~30 % slower, cause not established (docs/staging.md):
+// demoting each staging line after reading it helped that case but cost more
+// everywhere else (H200 run 33: 16 MiB 66 % of pinned against 82 % on the
+// same host in run 31; with 2 CPUs 0.6x the driver's path), so it is not done.
 enum class Kernel { plain, stream, demote };
 
 inline bool cpu_has_cldemote() noexcept {
