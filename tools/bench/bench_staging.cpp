@@ -416,30 +416,20 @@ int main(int argc, char** argv) {
         const std::span<std::byte> pdst(static_cast<std::byte*>(pinned.data()), n);
         const std::span<std::byte> dst = std::span(back).first(n);
         for (const bool to_device : {true, false}) {
-          auto direct = [&] {
+          // One copy in this pass's direction, waited for.
+          auto one = [&](auto&& to_dev, auto&& to_host) {
             if (to_device) {
-              copy(dspan, src);
+              to_dev();
             } else {
-              copy(dst, cdspan);
+              to_host();
             }
             ctx.synchronize();
           };
+          auto direct = [&] { one([&] { copy(dspan, src); }, [&] { copy(dst, cdspan); }); };
           auto staged = [&] {
-            if (to_device) {
-              engine.copy_to_device(dspan, src);
-            } else {
-              engine.copy_to_host(dst, cdspan);
-            }
-            ctx.synchronize();
+            one([&] { engine.copy_to_device(dspan, src); }, [&] { engine.copy_to_host(dst, cdspan); });
           };
-          auto pin = [&] {
-            if (to_device) {
-              copy(dspan, psrc);
-            } else {
-              copy(pdst, cdspan);
-            }
-            ctx.synchronize();
-          };
+          auto pin = [&] { one([&] { copy(dspan, psrc); }, [&] { copy(pdst, cdspan); }); };
           if (to_device) check_staged(engine, n);
           std::vector<double> s_pageable, s_pinned, s_staged, p_pageable, p_staged;
           const int rounds = n > (std::size_t{16} << 20) ? 7 : 15;
