@@ -92,8 +92,8 @@ Status AsyncDeviceBufferTraits::release(value_type& v) noexcept {
   if (!core.cleanup_allowed_in(v.stream.context().address())) return {};
   try {
     ContextScope scope(core, v.stream.context().address(), "AsyncDeviceBuffer::free");
-    // Its stream may be gone (known in debug builds): the legacy default stream then orders the free.
-    const std::uintptr_t on = owner_alive(detail::Access::owner_id(v.stream))
+    // Its stream may be gone: the legacy default stream then orders the free.
+    const std::uintptr_t on = stream_alive(detail::Access::owner_id(v.stream))
                                   ? v.stream.native()
                                   : StreamRef::legacy_default(v.stream.context()).native();
     const CUresult r = DRVSHIM_CU(core, cuMemFreeAsync, address, reinterpret_cast<CUstream>(on));

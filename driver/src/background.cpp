@@ -10,9 +10,11 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
+#include <new>
 #include <thread>
 
 #include "background_state.hpp"
+#include "test_hooks.hpp"
 #include "threads.hpp"
 
 namespace drvshim {
@@ -106,12 +108,30 @@ BackgroundInit BackgroundInit::start(BackgroundInitOptions options) {
   logf(log::Level::info, "background initialisation starts: {}", names);
   trace::mark("background-start", names);
   BackgroundState* raw = state.get();
-  // The thread owns no share of the state: the handle joins it before letting go.
-  state->thread = start_thread("BackgroundInit::start", [raw] { run_all(*raw); });
-  state->worker_id = state->thread.get_id();
+  // Listed before the thread starts: nothing that can throw may follow the
+  // start (a failure after it would free the state under a running thread).
   {
     std::lock_guard<std::mutex> lock(registry().mutex);
+    if (!test_hooks::at(test_hooks::Point::background_register)) throw std::bad_alloc();
     registry().states.push_back(state);
+  }
+  try {
+    // The thread owns no share of the state: the handle joins it before letting go.
+    std::thread thread = start_thread("BackgroundInit::start", [raw] {
+      raw->worker_id.store(std::this_thread::get_id());
+      run_all(*raw);
+    });
+    const std::lock_guard<std::mutex> lock(state->join_mutex);
+    state->worker_id.store(thread.get_id());
+    state->thread = std::move(thread);
+  } catch (...) {
+    // Listed already: an exit handler that found the state must not wait for a thread that never ran.
+    {
+      std::lock_guard<std::mutex> lock(state->worker_mutex);
+      state->worker_done = true;
+    }
+    state->worker_cv.notify_all();
+    throw;
   }
   return BackgroundInit(std::move(state));
 }
@@ -120,7 +140,7 @@ void BackgroundInit::finish() noexcept {
   if (!state_) return;
   BackgroundState& s = *state_;
   using namespace detail;
-  if (s.fork_generation != current_fork_generation() || s.worker_id == std::this_thread::get_id()) {
+  if (s.fork_generation != current_fork_generation() || s.on_worker()) {
     // A forked child (the helper thread does not exist here and the parent's
     // locks may be held) or a task destroying its own handle: no join, no
     // driver call; the state is left as it is.
@@ -166,9 +186,25 @@ void check_not_forked(const BackgroundState& s, const char* api) {
 
 // Waits for step `i` for `api`; returns normally when it is done, throws its
 // error when it failed or was skipped because of a failure.
+// A task runs on the helper thread, which runs the steps in order: waiting
+// there for its own step or a later one would never end.
+void refuse_own_wait(const BackgroundState& s, const StepGate& g, const char* api) {
+  if (!s.on_worker()) return;
+  {
+    std::lock_guard<std::mutex> lock(g.mutex);
+    if (StepGate::is_settled(g.state)) return;
+  }
+  throw NotPermittedError(api,
+                          fmt::format("a background task waits for the step {}, which runs on the same helper thread "
+                                      "after the task (or is the task itself): it would wait forever",
+                                      g.name),
+                          "wait only for the steps before the task's own (they run first), or do the work in the task");
+}
+
 void need(const BackgroundState& s, std::size_t i, const char* api) {
   check_not_forked(s, api);
   const StepGate& g = s.gate(i);
+  refuse_own_wait(s, g, api);
   g.await(api);
   if (g.rethrow_if_failed()) return;
   std::string why;
@@ -230,6 +266,7 @@ PrimaryContext BackgroundInit::take_primary_context(int device) {
   // The modules loaded into it come first: nothing in the background may use the context after this.
   for (std::size_t i = 0; i < s.steps.size(); ++i) {
     if (s.gate(i).kind == InitStepKind::module && s.gate(i).device == device) {
+      refuse_own_wait(s, s.gate(i), "BackgroundInit::take_primary_context");
       s.gate(i).await("BackgroundInit::take_primary_context");
     }
   }
@@ -275,6 +312,8 @@ void BackgroundInit::wait(std::string_view name) const {
 void BackgroundInit::wait() const {
   if (!state_) throw_moved_from("BackgroundInit::wait");
   check_not_forked(*state_, "BackgroundInit::wait");
+  for (std::size_t i = 0; i < state_->steps.size(); ++i)
+    refuse_own_wait(*state_, state_->gate(i), "BackgroundInit::wait");
   for (std::size_t i = 0; i < state_->steps.size(); ++i) state_->gate(i).await("BackgroundInit::wait");
   for (std::size_t i = 0; i < state_->steps.size(); ++i) {
     const StepGate& g = state_->gate(i);
@@ -290,6 +329,8 @@ void BackgroundInit::wait() const {
 bool BackgroundInit::wait_for(std::chrono::nanoseconds timeout) const noexcept {
   if (!state_) return true;
   if (state_->fork_generation != detail::current_fork_generation()) return finished();
+  // A task waiting for its own steps gets its answer at once: they cannot settle while it waits.
+  if (state_->on_worker()) return finished();
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (const auto& g : state_->steps) {
     std::unique_lock<std::mutex> lock(g->mutex);
@@ -298,11 +339,24 @@ bool BackgroundInit::wait_for(std::chrono::nanoseconds timeout) const noexcept {
   return true;
 }
 
+namespace {
+
+// A gate's lock for a query that must not wait: in a forked child the
+// helper thread does not exist, and it may have held the lock at the fork, so
+// the lock is only tried there (not taken: the query answers without it).
+std::unique_lock<std::mutex> query_lock(const BackgroundState& s, const StepGate& g) {
+  if (s.fork_generation == detail::current_fork_generation()) return std::unique_lock<std::mutex>(g.mutex);
+  return std::unique_lock<std::mutex>(g.mutex, std::try_to_lock);
+}
+
+}  // namespace
+
 bool BackgroundInit::finished() const noexcept {
   if (!state_) return true;
   for (const auto& g : state_->steps) {
-    std::lock_guard<std::mutex> lock(g->mutex);
-    if (!StepGate::is_settled(g->state)) return false;
+    const auto lock = query_lock(*state_, *g);
+    // In a forked child a gate locked at the fork was being written: that step had not settled before the fork.
+    if (!lock.owns_lock() || !StepGate::is_settled(g->state)) return false;
   }
   return true;
 }
@@ -310,8 +364,8 @@ bool BackgroundInit::finished() const noexcept {
 std::exception_ptr BackgroundInit::error() const noexcept {
   if (!state_) return nullptr;
   for (const auto& g : state_->steps) {
-    std::lock_guard<std::mutex> lock(g->mutex);
-    if (g->state == InitStepState::failed) {
+    const auto lock = query_lock(*state_, *g);
+    if (lock.owns_lock() && g->state == InitStepState::failed) {
       g->reported = true;
       return g->error;
     }
@@ -329,7 +383,13 @@ InitStepReport BackgroundInit::step(std::size_t index) const noexcept {
   r.kind = g.kind;
   r.device = g.device;
   const std::int64_t now = detail::trace_now_ns();
-  std::lock_guard<std::mutex> lock(g.mutex);
+  const auto lock = query_lock(*state_, g);
+  if (!lock.owns_lock()) {
+    // A forked child whose parent was writing this step's outcome at the fork: the fields may be half written.
+    r.state = InitStepState::running;
+    r.error = "unknown: the process forked while the background thread was updating this step";
+    return r;
+  }
   r.state = g.state;
   if (g.state == InitStepState::running) r.duration = std::chrono::nanoseconds(now - g.start_ns);
   if (g.state == InitStepState::done || g.state == InitStepState::failed) {

@@ -52,7 +52,7 @@ void stop_all_at_exit() noexcept {
     return;
   }
   for (auto& s : live) {
-    if (s->worker_id == std::this_thread::get_id()) continue;  // exit() called from a task
+    if (s->on_worker()) continue;  // exit() called from a task
     s->stop.store(true);
     std::unique_lock<std::mutex> lock(s->worker_mutex);
     if (!s->worker_cv.wait_for(lock, std::chrono::seconds(30), [&] { return s->worker_done; })) {

@@ -119,7 +119,11 @@ struct BackgroundState {
   std::mutex worker_mutex;
   std::condition_variable worker_cv;
   bool worker_done = false;
-  std::thread::id worker_id;
+  // Set by the helper thread before its first step (and by start once the
+  // thread exists): read without a lock by the exit handler, the handle and
+  // the waits that refuse a task waiting for its own steps.
+  std::atomic<std::thread::id> worker_id{};
+  bool on_worker() const noexcept { return worker_id.load() == std::this_thread::get_id(); }
   std::mutex join_mutex;  // the handle joins `thread`, the exit handler may detach it
   std::thread thread;
 

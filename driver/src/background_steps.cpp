@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "background_state.hpp"
+#include "test_hooks.hpp"
 
 namespace drvshim::detail {
 namespace {
@@ -18,6 +19,7 @@ void settle(StepGate& g, InitStepState outcome, std::exception_ptr error, std::s
     g.message = std::move(message);
     g.code = g.error ? code_of(g.error) : 0;
     g.state = outcome;
+    test_hooks::at(test_hooks::Point::background_settle);
   }
   g.settled_cv.notify_all();
 }
@@ -147,10 +149,12 @@ void run_all(BackgroundState& s) noexcept {
   } catch (...) {
     fail_unsettled(s, std::current_exception());
   }
-  {
-    std::lock_guard<std::mutex> lock(s.worker_mutex);
-    s.worker_done = true;
-  }
+  // Woken under the lock: once the exit handler sees worker_done it may let
+  // the state go (a static handle is destroyed after the exit handler ran),
+  // so nothing of it may be touched after the unlock.
+  std::lock_guard<std::mutex> lock(s.worker_mutex);
+  s.worker_done = true;
+  test_hooks::at(test_hooks::Point::background_done);
   s.worker_cv.notify_all();
 }
 

@@ -6,6 +6,7 @@
 #include "context_scope.hpp"
 #include "core.hpp"
 #include "log_internal.hpp"
+#include "test_hooks.hpp"
 #include "trace_internal.hpp"
 
 namespace drvshim {
@@ -192,8 +193,13 @@ Status PrimaryContextTraits::release(value_type& v) noexcept {
     }
     // With several devices the trace shows each primary context's whole life:
     // activate (or adopt) at the first retain, this at every release.
-    trace::mark("release-primary-context",
-                fmt::format("device {}, context 0x{:x}, drvshim's retains left {}", v.device.ordinal(), address, left));
+    try {
+      test_hooks::fail_allocation_if_asked();
+      trace::mark("release-primary-context", fmt::format("device {}, context 0x{:x}, drvshim's retains left {}",
+                                                         v.device.ordinal(), address, left));
+    } catch (...) {
+      // Out of memory for the mark: the release happened; only its record is lost.
+    }
     // A poisoned primary context is gone once its last retain (anyone's) is
     // released; its next activation gets a fresh context at the same address.
     if (core.any_poisoned.load() && core.is_poisoned(address)) {

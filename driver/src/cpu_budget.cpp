@@ -41,32 +41,48 @@ unsigned affinity_cpus() noexcept {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
-// The tightest quota on the way from this process's cgroup up to the root.
-std::optional<double> cgroup_quota() {
+// The tightest quota on the way from `group` (a cgroup path, "/a/b") up to
+// the hierarchy's root at `mount`, read by `quota_of(directory)`.
+template <class QuotaOf>
+std::optional<double> tightest_up_from(const std::string& mount, std::string group, QuotaOf quota_of) {
   std::optional<double> tightest;
-  auto take = [&](std::optional<double> q) {
+  for (;;) {
+    const auto q = quota_of(mount + (group == "/" ? std::string() : group));
     if (q && (!tightest || *q < *tightest)) tightest = q;
-  };
-  const std::string self = read_small_file("/proc/self/cgroup");
-  std::string path(cgroup_v2_path(self));
-  if (!path.empty()) {
-    for (;;) {
-      take(parse_cpu_max(read_small_file("/sys/fs/cgroup" + (path == "/" ? std::string() : path) + "/cpu.max")));
-      if (path == "/" || path.empty()) break;
-      const auto slash = path.find_last_of('/');
-      path = slash == 0 ? "/" : path.substr(0, slash);
-    }
-    return tightest;
-  }
-  // cgroup v1: the controller mounted at its usual place (the process's own group, as seen from inside a container).
-  for (const char* dir : {"/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpu"}) {
-    const std::string base(dir);
-    take(parse_cfs_quota(read_small_file(base + "/cpu.cfs_quota_us"), read_small_file(base + "/cpu.cfs_period_us")));
+    if (group == "/" || group.empty()) break;
+    const auto slash = group.find_last_of('/');
+    group = slash == 0 || slash == std::string::npos ? "/" : group.substr(0, slash);
   }
   return tightest;
 }
 
 }  // namespace
+
+std::optional<double> cgroup_quota(const std::string& root) {
+  const std::string self = read_small_file(root + "/proc/self/cgroup");
+  std::optional<double> tightest;
+  auto take = [&](std::optional<double> q) {
+    if (q && (!tightest || *q < *tightest)) tightest = q;
+  };
+  // cgroup v2 (unified): cpu.max in the process's group and every group above it.
+  if (const std::string_view v2 = cgroup_v2_path(self); !v2.empty()) {
+    take(tightest_up_from(root + "/sys/fs/cgroup", std::string(v2),
+                          [](const std::string& dir) { return parse_cpu_max(read_small_file(dir + "/cpu.max")); }));
+  }
+  // cgroup v1's cpu controller, also on a hybrid host where a v2 line exists
+  // as well: its quota in the process's own group and above, under the
+  // controller's usual mount points. Inside a container the group is often
+  // "/" (a cgroup namespace) or absent under the mount (the mount is the
+  // group itself): the walk up reaches the mount either way.
+  if (const std::string_view v1 = cgroup_v1_cpu_path(self); !v1.empty()) {
+    for (const char* dir : {"/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpuacct,cpu", "/sys/fs/cgroup/cpu"}) {
+      take(tightest_up_from(root + dir, std::string(v1), [](const std::string& d) {
+        return parse_cfs_quota(read_small_file(d + "/cpu.cfs_quota_us"), read_small_file(d + "/cpu.cfs_period_us"));
+      }));
+    }
+  }
+  return tightest;
+}
 
 std::optional<double> parse_cpu_max(std::string_view text) noexcept {
   const auto space = text.find(' ');
@@ -86,6 +102,25 @@ std::optional<double> parse_cfs_quota(std::string_view quota, std::string_view p
   return static_cast<double>(*q) / static_cast<double>(*p);
 }
 
+std::string_view cgroup_v1_cpu_path(std::string_view text) noexcept {
+  for (std::size_t at = 0; at < text.size();) {
+    const auto end = std::min(text.find('\n', at), text.size());
+    const auto line = text.substr(at, end - at);
+    at = end + 1;
+    // "ID:controller,controller:/path"
+    const auto first = line.find(':');
+    const auto second = first == std::string_view::npos ? first : line.find(':', first + 1);
+    if (second == std::string_view::npos) continue;
+    std::string_view controllers = line.substr(first + 1, second - first - 1);
+    while (!controllers.empty()) {
+      const auto comma = std::min(controllers.find(','), controllers.size());
+      if (controllers.substr(0, comma) == "cpu") return line.substr(second + 1);
+      controllers.remove_prefix(std::min(comma + 1, controllers.size()));
+    }
+  }
+  return {};
+}
+
 std::string_view cgroup_v2_path(std::string_view text) noexcept {
   for (std::size_t at = 0; at < text.size();) {
     const auto end = std::min(text.find('\n', at), text.size());
@@ -100,7 +135,7 @@ unsigned usable_cpus() noexcept {
   if (const unsigned forced = test_hooks::g_usable_cpus.load(std::memory_order_relaxed); forced != 0) return forced;
   unsigned cpus = affinity_cpus();
   try {
-    if (const auto quota = cgroup_quota()) {
+    if (const auto quota = cgroup_quota(test_hooks::cgroup_root())) {
       cpus = std::min(cpus, static_cast<unsigned>(std::max(1.0, std::ceil(*quota))));
     }
   } catch (...) {

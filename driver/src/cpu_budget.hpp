@@ -4,6 +4,7 @@
 // limit), not the machine's hardware threads. Work spread over more threads
 // than that only takes turns on the same CPUs.
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace drvshim::detail {
@@ -17,6 +18,16 @@ unsigned usable_cpus() noexcept;
 // ("-1" -> none). Unreadable text -> none.
 std::optional<double> parse_cpu_max(std::string_view text) noexcept;
 std::optional<double> parse_cfs_quota(std::string_view quota, std::string_view period) noexcept;
+
+// The tightest CPU quota of this process's cgroups, v2 and v1 alike (a
+// hybrid host has both): its own group's and every group's above it, with
+// the files read under `root` ("" for the real ones; a test's fake tree
+// otherwise). None when no quota is set or none can be read.
+std::optional<double> cgroup_quota(const std::string& root);
+
+// The cgroup v1 path of this process's cpu controller from
+// /proc/self/cgroup's "N:cpu,cpuacct:/path" line ("" when there is none).
+std::string_view cgroup_v1_cpu_path(std::string_view proc_self_cgroup) noexcept;
 
 // The cgroup v2 path of this process from /proc/self/cgroup's "0::/path"
 // line ("" when there is none, e.g. cgroup v1 only).

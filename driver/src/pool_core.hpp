@@ -181,6 +181,12 @@ struct PoolCore {
   // (and their memory) alive; counting them under the lock spares every
   // acquire and release a reference-count update.
   static void handles_gone(PoolCore* core) noexcept {
+    // In a forked child the lock may be held by a thread that is not there,
+    // and a parked block's `parking` mark may never clear: the pool and its
+    // memory are left as they are (no lock, no wait, no driver call), as
+    // drop_in_forked_child() leaves a block.
+    if (core->forked()) [[unlikely]]
+      return;
     bury_the_dead();
     if (core->hot) {
       // After this fence, a thread that starts to park a block sees
@@ -244,7 +250,14 @@ struct PoolCore {
         return;
       }
       forget(bytes);
-      if (!last && entry->event) spare_events.push_back(std::move(*entry->event));
+      if (!last && entry->event) {
+        try {
+          test_hooks::fail_allocation_if_asked();
+          spare_events.push_back(std::move(*entry->event));
+        } catch (const std::bad_alloc&) {
+          // No room to keep the event: it goes with the entry, below.
+        }
+      }
     }
     if (last && !may_call_driver) {
       // Inside a host function, where no driver call is allowed, the pool's
@@ -329,6 +342,7 @@ struct PoolCore {
     const std::size_t bytes = block.capacity_;
     {
       std::lock_guard<SpinLock> lock(core.mutex);
+      test_hooks::at(test_hooks::Point::pool_locked);
       if (core.hot && t_hot.serial != core.serial && !core.orphaned && !core.closing.load(std::memory_order_relaxed)) {
         // From the next release on, this thread parks its block here.
         if (HotSlot* slot = core.slot_of_this_thread()) t_hot = ThreadHot{core.serial, slot};

@@ -33,11 +33,11 @@ inline RingPlan ring_for(const StagingOptions& o, std::size_t bytes) {
   return r;
 }
 
-// Device-to-host DMA ends: a head of 256 KiB, 256 KiB, 512 KiB ... up to
-// half of plan.top (top bytes in all, so the top-sized DMAs after it stay
-// aligned to the blocks), top-sized DMAs, and the head again reversed: the
-// first bytes land early, and the host-side copy after the last DMA is
-// short. None crosses a block.
+// Device-to-host DMA ends: a head of 256 KiB, 256 KiB, 512 KiB ... doubling
+// and cut to add up to plan.top exactly (so the top-sized DMAs after it stay
+// aligned to the blocks, whatever their size), top-sized DMAs, and the head
+// again reversed: the first bytes land early, and the host-side copy after
+// the last DMA is short. None crosses a block; together they cover `bytes`.
 inline std::vector<std::size_t> host_dma_ends(const RingPlan& plan, std::size_t bytes) {
   constexpr std::size_t kFirst = std::size_t{256} << 10;
   std::size_t top = plan.top;
@@ -45,7 +45,8 @@ inline std::vector<std::size_t> host_dma_ends(const RingPlan& plan, std::size_t 
   std::vector<std::size_t> head;
   if (bytes >= 2 * top && top >= 2 * kFirst) {
     head.push_back(kFirst);
-    for (std::size_t n = kFirst; n < top; n *= 2) head.push_back(n);
+    for (std::size_t n = kFirst, sum = kFirst; sum < top; sum += head.back(), n *= 2)
+      head.push_back(std::min(n, top - sum));
   }
   std::vector<std::size_t> sizes = head;
   std::size_t middle = bytes - 2 * (head.empty() ? 0 : top);

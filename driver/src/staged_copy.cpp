@@ -22,6 +22,7 @@
 #include "staged_copy.hpp"
 #include "staging_core.hpp"
 #include "staging_job.hpp"
+#include "test_hooks.hpp"
 
 namespace drvshim {
 namespace detail {
@@ -33,8 +34,10 @@ namespace {
 // event k mod kMaxInFlight).
 class StagedCopy {
  public:
-  StagedCopy(StagingCore& c, bool to_device, std::byte* host, std::size_t bytes, const StreamRef& stream)
+  StagedCopy(StagingCore& c, bool to_device, std::byte* host, std::size_t bytes, const StreamRef& stream,
+             bool in_flight = false)
       : c_(c),
+        in_flight_(in_flight),
         stream_(stream),
         scope_(*detail::Access::core(c.pool.context().device()), c.pool.context().address(),
                to_device ? "StagingEngine::copy_to_device" : "StagingEngine::copy_to_host"),
@@ -65,6 +68,17 @@ class StagedCopy {
   ~StagedCopy() {
     job_.abort.store(true);
     c_.crew.retire();
+    if (queued_ && in_flight_) {
+      // Not waited for (the engine's lock is held, and the caller's stream
+      // may wait for another thread's copy on this engine): each block goes
+      // back once the stream has passed it. Only where that cannot be
+      // arranged is the stream waited for.
+      try {
+        for (auto& b : blocks_) b.release_after(stream_);
+        queued_ = false;
+      } catch (...) {
+      }
+    }
     if (queued_) {
       try {
         stream_.synchronize();
@@ -86,9 +100,9 @@ class StagedCopy {
     stream_.wait(c_.legacy_mark->ref());
   }
 
-  void to_device(const DeviceSpan<std::byte>& dst, bool wait_at_end) {
+  void to_device(const DeviceSpan<std::byte>& dst, DeviceCopyEnd end) {
     StagingJob& j = job_;
-    if (wait_at_end) order_after_legacy_stream();
+    if (end == DeviceCopyEnd::complete_after_legacy) order_after_legacy_stream();
     dst_.emplace(dst);
     j.open_until.store(std::min(j.bytes, j.ring_bytes), std::memory_order_release);
     c_.crew.publish(&j);
@@ -102,15 +116,13 @@ class StagedCopy {
       }
     }
     c_.crew.retire();  // every piece is in: the source has been read completely
-    if (wait_at_end) {
+    if (end != DeviceCopyEnd::in_flight) {
       stream_.synchronize();
       queued_ = false;
       return;
     }
-    // Still in flight (stream-ordered form): reusable once the stream passes this point.
-    if (landed_ < issued_) {
-      for (auto& b : blocks_) b.release_after(stream_);
-    }
+    // Still in flight: reusable once the stream passes this point.
+    for (auto& b : blocks_) b.release_after(stream_);
     queued_ = false;
   }
 
@@ -136,7 +148,8 @@ class StagedCopy {
   // Notices the oldest DMA landing, and opens what it frees (to the device:
   // its ring bytes; to the host: its bytes). Returns whether one landed.
   bool land() {
-    if (landed_ == issued_ || !c_.events[landed_ % StagingCore::kMaxInFlight].ref().query()) return false;
+    // In flight, nothing is watched: the ring holds the whole copy.
+    if (in_flight_ || landed_ == issued_ || !c_.events[landed_ % StagingCore::kMaxInFlight].ref().query()) return false;
     const std::size_t landed_bytes = dma_end_[landed_ % StagingCore::kMaxInFlight];
     ++landed_;
     const StagingJob& j = job_;
@@ -159,11 +172,14 @@ class StagedCopy {
     queued_ = true;
     if (job_.to_device) {
       copy_async(stream_, dst_->subspan(from, to - from), std::span<const std::byte>(stage, to - from));
+      test_hooks::at(test_hooks::Point::staging_dma_queued);
     } else {
       copy_async(stream_, std::span<std::byte>(stage, to - from), src_->subspan(from, to - from));
     }
-    c_.events[slot].ref().record(stream_);
-    dma_end_[slot] = to;
+    if (!in_flight_) {
+      c_.events[slot].ref().record(stream_);
+      dma_end_[slot] = to;
+    }
     ++issued_;
   }
 
@@ -173,7 +189,7 @@ class StagedCopy {
   bool send() {
     bool moved = land();
     const std::size_t ready = copied_through();
-    if (ready > sent_ && issued_ - landed_ < StagingCore::kMaxInFlight) {
+    if (ready > sent_ && (in_flight_ || issued_ - landed_ < StagingCore::kMaxInFlight)) {
       const std::size_t block_end = (sent_ / plan_.block_bytes + 1) * plan_.block_bytes;
       const std::size_t to = std::min(ready, block_end);
       if (issued_ == landed_ || to - sent_ >= plan_.batch || to == block_end || to == job_.bytes) {
@@ -199,6 +215,8 @@ class StagedCopy {
   }
 
   StagingCore& c_;
+  // The ring holds the whole copy and no DMA is waited for (DeviceCopyEnd::in_flight).
+  const bool in_flight_;
   StreamRef stream_;
   // The context stays current for the whole copy, so each DMA, record and
   // query inside skips its own push and pop.
@@ -217,11 +235,16 @@ class StagedCopy {
 
 }  // namespace
 
+bool fits_ring(const StagingCore& c, std::size_t bytes) noexcept {
+  const RingPlan plan = ring_for(c.options, bytes);
+  return plan.blocks * plan.block_bytes >= bytes;
+}
+
 void stage_to_device(StagingCore& c, const DeviceSpan<std::byte>& dst, std::span<const std::byte> src,
-                     const StreamRef& stream, bool wait_at_end) {
+                     const StreamRef& stream, DeviceCopyEnd end) {
   // The job writes through `host` only when copying to the host.
-  StagedCopy copy(c, true, const_cast<std::byte*>(src.data()), src.size(), stream);
-  copy.to_device(dst, wait_at_end);
+  StagedCopy copy(c, true, const_cast<std::byte*>(src.data()), src.size(), stream, end == DeviceCopyEnd::in_flight);
+  copy.to_device(dst, end);
 }
 
 void stage_to_host(StagingCore& c, std::span<std::byte> dst, const DeviceSpan<const std::byte>& src,

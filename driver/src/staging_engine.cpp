@@ -2,6 +2,7 @@
 // page-locked copies straight to the driver, and stages the rest
 // (staged_copy.cpp), one copy at a time per engine.
 #include <drvshim/error.hpp>
+#include <drvshim/event.hpp>
 #include <drvshim/memory.hpp>
 #include <drvshim/pinned_pool.hpp>
 #include <drvshim/staging_engine.hpp>
@@ -84,7 +85,7 @@ void StagingEngine::copy_to_device(const DeviceSpan<std::byte>& dst, std::span<c
   if (src.empty()) return;
   if (c.direct(src.data(), src.size(), true)) return copy(dst, src);
   std::lock_guard<std::mutex> lock(c.copy_mutex);
-  detail::stage_to_device(c, dst, src, c.stream.ref(), true);
+  detail::stage_to_device(c, dst, src, c.stream.ref(), detail::DeviceCopyEnd::complete_after_legacy);
 }
 
 void StagingEngine::copy_to_host(std::span<std::byte> dst, const DeviceSpan<const std::byte>& src) const {
@@ -105,12 +106,27 @@ void StagingEngine::copy_to_device_async(const DeviceSpan<std::byte>& dst, std::
   auto& c = *core_;
   c.ensure_usable("StagingEngine::copy_to_device_async");
   if (src.empty()) return;
-  if (c.direct(src.data(), src.size(), true)) {
-    // The driver's own pageable path is synchronous for the source, like this form promises.
+  if (c.direct(src.data(), src.size(), true, true)) {
+    // The driver's own pageable path reads the source before it returns, as this form promises.
     return copy_async(stream, dst, src);
   }
+  // No wait for `stream` may happen under the engine's lock: the stream may
+  // wait for something another thread does after its own copy on this engine.
+  if (detail::fits_ring(c, src.size())) {
+    // The ring holds the whole copy: its DMAs go on `stream`, never waited for.
+    std::lock_guard<std::mutex> lock(c.copy_mutex);
+    return detail::stage_to_device(c, dst, src, stream, detail::DeviceCopyEnd::in_flight);
+  }
+  // Larger than the ring: its blocks come back only as its DMAs land, after
+  // the stream's earlier work. That work is waited for first, outside the
+  // lock; the copy then runs on the engine's own stream, complete on return.
+  {
+    const Event passed = Event::create(stream.context(), EventFlags::disable_timing);
+    passed.ref().record(stream);
+    passed.ref().synchronize();
+  }
   std::lock_guard<std::mutex> lock(c.copy_mutex);
-  detail::stage_to_device(c, dst, src, stream, false);
+  detail::stage_to_device(c, dst, src, c.stream.ref(), detail::DeviceCopyEnd::complete);
 }
 
 void StagingEngine::copy_to_host_async(std::span<std::byte> dst, const DeviceSpan<const std::byte>& src,

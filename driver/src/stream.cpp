@@ -155,6 +155,7 @@ static_assert(static_cast<int>(StreamAttribute::access_policy_window) == CU_LAUN
 
 void StreamRef::set_attribute(StreamAttribute attribute, const StreamAttributeValue& value) const {
   const auto& core = *detail::Access::core(context_.device());
+  detail::check_stream_view(*this, "StreamRef::set_attribute");
   core.require_function(detail::Api::k_cuStreamSetAttribute, "StreamRef::set_attribute");
   detail::ContextScope scope(core, context_.address(), "StreamRef::set_attribute");
   CUstreamAttrValue v;
@@ -165,6 +166,7 @@ void StreamRef::set_attribute(StreamAttribute attribute, const StreamAttributeVa
 
 StreamAttributeValue StreamRef::attribute(StreamAttribute attribute) const {
   const auto& core = *detail::Access::core(context_.device());
+  detail::check_stream_view(*this, "StreamRef::attribute");
   core.require_function(detail::Api::k_cuStreamGetAttribute, "StreamRef::attribute");
   detail::ContextScope scope(core, context_.address(), "StreamRef::attribute");
   CUstreamAttrValue v{};
@@ -177,6 +179,7 @@ StreamAttributeValue StreamRef::attribute(StreamAttribute attribute) const {
 
 void StreamRef::attach_memory(std::uint64_t address, std::size_t bytes, MemoryAttach attach) const {
   const auto& core = *detail::Access::core(context_.device());
+  detail::check_stream_view(*this, "StreamRef::attach_memory");
   core.require_function(detail::Api::k_cuStreamAttachMemAsync, "StreamRef::attach_memory");
   detail::ContextScope scope(core, context_.address(), "StreamRef::attach_memory");
   DRVSHIM_TRY(core, cuStreamAttachMemAsync,
@@ -186,7 +189,7 @@ void StreamRef::attach_memory(std::uint64_t address, std::size_t bytes, MemoryAt
 }
 
 Stream::Stream(ContextRef context, std::uintptr_t handle, StreamFlags flags, int priority) noexcept
-    : handle_({std::move(context), handle, detail::new_owner_id(), flags, priority}) {}
+    : handle_({std::move(context), handle, detail::new_stream_id(), flags, priority}) {}
 
 Stream Stream::create(const ContextRef& context, StreamFlags flags, int priority) {
   const StreamPriorityRange range = stream_priority_range(context);
@@ -237,7 +240,7 @@ void StreamTraits::release_or_throw(value_type& v) {
 
 Status StreamTraits::release(value_type& v) noexcept {
   const auto handle = std::exchange(v.handle, 0);
-  retire_owner_id(v.id);
+  retire_stream_id(v.id);
   const auto& core = *detail::Access::core(v.context.device());
   if (!core.cleanup_allowed_in(v.context.address())) return {};
   // cuStreamDestroy needs no current context and does not wait for queued work.

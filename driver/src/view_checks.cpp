@@ -4,7 +4,9 @@
 
 #include <atomic>
 #include <mutex>
+#include <new>
 #include <unordered_set>
+#include <vector>
 
 #include "log_internal.hpp"
 
@@ -63,11 +65,74 @@ bool owner_alive([[maybe_unused]] std::uint64_t id) noexcept {
 #endif
 }
 
+std::atomic<std::atomic<std::uint32_t>*> g_stream_slots[kStreamSlotChunks] = {};
+
+namespace {
+
+struct StreamSlots {
+  std::mutex mutex;
+  std::uint32_t chunks = 0;         // made so far
+  std::vector<std::uint32_t> free;  // slots whose stream was destroyed
+};
+StreamSlots& stream_slots() {
+  static auto* slots = new StreamSlots;  // never destroyed: streams may die during exit
+  return *slots;
+}
+std::atomic<std::uint64_t> g_unchecked_streams{0};
+
+}  // namespace
+
+std::uint64_t new_stream_id() noexcept {
+  auto& s = stream_slots();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  std::uint32_t slot = 0;
+  if (!s.free.empty()) {
+    slot = s.free.back();
+    s.free.pop_back();
+  } else {
+    // A new chunk; its slots go to the free list, the first one is taken.
+    if (s.chunks == kStreamSlotChunks) return kUncheckedStream | g_unchecked_streams.fetch_add(1);
+    try {
+      s.free.reserve(s.free.size() + kStreamSlotsPerChunk);
+      auto* chunk = new std::atomic<std::uint32_t>[kStreamSlotsPerChunk];
+      // Generations start at 1, so that no id is 0.
+      for (std::uint32_t i = 0; i < kStreamSlotsPerChunk; ++i) chunk[i].store(1, std::memory_order_relaxed);
+      g_stream_slots[s.chunks].store(chunk, std::memory_order_release);
+    } catch (const std::bad_alloc&) {
+      return kUncheckedStream | g_unchecked_streams.fetch_add(1);  // unchecked rather than refused
+    }
+    const std::uint32_t first = s.chunks * kStreamSlotsPerChunk;
+    ++s.chunks;
+    for (std::uint32_t i = kStreamSlotsPerChunk; i-- > 1;) s.free.push_back(first + i);
+    slot = first;
+  }
+  const std::uint32_t generation =
+      g_stream_slots[slot / kStreamSlotsPerChunk].load(std::memory_order_relaxed)[slot % kStreamSlotsPerChunk].load(
+          std::memory_order_relaxed);
+  return (std::uint64_t{generation} << 32) | slot;
+}
+
+void retire_stream_id(std::uint64_t id) noexcept {
+  if (id == 0 || (id & kUncheckedStream) != 0) return;
+  auto& s = stream_slots();
+  const auto slot = static_cast<std::uint32_t>(id);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  auto& generation =
+      g_stream_slots[slot / kStreamSlotsPerChunk].load(std::memory_order_relaxed)[slot % kStreamSlotsPerChunk];
+  if (generation.load(std::memory_order_relaxed) != static_cast<std::uint32_t>(id >> 32)) return;  // retired already
+  // Never 0 again after a wrap (ids are never 0), nor above 31 bits (the unchecked mark).
+  std::uint32_t next = (generation.load(std::memory_order_relaxed) + 1) & 0x7fffffffu;
+  if (next == 0) next = 1;
+  generation.store(next, std::memory_order_relaxed);
+  // The free list has room for every slot of every chunk (reserved with it).
+  s.free.push_back(slot);
+}
+
 void throw_stream_view_dead(const StreamRef& stream, const char* api) {
   throw InvalidArgumentError(
       api, fmt::format("a stream view (StreamRef of {}) was used after its Stream was destroyed", stream.name()),
-      "keep the Stream alive while its StreamRefs are in use (checked in debug builds of "
-      "libdrvshim; undefined behaviour in release builds)");
+      "keep the Stream alive while its StreamRefs are in use; the driver is not called with the dead handle, which "
+      "may already name another stream");
 }
 
 }  // namespace drvshim::detail

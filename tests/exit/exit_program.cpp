@@ -5,14 +5,19 @@
 //   static-objects       global drvshim owners still alive when main returns
 //   deinit-at-exit       the driver is deinitialised at exit before the globals die
 //   deinit-then-destroy  the driver is deinitialised while owners are destroyed in main
+//   static-background    a global BackgroundInit whose helper thread is still
+//                        finishing (slowed by a test hook) when main returns
 #include <drvshim/drvshim.hpp>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <thread>
 
 #include "fake_control.h"
+#include "test_hooks.hpp"
 
 namespace {
 
@@ -21,6 +26,16 @@ namespace {
 std::optional<drvshim::Driver> g_driver;
 std::optional<drvshim::PrimaryContext> g_primary;
 std::optional<drvshim::Context> g_context;
+std::optional<drvshim::BackgroundInit> g_background;
+
+// Holds the helper thread at its last act (saying it is done) for a while:
+// the exit handler and the global's destructor run meanwhile.
+bool slow_last_act(drvshim::detail::test_hooks::Point point) {
+  if (point == drvshim::detail::test_hooks::Point::background_done) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return true;
+}
 
 void deinitialise_driver() { drvshim_fake_set_deinitialized(1); }
 
@@ -54,6 +69,16 @@ int main(int argc, char** argv) {
     g_primary = g_driver->device(0).retain_primary_context();
     g_context = g_driver->device(0).create_context();
     if (std::strcmp(mode, "deinit-at-exit") == 0) std::atexit(&deinitialise_driver);
+    return 0;
+  }
+  if (std::strcmp(mode, "static-background") == 0) {
+    drvshim::detail::test_hooks::set(&slow_last_act);
+    drvshim::BackgroundInitOptions options;
+    const char* path = std::getenv("DRVSHIM_LIBCUDA");
+    if (path == nullptr) return 90;
+    options.load.path = path;
+    g_background = drvshim::BackgroundInit::start(options);
+    while (!g_background->finished()) std::this_thread::sleep_for(std::chrono::microseconds(100));
     return 0;
   }
   if (std::strcmp(mode, "deinit-then-destroy") == 0) {

@@ -4,8 +4,9 @@
 // that nothing leaked, the context stack is as it was, and the driver saw no
 // misuse (no dangling or null handle); where a row names a driver function,
 // that function must not have been called at all (refused before the driver).
-// Rows about stream views need a libdrvshim that checks views (Debug builds,
-// DRVSHIM_CHECK_VIEWS; the ASan lane) and are skipped elsewhere.
+// Rows about views of other owners need a libdrvshim that checks views (Debug
+// builds, DRVSHIM_CHECK_VIEWS; the ASan lane) and are skipped elsewhere; stream
+// views are checked in every build.
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -149,19 +150,17 @@ std::vector<BadInput> rows() {
        {"interprocess event must also disable timing"},
        [](Env& env) { (void)Event::create(env.ctx, EventFlags::interprocess); },
        "cuEventCreate"},
-      // ---- streams: a view of a destroyed Stream (debug builds)
+      // ---- streams: a view of a destroyed Stream (every build)
       {"SynchronizeADestroyedStream",
        ErrorKind::invalid_argument,
        {"StreamRef::synchronize", "after its Stream was destroyed"},
        [](Env& env) { destroyed_stream(env).synchronize(); },
-       "cuStreamSynchronize",
-       true},
+       "cuStreamSynchronize"},
       {"QueryADestroyedStream",
        ErrorKind::invalid_argument,
        {"StreamRef::query", "after its Stream was destroyed"},
        [](Env& env) { (void)destroyed_stream(env).query(); },
-       "cuStreamQuery",
-       true},
+       "cuStreamQuery"},
       {"CopyOnADestroyedStream",
        ErrorKind::invalid_argument,
        {"copy_async", "after its Stream was destroyed"},
@@ -170,8 +169,7 @@ std::vector<BadInput> rows() {
          const std::vector<std::uint8_t> host(64);
          copy_async(destroyed_stream(env), buf.as<std::uint8_t>(), std::span<const std::uint8_t>(host));
        },
-       "cuMemcpyHtoDAsync",
-       true},
+       "cuMemcpyHtoDAsync"},
       {"FillOnADestroyedStream",
        ErrorKind::invalid_argument,
        {"fill_async", "after its Stream was destroyed"},
@@ -179,8 +177,7 @@ std::vector<BadInput> rows() {
          auto buf = DeviceBuffer::allocate(env.ctx, 64);
          fill_async(destroyed_stream(env), buf.as<std::uint32_t>(), 7u);
        },
-       "cuMemsetD32Async",
-       true},
+       "cuMemsetD32Async"},
       {"LaunchOnADestroyedStream",
        ErrorKind::invalid_argument,
        {"launch", "after its Stream was destroyed"},
@@ -188,8 +185,7 @@ std::vector<BadInput> rows() {
          const Kernel k = env.module().kernel("vadd");
          launch(k, LaunchConfig{{1}, {32}, 0, destroyed_stream(env), {}}, null_ptr, null_ptr, null_ptr, 0u);
        },
-       "cuLaunchKernel",
-       true},
+       "cuLaunchKernel"},
       {"RecordOnADestroyedStream",
        ErrorKind::invalid_argument,
        {"EventRef::record", "after its Stream was destroyed"},
@@ -197,14 +193,12 @@ std::vector<BadInput> rows() {
          Event e = Event::create(env.ctx);
          e.ref().record(destroyed_stream(env));
        },
-       "cuEventRecord",
-       true},
+       "cuEventRecord"},
       {"HostFunctionOnADestroyedStream",
        ErrorKind::invalid_argument,
        {"StreamRef::launch_host_func", "after its Stream was destroyed"},
        [](Env& env) { destroyed_stream(env).launch_host_func([] {}); },
-       "cuLaunchHostFunc",
-       true},
+       "cuLaunchHostFunc"},
       {"StreamPriorityOutOfRange",
        ErrorKind::invalid_argument,
        {"priority 7 is outside the device's range"},
@@ -464,13 +458,12 @@ TEST_F(PoisonedGuard, AScopedGuardRefusesAPoisonedContextAsMakeCurrentDoes) {
 
 namespace {
 
-// A stream-ordered buffer that outlives its stream: debug builds know the
-// stream is gone and free on the legacy default stream instead of passing the
+// A stream-ordered buffer that outlives its stream: every build knows the
+// stream is gone and frees on the legacy default stream instead of passing the
 // destroyed stream's handle (the fake counts that as misuse).
 class StreamOrderedBuffer : public PrimaryContextTest {};
 
-TEST_F(StreamOrderedBuffer, OutlivingItsStreamItIsFreedOnTheLegacyStreamInDebugBuilds) {
-  if (!view_checks_enabled()) GTEST_SKIP() << "this libdrvshim build does not check views (not a Debug build)";
+TEST_F(StreamOrderedBuffer, OutlivingItsStreamItIsFreedOnTheLegacyStream) {
   std::optional<AsyncDeviceBuffer> buf;
   {
     Stream s = Stream::create(ctx());

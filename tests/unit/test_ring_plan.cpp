@@ -92,7 +92,10 @@ std::vector<std::size_t> sweep_sizes() {
 }
 
 std::vector<StagingOptions> sweep_options() {
-  return {StagingOptions{}, chunked(64 * KiB, 0), chunked(100000, 3), chunked(2 * MiB, 2), chunked(16 * MiB, 5)};
+  // Chunks that are not powers of two among them (3 MiB, 1.5 MiB, 1,000,000 bytes): any size the options accept.
+  return {StagingOptions{},         chunked(64 * KiB, 0),     chunked(100000, 3),  chunked(2 * MiB, 2),
+          chunked(16 * MiB, 5),     chunked(3 * MiB, 0),      chunked(1000000, 2), chunked(MiB + MiB / 2, 4),
+          chunked(5 * MiB + 17, 3), chunked(192 * KiB + 1, 7)};
 }
 
 }  // namespace

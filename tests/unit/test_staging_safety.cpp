@@ -281,8 +281,10 @@ TEST_F(StagingSafety, EveryStepOfAStreamOrderedCopyFailsCleanly) {
         const bool per_dma = api == "cuMemcpyHtoDAsync" || api == "cuMemcpyDtoHAsync" || api == "cuEventRecord" ||
                              api == "cuLaunchHostFunc";
         if (per_dma && static_cast<std::size_t>(nth) > (n + small().chunk_bytes - 1) / small().chunk_bytes) continue;
+        // cuEventDestroy: the event a copy larger than the ring waits on is
+        // destroyed when the call ends; a destruction's failure is logged, not thrown.
         if (api == "cuCtxGetCurrent" || api == "cuCtxPushCurrent" || api == "cuCtxPopCurrent" ||
-            api == "cuStreamSynchronize") {
+            api == "cuStreamSynchronize" || api == "cuEventDestroy") {
           continue;
         }
         steps.emplace_back(api, nth);

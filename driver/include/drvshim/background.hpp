@@ -165,6 +165,11 @@ class DRVSHIM_API BackgroundInit {
   ~BackgroundInit();
 
   // ---- waiting: each waits only for the step(s) it needs ------------------------------------
+  //
+  // A task runs on the helper thread, after the steps before it and before
+  // those after it: from a task, waiting for the task's own step or a later
+  // one throws NotPermittedError (it would never end); the steps before it
+  // are there. In a forked child the waits throw UsedAfterForkError.
 
   /// The loaded driver (after the `load` step; the `init` step may still be
   /// running: its calls wait for it). Throws the load's error.
@@ -187,10 +192,15 @@ class DRVSHIM_API BackgroundInit {
   void wait(std::string_view name) const;
   /// Waits for every step; throws the first failed step's error.
   void wait() const;
-  /// Waits at most `timeout` for every step; whether all have finished. Never throws.
+  /// Waits at most `timeout` for every step; whether all have finished. Never
+  /// throws. Answers at once, without waiting, in a forked child and in a task.
   bool wait_for(std::chrono::nanoseconds timeout) const noexcept;
 
   // ---- querying: no waiting, no throwing ----------------------------------------------------
+  //
+  // Also in a forked child, where the helper thread does not exist: a step
+  // whose outcome was being written at the fork reads as running, with an
+  // error text that says so.
 
   /// Whether every step has finished (done, failed or skipped).
   bool finished() const noexcept;

@@ -6,7 +6,9 @@
 /// through a ring of pinned staging blocks from a pool (pinned_pool.hpp): the
 /// host-side copy of one chunk overlaps the DMA of the previous one, and the
 /// host-side copies are spread over several threads. Small copies, and host
-/// memory that is already pinned or registered, go straight to the driver.
+/// memory that is already pinned or registered, go straight to the driver
+/// (except a stream-ordered copy to the device from page-locked memory, which
+/// is staged: see StagingEngine::copy_to_device_async).
 #include <drvshim/context.hpp>
 #include <drvshim/export.hpp>
 #include <drvshim/memory.hpp>
@@ -62,7 +64,7 @@ struct StagingOptions {
 /// What one staged copy did (for tests and benchmarks).
 struct StagingStats {
   std::uint64_t staged_copies = 0;
-  std::uint64_t direct_copies = 0;  ///< small, or host memory already page-locked
+  std::uint64_t direct_copies = 0;  ///< small, or host memory already page-locked (see StagingEngine)
   std::uint64_t chunks = 0;         ///< DMAs issued by staged copies
   std::uint64_t bytes_staged = 0;
 };
@@ -81,19 +83,27 @@ struct StagingStats {
 /// When the host buffer may be reused:
 ///  - copy_to_device / copy_to_host: on return (the copy is complete).
 ///  - copy_to_device_async: on return the source has been read completely
-///    (copied into staging); the DMAs follow on `stream`, in its order. The
-///    call blocks while the ring is full, i.e. while `stream` is still busy with
-///    earlier work or the DMAs of this copy.
+///    (copied into staging; page-locked memory too, of any size, since the
+///    driver would read it only when the DMA runs); the DMAs follow on
+///    `stream`, in its order, and the call does not wait for `stream`. A copy
+///    larger than the ring (`depth` blocks of `chunk_bytes`; by default 32 MiB)
+///    first waits for `stream`'s earlier work (not holding the engine, so
+///    other threads' copies go on), and is then complete on return.
 ///  - copy_to_host_async: the destination is written by host functions queued
 ///    on `stream` (cuLaunchHostFunc) after each DMA: it is complete, and may be
 ///    read, only once `stream` has passed this call (synchronize it, or wait for
 ///    an event recorded after it). It must stay alive until then.
 ///
-/// On failure every form has waited for the DMAs it queued before it throws
-/// (the stream-ordered forms synchronise `stream`): no staging block is
-/// reused while the device may still read or write it, and nothing writes
-/// into the destination after the call returned. The destination's contents
-/// are then unspecified.
+/// On failure no staging block is reused while the device may still read or
+/// write it, and nothing writes into the destination after the call
+/// returned: the forms that are complete on return, and copy_to_host_async,
+/// have waited for the DMAs they queued before they throw (synchronising
+/// `stream`); copy_to_device_async gives its blocks back only once `stream`
+/// has passed its DMAs. The destination's contents are then unspecified.
+///
+/// No form holds the engine while it waits for a stream of the caller's:
+/// a stream that waits for another thread's copy on the same engine does
+/// not deadlock.
 class DRVSHIM_API StagingEngine {
  public:
   /// Throws InvalidArgumentError for chunk_bytes under 64 KiB (but not 0), a
