@@ -3,6 +3,9 @@
 //             memory (the ceiling), H2D and D2H, 1 MiB .. 1 GiB, interleaved
 //             rounds, medians; each staged size checked both ways first.
 //   sweep   : chunk size x host threads at 256 MiB (how the defaults were chosen)
+//   crew    : the default crew against smaller ones at 256 MiB and 1 GiB,
+//             each pageable copy timed until landed; median, fastest and
+//             slowest of interleaved rounds (the spread between runs)
 //   order   : a staged (or pinned) copy right after each kind of copy: what
 //             the copy before it costs it
 //   pool    : PinnedPool acquire+release (a reused block) vs a fresh
@@ -52,13 +55,15 @@ void fill_pattern(std::byte* p, std::size_t n, unsigned seed) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s OUTPUT.md [diag] [sweep] [copies] [order] [pool]   (default: all but diag)\n",
-                 argv[0]);
+    std::fprintf(
+        stderr,
+        "usage: %s OUTPUT.md [diag] [sweep] [crew] [copies] [order] [pool]   (default: all but diag and crew)\n",
+        argv[0]);
     return 2;
   }
   const std::vector<std::string> sections(argv + 2, argv + argc);
   auto wanted = [&](const std::string& name) {
-    if (sections.empty()) return name != "diag";
+    if (sections.empty()) return name != "diag" && name != "crew";
     return std::find(sections.begin(), sections.end(), name) != sections.end();
   };
   try {
@@ -320,6 +325,62 @@ int main(int argc, char** argv) {
                            depth == 0 ? std::string("auto") : std::to_string(depth), e.options().threads,
                            nb / median(h2d) / 1e9, nb / median(d2h) / 1e9, nb / median(h2d_cold) / 1e9,
                            nb / median(d2h_cold) / 1e9);
+      }
+      out += "\n";
+    }
+    // ---- crew: does the default thread count ever lose to a smaller one? ----
+    if (wanted("crew")) {
+      StagingEngine automatic(pool);
+      const unsigned auto_threads = automatic.options().threads;
+      out += fmt::format(
+          "### Crew size at 256 MiB and 1 GiB, GB/s: median [slowest, fastest] of interleaved rounds (default crew: {} "
+          "threads of {} CPUs)\n\n"
+          "| size | threads | H2D | D2H |\n|---:|---:|---|---|\n",
+          auto_threads, std::thread::hardware_concurrency());
+      std::vector<unsigned> counts{0};
+      for (unsigned t : {4u, 6u, 8u, 9u, 10u, 12u}) {
+        if (t < auto_threads) counts.push_back(t);
+      }
+      std::vector<StagingEngine> engines;
+      for (const unsigned t : counts) {
+        StagingOptions o;
+        o.threads = t;
+        engines.emplace_back(pool, o);
+      }
+      for (const std::size_t n : {std::size_t{256} << 20, kMax}) {
+        const auto dspan = dev.as<std::byte>().subspan(0, n);
+        const DeviceSpan<const std::byte> cdspan(dspan);
+        for (auto& e : engines) check_staged(e, n);
+        const int rounds = 7;
+        std::vector<std::vector<double>> h2d(engines.size()), d2h(engines.size());
+        for (int r = 0; r < rounds + 1; ++r) {
+          for (std::size_t i = 0; i < engines.size(); ++i) {
+            // Each round in another order, so that no crew always follows the same one.
+            const std::size_t k = (i + static_cast<std::size_t>(r)) % engines.size();
+            // The other engines' helpers asleep (past their spin), this one's awake: one crew on the CPUs.
+            std::this_thread::sleep_for(std::chrono::milliseconds(8));
+            engines[k].copy_to_device(dev.as<std::byte>().subspan(0, std::size_t{16} << 20),
+                                      std::span(pageable).first(std::size_t{16} << 20));
+            const double a = timed([&] {
+              engines[k].copy_to_device(dspan, std::span(pageable).first(n));
+              ctx.synchronize();
+            });
+            const double b = timed([&] { engines[k].copy_to_host(std::span(back).first(n), cdspan); });
+            if (r == 0) continue;  // warm-up round
+            h2d[k].push_back(a);
+            d2h[k].push_back(b);
+          }
+        }
+        const double nb = static_cast<double>(n);
+        auto cell = [&](std::vector<double> v) {
+          std::sort(v.begin(), v.end());
+          return fmt::format("{:.1f} [{:.1f}, {:.1f}]", nb / median(v) / 1e9, nb / v.back() / 1e9,
+                             nb / v.front() / 1e9);
+        };
+        for (std::size_t i = 0; i < engines.size(); ++i) {
+          out += fmt::format("| {} MiB | {}{} | {} | {} |\n", n >> 20, engines[i].options().threads,
+                             counts[i] == 0 ? " (default)" : "", cell(h2d[i]), cell(d2h[i]));
+        }
       }
       out += "\n";
     }
