@@ -32,7 +32,7 @@ class CopyCrew {
   CopyCrew(unsigned helpers, std::chrono::microseconds spin) : spin_(spin) {
     try {
       threads_.reserve(helpers);
-      for (unsigned i = 0; i < helpers; ++i) threads_.push_back(start_thread("StagingEngine", [this] { run(); }));
+      for (unsigned i = 0; i < helpers; ++i) threads_.push_back(start_thread("StagingEngine", [this, i] { run(i); }));
     } catch (...) {
       stop();
       throw;
@@ -84,7 +84,8 @@ class CopyCrew {
     bell_.notify_all();
   }
 
-  void run() {
+  // `index`: this helper's place in the crew; a job names how many may join.
+  void run(std::size_t index) {
     std::uint64_t seen = generation_.load();
     for (;;) {
       const auto start = std::chrono::steady_clock::now();
@@ -110,7 +111,7 @@ class CopyCrew {
       // Joining is announced before the job is read, so retire() (which
       // clears the job, then waits for the count) never misses a joiner.
       active_.fetch_add(1);
-      if (StagingJob* job = job_.load()) {
+      if (StagingJob* job = job_.load(); job != nullptr && index < job->helpers) {
         while (job->take_piece()) {
         }
       }

@@ -47,10 +47,14 @@ class StagedCopy {
     j.to_device = to_device;
     j.host = host;
     j.bytes = bytes;
-    j.kernel = kernel_for(to_device, bytes, static_cast<unsigned>(c.crew.size()) + 1);
+    StagingOptions asked;
+    asked.threads = c.automatic_threads ? 0 : c.options.threads;
+    const unsigned workers = threads_for_copy(asked, static_cast<unsigned>(c.crew.size()) + 1, bytes);
+    j.helpers = workers - 1;
+    j.kernel = kernel_for(to_device, bytes, workers);
     j.block_bytes = plan_.block_bytes;
     j.ring_bytes = plan_.blocks * plan_.block_bytes;
-    j.plan_pieces(c.crew.size() + 1);
+    j.plan_pieces(workers);
     while (c.events.size() < StagingCore::kMaxInFlight)
       c.events.push_back(Event::create(c.pool.context(), EventFlags::disable_timing));
     blocks_.reserve(plan_.blocks);

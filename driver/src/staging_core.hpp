@@ -28,6 +28,7 @@ struct StagingCore {
   static constexpr std::size_t kMaxInFlight = 8;
 
   PinnedPool pool;
+  const bool automatic_threads;  // StagingOptions::threads was 0
   StagingOptions options;
   const bool stage_to_device;
   const bool stage_to_host;
@@ -42,6 +43,7 @@ struct StagingCore {
 
   StagingCore(const PinnedPool& p, const StagingOptions& o)
       : pool(p),
+        automatic_threads(o.threads == 0),
         options(resolved(o)),
         stage_to_device(stages_to_device(o, options)),
         stage_to_host(stages_to_host(options)),

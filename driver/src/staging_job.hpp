@@ -48,6 +48,8 @@ struct StagingJob {
   std::atomic<std::size_t> next_piece{0};
   std::atomic<std::size_t> open_until{0};
   std::atomic<bool> abort{false};
+  // How many of the crew's helpers may join (the others leave it alone).
+  std::size_t helpers = 0;
 
   // Pieces of 64 KiB, one per thread, then kPieceMax; shrinking again to
   // 64 KiB over the last few. A piece is copied by one thread at 5-9 GB/s

@@ -68,3 +68,16 @@ TEST(StagingChoice, ThreeAutomaticThreadsSendCopiesToTheDeviceBelowFourMiBStraig
 }
 
 }  // namespace
+
+// Copies of 128 MiB and more are bus-bound: an automatic crew sends at most
+// nine threads at them (H100 bench_staging crew, 2026-12-06: at 256 MiB 8-9
+// threads beat 12 both ways); smaller copies, and an explicit count, keep the crew.
+TEST(StagingChoice, LargeCopiesUseAtMostNineThreadsOfAnAutomaticCrew) {
+  using drvshim::detail::threads_for_copy;
+  EXPECT_EQ(threads_for_copy(automatic(), 12, 128 * MiB), 9u);
+  EXPECT_EQ(threads_for_copy(automatic(), 12, 1024 * MiB), 9u);
+  EXPECT_EQ(threads_for_copy(automatic(), 12, 128 * MiB - 1), 12u);
+  EXPECT_EQ(threads_for_copy(automatic(), 12, 16 * MiB), 12u);
+  EXPECT_EQ(threads_for_copy(automatic(), 6, 1024 * MiB), 6u) << "never more than the crew";
+  EXPECT_EQ(threads_for_copy(with_threads(12), 12, 1024 * MiB), 12u) << "an explicit count is the caller's";
+}
