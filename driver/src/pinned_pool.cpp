@@ -196,6 +196,8 @@ PinnedBlock PinnedPool::acquire_slowly(std::size_t bytes, std::size_t cls) const
 
 std::size_t PinnedPool::trim(std::size_t keep_bytes) const { return core_->trim(keep_bytes); }
 
+const PinnedPoolOptions& PinnedPool::options() const noexcept { return core_->options; }
+
 PinnedPoolStats PinnedPool::stats() const {
   core_->refuse_if_forked("PinnedPool::stats");
   std::lock_guard<detail::SpinLock> lock(core_->mutex);

@@ -245,7 +245,10 @@ struct PoolCore {
       last = orphaned && counts.blocks_in_use == 0;
       auto& list = free[class_index(bytes)];
       const bool room = list.size() < list.capacity();  // pushing never allocates (or throws)
-      if (!last && room && (!may_call_driver || bytes_cached() <= options.max_cached_bytes)) {
+      // A block with an event may still be in use by its stream: cached over
+      // the cap (freeing it would make the driver wait for the device, maybe
+      // under a caller's lock); trim() frees it once its stream has passed it.
+      if (!last && room && (!may_call_driver || entry->event || bytes_cached() <= options.max_cached_bytes)) {
         list.push_back(entry.release());
         return;
       }

@@ -35,8 +35,9 @@ namespace {
 class StagedCopy {
  public:
   StagedCopy(StagingCore& c, bool to_device, std::byte* host, std::size_t bytes, const StreamRef& stream,
-             bool in_flight = false)
+             std::vector<PinnedBlock>& spent, bool in_flight = false)
       : c_(c),
+        spent_(spent),
         in_flight_(in_flight),
         stream_(stream),
         scope_(*detail::Access::core(c.pool.context().device()), c.pool.context().address(),
@@ -58,6 +59,7 @@ class StagedCopy {
     while (c.events.size() < StagingCore::kMaxInFlight)
       c.events.push_back(Event::create(c.pool.context(), EventFlags::disable_timing));
     blocks_.reserve(plan_.blocks);
+    spent_.reserve(spent_.size() + plan_.blocks);
     for (std::size_t i = 0; i < plan_.blocks; ++i) {
       blocks_.push_back(c.pool.acquire(plan_.block_bytes));
       j.blocks.push_back(blocks_.back().data());
@@ -90,8 +92,14 @@ class StagedCopy {
         // The error being thrown is the first one; a second report of it is dropped.
       }
     }
-    std::lock_guard<std::mutex> lock(c_.stats_mutex);
-    c_.stats.chunks += issued_;
+    {
+      std::lock_guard<std::mutex> lock(c_.stats_mutex);
+      c_.stats.chunks += issued_;
+    }
+    // Handed to the caller, who gives them back after the engine's lock:
+    // over the pool's cap a block is freed, and freeing pinned memory makes
+    // the driver wait for the device (every stream, a caller's too).
+    for (auto& b : blocks_) spent_.push_back(std::move(b));  // reserved: never allocates
   }
 
   // A synchronous copy is ordered as the driver's synchronous copies are:
@@ -219,6 +227,7 @@ class StagedCopy {
   }
 
   StagingCore& c_;
+  std::vector<PinnedBlock>& spent_;
   // The ring holds the whole copy and no DMA is waited for (DeviceCopyEnd::in_flight).
   const bool in_flight_;
   StreamRef stream_;
@@ -245,15 +254,16 @@ bool fits_ring(const StagingCore& c, std::size_t bytes) noexcept {
 }
 
 void stage_to_device(StagingCore& c, const DeviceSpan<std::byte>& dst, std::span<const std::byte> src,
-                     const StreamRef& stream, DeviceCopyEnd end) {
+                     const StreamRef& stream, DeviceCopyEnd end, std::vector<PinnedBlock>& spent) {
   // The job writes through `host` only when copying to the host.
-  StagedCopy copy(c, true, const_cast<std::byte*>(src.data()), src.size(), stream, end == DeviceCopyEnd::in_flight);
+  StagedCopy copy(c, true, const_cast<std::byte*>(src.data()), src.size(), stream, spent,
+                  end == DeviceCopyEnd::in_flight);
   copy.to_device(dst, end);
 }
 
 void stage_to_host(StagingCore& c, std::span<std::byte> dst, const DeviceSpan<const std::byte>& src,
-                   const StreamRef& stream) {
-  StagedCopy copy(c, false, dst.data(), dst.size(), stream);
+                   const StreamRef& stream, std::vector<PinnedBlock>& spent) {
+  StagedCopy copy(c, false, dst.data(), dst.size(), stream, spent);
   copy.to_host(src);
 }
 

@@ -58,26 +58,32 @@ struct StagingCore {
   // is not there) and inside a host function, the engine is refused.
   void ensure_usable(const char* api) const { detail::Access::core(pool.context().device())->ensure_usable(api); }
 
-  // Whether this copy goes straight to the driver, and counts it. A
-  // stream-ordered copy to the device (`reads_at_return`) must have read its
-  // source on return: the driver's own path does that for pageable memory
-  // only (it reads page-locked memory when the DMA runs), so page-locked
-  // memory of any size is staged there.
-  bool direct(const void* host, std::size_t bytes, bool to_device, bool reads_at_return = false) {
-    const auto& core = *detail::Access::core(pool.context().device());
-    if (reads_at_return && host_is_page_locked(core, host)) {
-      std::lock_guard<std::mutex> lock(stats_mutex);
-      ++stats.staged_copies;
-      stats.bytes_staged += bytes;
-      return false;
-    }
+  // Whether this copy goes straight to the driver, and counts it.
+  bool direct(const void* host, std::size_t bytes, bool to_device) {
     bool go_direct = !(to_device ? stage_to_device : stage_to_host) ||
                      bytes < (to_device ? direct_below_to_device : options.direct_below);
-    if (!go_direct && !reads_at_return) go_direct = host_is_page_locked(core, host);
-    std::lock_guard<std::mutex> lock(stats_mutex);
-    ++(go_direct ? stats.direct_copies : stats.staged_copies);
-    if (!go_direct) stats.bytes_staged += bytes;
+    if (!go_direct) go_direct = host_is_page_locked(*detail::Access::core(pool.context().device()), host);
+    count(go_direct, bytes);
     return go_direct;
+  }
+
+  // How a stream-ordered copy to the device goes. It must have read its
+  // source on return: the driver's own path does that for pageable memory
+  // only (it reads page-locked memory when the DMA runs), so page-locked
+  // memory is staged at any size, a small copy through one block of its size.
+  enum class AsyncToDevice { driver, one_block, ring };
+  AsyncToDevice route_async_to_device(const void* host, std::size_t bytes) {
+    const bool locked = host_is_page_locked(*detail::Access::core(pool.context().device()), host);
+    const bool small = !stage_to_device || bytes < direct_below_to_device;
+    count(small && !locked, bytes);
+    if (!locked) return small ? AsyncToDevice::driver : AsyncToDevice::ring;
+    return small ? AsyncToDevice::one_block : AsyncToDevice::ring;
+  }
+
+  void count(bool went_direct, std::size_t bytes) {
+    std::lock_guard<std::mutex> lock(stats_mutex);
+    ++(went_direct ? stats.direct_copies : stats.staged_copies);
+    if (!went_direct) stats.bytes_staged += bytes;
   }
 };
 

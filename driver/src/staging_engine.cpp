@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <vector>
 
 #include "log_internal.hpp"
 #include "pool_core.hpp"
@@ -43,6 +44,26 @@ void check_engine_context(const char* api, const StagingCore& c, const ContextRe
       "use one PinnedPool and StagingEngine per context (per device); plain copies (drvshim::copy) work with any "
       "context");
 }
+
+}  // namespace
+
+// Blocks a stream-ordered copy gives back stay cached until their stream has
+// passed them, over the pool's cap if need be. Copies queued faster than the
+// stream runs would grow the pool without end: past its cap, the ready ones
+// are freed, and if that is not enough the stream's earlier work is waited
+// for (the caller holds no lock of the engine here).
+void keep_pool_near_its_cap(StagingCore& c, const StreamRef& stream) {
+  const std::size_t cap = c.pool.options().max_cached_bytes;
+  if (c.pool.stats().bytes_cached <= cap) return;
+  c.pool.trim(cap);
+  if (c.pool.stats().bytes_cached <= cap) return;
+  const Event passed = Event::create(stream.context(), EventFlags::disable_timing);
+  passed.ref().record(stream);
+  passed.ref().synchronize();
+  c.pool.trim(cap);
+}
+
+namespace {
 
 void check_sizes(const char* api, std::size_t dst, std::size_t src) {
   if (dst != src) {
@@ -84,8 +105,9 @@ void StagingEngine::copy_to_device(const DeviceSpan<std::byte>& dst, std::span<c
   c.ensure_usable("StagingEngine::copy_to_device");
   if (src.empty()) return;
   if (c.direct(src.data(), src.size(), true)) return copy(dst, src);
+  std::vector<PinnedBlock> spent;  // given back after the lock (declared before it)
   std::lock_guard<std::mutex> lock(c.copy_mutex);
-  detail::stage_to_device(c, dst, src, c.stream.ref(), detail::DeviceCopyEnd::complete_after_legacy);
+  detail::stage_to_device(c, dst, src, c.stream.ref(), detail::DeviceCopyEnd::complete_after_legacy, spent);
 }
 
 void StagingEngine::copy_to_host(std::span<std::byte> dst, const DeviceSpan<const std::byte>& src) const {
@@ -95,8 +117,9 @@ void StagingEngine::copy_to_host(std::span<std::byte> dst, const DeviceSpan<cons
   c.ensure_usable("StagingEngine::copy_to_host");
   if (dst.empty()) return;
   if (c.direct(dst.data(), dst.size(), false)) return copy(dst, src);
+  std::vector<PinnedBlock> spent;  // given back after the lock (declared before it)
   std::lock_guard<std::mutex> lock(c.copy_mutex);
-  detail::stage_to_host(c, dst, src, c.stream.ref());
+  detail::stage_to_host(c, dst, src, c.stream.ref(), spent);
 }
 
 void StagingEngine::copy_to_device_async(const DeviceSpan<std::byte>& dst, std::span<const std::byte> src,
@@ -106,16 +129,31 @@ void StagingEngine::copy_to_device_async(const DeviceSpan<std::byte>& dst, std::
   auto& c = *core_;
   c.ensure_usable("StagingEngine::copy_to_device_async");
   if (src.empty()) return;
-  if (c.direct(src.data(), src.size(), true, true)) {
-    // The driver's own pageable path reads the source before it returns, as this form promises.
-    return copy_async(stream, dst, src);
-  }
+  using Route = detail::StagingCore::AsyncToDevice;
+  const Route route = c.route_async_to_device(src.data(), src.size());
+  // The driver's own pageable path reads the source before it returns, as this form promises.
+  if (route == Route::driver) return copy_async(stream, dst, src);
   // No wait for `stream` may happen under the engine's lock: the stream may
   // wait for something another thread does after its own copy on this engine.
+  detail::keep_pool_near_its_cap(c, stream);
+  if (route == Route::one_block) {
+    // Small and page-locked: one block of its size, no ring and no lock.
+    PinnedBlock block = c.pool.acquire(src.size());
+    std::memcpy(block.data(), src.data(), src.size());
+    try {
+      copy_async(stream, dst, std::span<const std::byte>(block.data(), src.size()));
+    } catch (...) {
+      block.release();  // nothing was queued: reusable at once
+      throw;
+    }
+    block.release_after(stream);
+    return;
+  }
   if (detail::fits_ring(c, src.size())) {
     // The ring holds the whole copy: its DMAs go on `stream`, never waited for.
+    std::vector<PinnedBlock> spent;  // given back after the lock (declared before it)
     std::lock_guard<std::mutex> lock(c.copy_mutex);
-    return detail::stage_to_device(c, dst, src, stream, detail::DeviceCopyEnd::in_flight);
+    return detail::stage_to_device(c, dst, src, stream, detail::DeviceCopyEnd::in_flight, spent);
   }
   // Larger than the ring: its blocks come back only as its DMAs land, after
   // the stream's earlier work. That work is waited for first, outside the
@@ -125,8 +163,9 @@ void StagingEngine::copy_to_device_async(const DeviceSpan<std::byte>& dst, std::
     passed.ref().record(stream);
     passed.ref().synchronize();
   }
+  std::vector<PinnedBlock> spent;  // given back after the lock (declared before it)
   std::lock_guard<std::mutex> lock(c.copy_mutex);
-  detail::stage_to_device(c, dst, src, c.stream.ref(), detail::DeviceCopyEnd::complete);
+  detail::stage_to_device(c, dst, src, c.stream.ref(), detail::DeviceCopyEnd::complete, spent);
 }
 
 void StagingEngine::copy_to_host_async(std::span<std::byte> dst, const DeviceSpan<const std::byte>& src,

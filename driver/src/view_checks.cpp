@@ -1,5 +1,7 @@
 #include "view_checks.hpp"
 
+#include <pthread.h>
+
 #include <drvshim/error.hpp>
 
 #include <atomic>
@@ -75,7 +77,15 @@ struct StreamSlots {
   std::vector<std::uint32_t> free;  // slots whose stream was destroyed
 };
 StreamSlots& stream_slots() {
-  static auto* slots = new StreamSlots;  // never destroyed: streams may die during exit
+  // Never destroyed: streams may die during exit. Its lock is held across
+  // fork(), so a child that destroys a Stream never finds it held by a
+  // thread that does not exist there.
+  static StreamSlots* slots = [] {
+    auto* s = new StreamSlots;
+    pthread_atfork([] { stream_slots().mutex.lock(); }, [] { stream_slots().mutex.unlock(); },
+                   [] { stream_slots().mutex.unlock(); });
+    return s;
+  }();
   return *slots;
 }
 std::atomic<std::uint64_t> g_unchecked_streams{0};
@@ -93,7 +103,8 @@ std::uint64_t new_stream_id() noexcept {
     // A new chunk; its slots go to the free list, the first one is taken.
     if (s.chunks == kStreamSlotChunks) return kUncheckedStream | g_unchecked_streams.fetch_add(1);
     try {
-      s.free.reserve(s.free.size() + kStreamSlotsPerChunk);
+      // Room for every slot of every chunk: retiring a slot never allocates.
+      s.free.reserve(static_cast<std::size_t>(s.chunks + 1) * kStreamSlotsPerChunk);
       auto* chunk = new std::atomic<std::uint32_t>[kStreamSlotsPerChunk];
       // Generations start at 1, so that no id is 0.
       for (std::uint32_t i = 0; i < kStreamSlotsPerChunk; ++i) chunk[i].store(1, std::memory_order_relaxed);

@@ -213,6 +213,86 @@ TEST_F(CoreSafety, AnAsyncCopyOnABlockedStreamDoesNotStopAnotherThreadsCopy) {
   }
 }
 
+// A block given back after a stream, with the pool over its cap (0): cached,
+// not freed (freeing pinned memory makes the driver wait for the device),
+// until the stream has passed it and trim() frees it.
+TEST_F(CoreSafety, ABlockGivenBackAfterAStreamIsCachedOverTheCapUntilTheStreamPassesIt) {
+  PinnedPoolOptions po;
+  po.max_cached_bytes = 0;
+  PinnedPool pool(ctx(), po);
+  auto stream = Stream::create(ctx());
+  drvshim_fake_stream_hold(native(stream.ref()), 1);
+  const auto frees = drvshim_fake_call_count("cuMemFreeHost");
+  auto block = pool.acquire(1 << 20);
+  block.release_after(stream.ref());
+  EXPECT_EQ(drvshim_fake_call_count("cuMemFreeHost"), frees) << "freed while its stream may still use it";
+  EXPECT_EQ(pool.stats().bytes_cached, std::size_t{1} << 20);
+  EXPECT_EQ(pool.trim(0), 0u) << "not ready: trim never waits";
+  drvshim_fake_stream_hold(native(stream.ref()), 0);
+  stream.ref().synchronize();
+  EXPECT_EQ(pool.trim(0), std::size_t{1} << 20);
+  EXPECT_EQ(drvshim_fake_call_count("cuMemFreeHost"), frees + 1);
+}
+
+// The same through the engine: an async copy on a held stream with a pool
+// capped at 0 frees nothing during the call, so the stream's work (here a
+// host function) does not run inside it.
+TEST_F(CoreSafety, AnAsyncCopyWithAPoolOverItsCapDoesNotWaitForTheStream) {
+  PinnedPoolOptions po;
+  po.max_cached_bytes = 0;
+  PinnedPool pool(ctx(), po);
+  StagingEngine engine(pool, small());
+  auto stream = Stream::create(ctx());
+  std::atomic<bool> a_returned{false}, ran_inside_a{false};
+  drvshim_fake_stream_hold(native(stream.ref()), 1);
+  stream.ref().launch_host_func([&] { ran_inside_a = !a_returned.load(); });
+  const auto a_src = pattern(std::size_t{2} << 20, 1);
+  auto a_dev = DeviceBuffer::allocate(ctx(), a_src.size());
+  engine.copy_to_device_async(bytes_of(a_dev), std::span<const std::byte>(a_src), stream.ref());
+  a_returned = true;
+  drvshim_fake_stream_hold(native(stream.ref()), 0);
+  stream.ref().synchronize();
+  EXPECT_FALSE(ran_inside_a.load()) << "the stream's work ran inside copy_to_device_async (a pinned free waited)";
+  EXPECT_TRUE(read_back(a_dev) == a_src);
+}
+
+// Small async copies from pinned memory on a stream that does not move: each
+// takes one block of its own size (not a 1 MiB ring block), and past the
+// pool's cap the call waits for the stream's earlier work instead of pinning
+// more (it holds no lock of the engine then).
+TEST_F(CoreSafety, SmallPinnedAsyncCopiesTakeSmallBlocksAndStayNearThePoolsCap) {
+  PinnedPoolOptions po;
+  po.max_cached_bytes = std::size_t{8} << 20;
+  PinnedPool pool(ctx(), po);
+  StagingOptions o = small();
+  StagingEngine engine(pool, o);
+  auto stream = Stream::create(ctx());
+  auto src = PinnedBuffer::allocate(ctx(), 4096);
+  auto dev = DeviceBuffer::allocate(ctx(), 4096);
+  std::memcpy(src.data(), pattern(4096, 5).data(), 4096);
+  drvshim_fake_stream_hold(native(stream.ref()), 1);
+  for (int i = 0; i < 100; ++i) {
+    engine.copy_to_device_async(bytes_of(dev), std::span<const std::byte>(src.as<std::byte>()), stream.ref());
+  }
+  const PinnedPoolStats held = pool.stats();
+  EXPECT_EQ(held.bytes_cached, std::size_t{100} * (64 << 10)) << "one 64 KiB block (the smallest class) per copy";
+  // Past the cap (128 blocks), a copy waits for the stream's earlier work (the
+  // fake runs a held stream's work when it is waited for) and trims, instead
+  // of pinning more.
+  const auto waits = drvshim_fake_call_count("cuEventSynchronize");
+  std::size_t most = 0;
+  for (int i = 0; i < 200; ++i) {
+    engine.copy_to_device_async(bytes_of(dev), std::span<const std::byte>(src.as<std::byte>()), stream.ref());
+    most = std::max(most, pool.stats().bytes_cached);
+  }
+  EXPECT_GT(drvshim_fake_call_count("cuEventSynchronize"), waits);
+  EXPECT_LE(most, po.max_cached_bytes + (std::size_t{64} << 10));
+  drvshim_fake_stream_hold(native(stream.ref()), 0);
+  stream.ref().synchronize();
+  EXPECT_TRUE(read_back(dev) == pattern(4096, 5));
+  EXPECT_EQ(engine.stats().direct_copies, 0u);
+}
+
 // ---- any chunk size the options accept -----------------------------------------------------------
 
 TEST_F(CoreSafety, StagedCopiesWorkForChunksThatAreNotPowersOfTwo) {
@@ -429,6 +509,55 @@ TEST_F(CoreSafety, ABackgroundTaskWaitingForItsOwnOrALaterStepIsRefused) {
                                       "earlier step: returned", "driver: returned", "wait_for: false, at once"}));
 }
 
+// A parent thread makes and destroys streams while the parent forks; each
+// child destroys a Stream of its own (an engine's, say): the slot table's lock
+// is never inherited held.
+TEST_F(CoreSafety, AForkedChildDestroysAStreamWhileAParentThreadMakesStreams) {
+  std::optional<Stream> mine(Stream::create(ctx()));
+  std::atomic<bool> stop{false};
+  ForkQuiescer quiet;  // under TSan only: see in_child.hpp
+  std::thread busy([&] {
+    while (!stop.load()) {
+      quiet.checkpoint();
+      auto s = Stream::create(ctx());
+    }
+  });
+  int bad = 0;
+  for (int i = 0; i < 60; ++i) {
+    quiet.stop(1);
+    bad += in_child([&] {
+             mine.reset();
+             return 0;
+           }) != 0
+               ? 1
+               : 0;
+    quiet.go();
+  }
+  stop = true;
+  busy.join();
+  EXPECT_EQ(bad, 0) << "children hung destroying a stream";
+}
+
+// A copy of 128 MiB with an automatic crew of 12 (16 CPUs forced): nine take
+// part, the other helpers leave the job alone, and the data is right both ways.
+TEST_F(CoreSafety, ALargeCopyWithAFullAutomaticCrewIsRight) {
+  hooks::g_usable_cpus.store(16);
+  PinnedPool pool(ctx());
+  StagingOptions o;
+  o.spin = std::chrono::microseconds(0);
+  StagingEngine engine(pool, o);
+  hooks::g_usable_cpus.store(0);
+  ASSERT_EQ(engine.options().threads, 12u);
+  const std::size_t n = std::size_t{128} << 20;
+  const auto src = pattern(n, 21);
+  auto dev = DeviceBuffer::allocate(ctx(), n);
+  engine.copy_to_device(bytes_of(dev), std::span<const std::byte>(src));
+  std::vector<std::byte> back(n);
+  engine.copy_to_host(std::span<std::byte>(back), DeviceSpan<const std::byte>(bytes_of(dev)));
+  EXPECT_TRUE(back == src);
+  EXPECT_EQ(engine.stats().staged_copies, 2u);
+}
+
 // ---- BackgroundInit::start failing after its thread could have started ------------------------------
 
 TEST_F(CoreSafety, ABackgroundStartThatFailsRunsNoStepAndLeavesNoThread) {
@@ -443,6 +572,21 @@ TEST_F(CoreSafety, ABackgroundStartThatFailsRunsNoStepAndLeavesNoThread) {
   std::this_thread::sleep_for(50ms);
   EXPECT_EQ(ran.load(), 0) << "a step ran on a thread whose start had failed";
   auto bg = BackgroundInit::start(o);  // a later start works
+  bg.wait();
+  EXPECT_EQ(ran.load(), 1);
+}
+
+// The helper thread cannot be started: a SystemError, and the state (listed
+// already) is unlisted again; an exit handler finding it would not wait.
+TEST_F(CoreSafety, ABackgroundStartWhoseThreadCannotStartThrowsAndLeavesNothingListed) {
+  hooks::set([](hooks::Point p) { return p != hooks::Point::thread_start; });
+  std::atomic<int> ran{0};
+  auto o = fake_background();
+  o.tasks.push_back({"count", [&] { ran.fetch_add(1); }});
+  for (int i = 0; i < 5; ++i) EXPECT_THROW((void)BackgroundInit::start(o), SystemError);
+  hooks::set(nullptr);
+  EXPECT_EQ(ran.load(), 0);
+  auto bg = BackgroundInit::start(o);
   bg.wait();
   EXPECT_EQ(ran.load(), 1);
 }

@@ -26,7 +26,10 @@ struct PoolEntry;
 /// How a PinnedPool behaves.
 struct PinnedPoolOptions {
   /// Free blocks kept beyond this many bytes are freed (cuMemFreeHost) when
-  /// they come back, instead of being cached.
+  /// they come back, instead of being cached. Not a block given back with
+  /// PinnedBlock::release_after: its stream may still use it, and freeing
+  /// pinned memory makes the driver wait for the device, so it is cached
+  /// over the cap and freed by trim() once its stream has passed it.
   std::size_t max_cached_bytes = std::size_t{1} << 30;
   /// The smallest size class; requests are rounded up to a power of two at least this big.
   std::size_t min_block_bytes = std::size_t{64} << 10;
@@ -118,6 +121,8 @@ class DRVSHIM_API PinnedPool {
   /// stay cached. Returns the bytes freed. Never waits for a stream.
   std::size_t trim(std::size_t keep_bytes = 0) const;
   PinnedPoolStats stats() const;
+  /// The options the pool was made with.
+  const PinnedPoolOptions& options() const noexcept;
   const ContextRef& context() const noexcept;
   /// The size class a request of `bytes` gets.
   std::size_t size_class(std::size_t bytes) const noexcept;

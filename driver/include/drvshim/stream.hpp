@@ -74,9 +74,9 @@ enum class MemoryAttach : unsigned {
 DRVSHIM_API StreamPriorityRange stream_priority_range(const ContextRef& context);
 
 /// A non-owning view of a stream: cheap to copy, valid while its owner lives.
-/// Debug builds of libdrvshim (view_checks_enabled()) refuse, before the
-/// driver, a view whose Stream was destroyed (InvalidArgumentError); in
-/// release builds such use is undefined.
+/// Every operation on a view whose Stream was destroyed throws
+/// InvalidArgumentError before the driver is called (in every build: the
+/// destroyed stream's handle may already name a new one).
 class DRVSHIM_API StreamRef {
  public:
   /// The legacy default stream (CU_STREAM_LEGACY) of `context`: synchronises
