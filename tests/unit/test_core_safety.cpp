@@ -176,38 +176,46 @@ TEST_F(CoreSafety, AnAsyncCopyFromRegisteredMemoryMayFreeItsSourceOnReturn) {
 
 // ---- no engine-wide lock across a wait for the caller's stream ------------------------------------
 
-// Thread A queues a copy on a stream that cannot move until thread B's copy
-// on the same engine is done; B's copy must not wait for A's stream. Both
-// sizes: one that fits the ring (A returns at once) and one that does not
-// (A waits for its stream, not holding the engine).
+// Thread A queues a copy on a stream whose host function waits for thread
+// B's copy on the same engine; B's copy must not wait for A's stream. Both
+// sizes: one that fits the ring (A returns without waiting for the stream)
+// and one that does not (A waits for the stream's earlier work, holding
+// nothing; the fake runs a held stream's work in the thread that waits).
 TEST_F(CoreSafety, AnAsyncCopyOnABlockedStreamDoesNotStopAnotherThreadsCopy) {
   PinnedPool pool(ctx());
   StagingEngine engine(pool, small());
   auto stream = Stream::create(ctx());
   for (const std::size_t a_bytes : {std::size_t{2} << 20, std::size_t{8} << 20}) {
     SCOPED_TRACE(a_bytes);
+    std::atomic<bool> started{false}, b_done{false}, gave_up{false};
+    drvshim_fake_stream_hold(native(stream.ref()), 1);
+    stream.ref().launch_host_func([&] {
+      started = true;
+      const auto deadline = std::chrono::steady_clock::now() + 5s;
+      while (!b_done.load() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(200us);
+      gave_up = !b_done.load();
+    });
     const auto a_src = pattern(a_bytes, 1);
     auto a_dev = DeviceBuffer::allocate(ctx(), a_bytes);
-    drvshim_fake_stream_hold(native(stream.ref()), 1);
     auto a = std::async(std::launch::async, [&] {
       engine.copy_to_device_async(bytes_of(a_dev), std::span<const std::byte>(a_src), stream.ref());
     });
-    if (a_bytes > (std::size_t{3} << 20)) {
-      // A waits for its stream's earlier work (none here: the held stream's record).
-      std::this_thread::sleep_for(20ms);
-    } else {
-      ASSERT_EQ(a.wait_for(10s), std::future_status::ready) << "a copy that fits the ring waited for its stream";
-    }
     const auto b_src = pattern(std::size_t{2} << 20, 2);
     auto b_dev = DeviceBuffer::allocate(ctx(), b_src.size());
-    auto b = std::async(std::launch::async,
-                        [&] { engine.copy_to_device(bytes_of(b_dev), std::span<const std::byte>(b_src)); });
-    const bool b_done = b.wait_for(10s) == std::future_status::ready;
-    drvshim_fake_stream_hold(native(stream.ref()), 0);  // let everything finish either way
+    auto b = std::async(std::launch::async, [&] {
+      while (!started.load()) std::this_thread::sleep_for(100us);
+      engine.copy_to_device(bytes_of(b_dev), std::span<const std::byte>(b_src));
+      b_done = true;
+    });
+    if (a_bytes <= (std::size_t{3} << 20)) {
+      EXPECT_EQ(a.wait_for(10s), std::future_status::ready) << "a copy that fits the ring waited for its stream";
+      drvshim_fake_stream_hold(native(stream.ref()), 0);  // the host function runs now, waiting for B
+    }
     b.get();
     a.get();
-    EXPECT_TRUE(b_done) << "a synchronous copy waited for another thread's blocked stream";
+    drvshim_fake_stream_hold(native(stream.ref()), 0);
     stream.ref().synchronize();
+    EXPECT_FALSE(gave_up.load()) << "B's synchronous copy waited for A's blocked stream";
     EXPECT_TRUE(read_back(a_dev) == a_src);
     EXPECT_TRUE(read_back(b_dev) == b_src);
   }
