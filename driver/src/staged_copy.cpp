@@ -60,9 +60,16 @@ class StagedCopy {
       c.events.push_back(Event::create(c.pool.context(), EventFlags::disable_timing));
     blocks_.reserve(plan_.blocks);
     spent_.reserve(spent_.size() + plan_.blocks);
-    for (std::size_t i = 0; i < plan_.blocks; ++i) {
-      blocks_.push_back(c.pool.acquire(plan_.block_bytes));
-      j.blocks.push_back(blocks_.back().data());
+    j.blocks.reserve(plan_.blocks);
+    try {
+      for (std::size_t i = 0; i < plan_.blocks; ++i) {
+        blocks_.push_back(c.pool.acquire(plan_.block_bytes));
+        j.blocks.push_back(blocks_.back().data());
+      }
+    } catch (...) {
+      // The blocks already taken go back after the engine's lock, like a finished copy's.
+      for (auto& b : blocks_) spent_.push_back(std::move(b));
+      throw;
     }
   }
   StagedCopy(const StagedCopy&) = delete;

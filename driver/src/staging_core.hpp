@@ -74,10 +74,14 @@ struct StagingCore {
   enum class AsyncToDevice { driver, one_block, ring };
   AsyncToDevice route_async_to_device(const void* host, std::size_t bytes) {
     const bool locked = host_is_page_locked(*detail::Access::core(pool.context().device()), host);
-    const bool small = !stage_to_device || bytes < direct_below_to_device;
-    count(small && !locked, bytes);
-    if (!locked) return small ? AsyncToDevice::driver : AsyncToDevice::ring;
-    return small ? AsyncToDevice::one_block : AsyncToDevice::ring;
+    const bool small = bytes < direct_below_to_device;
+    // Pageable memory goes to the driver when small or when this direction is not staged at all.
+    const bool to_driver = !locked && (small || !stage_to_device);
+    count(to_driver, bytes);
+    if (to_driver) return AsyncToDevice::driver;
+    // Page-locked memory is staged at any size, also where the crew is too small to stage pageable
+    // copies (the caller then copies alone): one block when small, else the ring.
+    return small && locked ? AsyncToDevice::one_block : AsyncToDevice::ring;
   }
 
   void count(bool went_direct, std::size_t bytes) {

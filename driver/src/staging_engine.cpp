@@ -146,7 +146,22 @@ void StagingEngine::copy_to_device_async(const DeviceSpan<std::byte>& dst, std::
       block.release();  // nothing was queued: reusable at once
       throw;
     }
-    block.release_after(stream);
+    try {
+      block.release_after(stream);
+    } catch (...) {
+      // No event to give it back with (out of memory, a failed record): the
+      // stream is waited for, so its copy has read the block before it goes
+      // back. The wait's own error is dropped: the first one is on its way.
+      try {
+        stream.synchronize();
+      } catch (...) {
+      }
+      throw;
+    }
+    {
+      std::lock_guard<std::mutex> lock(c.stats_mutex);
+      ++c.stats.chunks;
+    }
     return;
   }
   if (detail::fits_ring(c, src.size())) {

@@ -174,6 +174,29 @@ TEST_F(CoreSafety, AnAsyncCopyFromRegisteredMemoryMayFreeItsSourceOnReturn) {
   EXPECT_EQ(engine.stats().direct_copies, 0u) << "page-locked memory is staged in the stream-ordered form";
 }
 
+// With two CPUs an automatic crew stages nothing to the device, but a large
+// page-locked source is still staged through the ring (32 MiB at most), not
+// through one block as large as the copy.
+TEST_F(CoreSafety, ALargePinnedAsyncCopyWithATooSmallCrewStillUsesTheRing) {
+  hooks::g_usable_cpus.store(2);
+  PinnedPool pool(ctx());
+  StagingEngine engine(pool);
+  hooks::g_usable_cpus.store(0);
+  const std::size_t n = std::size_t{64} << 20;
+  auto src = PinnedBuffer::allocate(ctx(), n);
+  const auto expected = pattern(n, 13);
+  std::memcpy(src.data(), expected.data(), n);
+  auto dev = DeviceBuffer::allocate(ctx(), n);
+  auto stream = Stream::create(ctx());
+  engine.copy_to_device_async(bytes_of(dev), std::span<const std::byte>(src.as<std::byte>()), stream.ref());
+  std::memset(src.data(), 0xee, n);
+  stream.ref().synchronize();
+  EXPECT_TRUE(read_back(dev) == expected);
+  const PinnedPoolStats st = pool.stats();
+  EXPECT_LE(st.bytes_cached + st.bytes_in_use, std::size_t{32} << 20) << "one block as large as the copy";
+  EXPECT_EQ(engine.stats().staged_copies, 1u);
+}
+
 // ---- no engine-wide lock across a wait for the caller's stream ------------------------------------
 
 // Thread A queues a copy on a stream whose host function waits for thread

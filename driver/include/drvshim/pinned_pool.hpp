@@ -29,7 +29,9 @@ struct PinnedPoolOptions {
   /// they come back, instead of being cached. Not a block given back with
   /// PinnedBlock::release_after: its stream may still use it, and freeing
   /// pinned memory makes the driver wait for the device, so it is cached
-  /// over the cap and freed by trim() once its stream has passed it.
+  /// over the cap and freed by trim() once its stream has passed it (a
+  /// StagingEngine trims before each stream-ordered copy to the device once
+  /// its pool is past the cap; nothing else trims on its own).
   std::size_t max_cached_bytes = std::size_t{1} << 30;
   /// The smallest size class; requests are rounded up to a power of two at least this big.
   std::size_t min_block_bytes = std::size_t{64} << 10;

@@ -85,10 +85,13 @@ struct StagingStats {
 ///  - copy_to_device_async: on return the source has been read completely
 ///    (copied into staging; page-locked memory too, of any size, since the
 ///    driver would read it only when the DMA runs); the DMAs follow on
-///    `stream`, in its order, and the call does not wait for `stream`. A copy
-///    larger than the ring (`depth` blocks of `chunk_bytes`; by default 32 MiB)
-///    first waits for `stream`'s earlier work (not holding the engine, so
-///    other threads' copies go on), and is then complete on return.
+///    `stream`, in its order, and the call does not wait for `stream` while
+///    the pool holds no more than its cap (PinnedPoolOptions::max_cached_bytes)
+///    of returned blocks: past it, it frees the ready ones and, if that is not
+///    enough, waits for `stream`'s earlier work first. A copy larger than the
+///    ring (`depth` blocks of `chunk_bytes`; by default 32 MiB) also waits for
+///    `stream`'s earlier work, and is then complete on return. These waits
+///    hold nothing of the engine, so other threads' copies go on.
 ///  - copy_to_host_async: the destination is written by host functions queued
 ///    on `stream` (cuLaunchHostFunc) after each DMA: it is complete, and may be
 ///    read, only once `stream` has passed this call (synchronize it, or wait for
