@@ -3,8 +3,6 @@
 #include <drvshim/copy.hpp>
 #include <drvshim/peer.hpp>
 
-#include <pthread.h>
-
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -13,6 +11,7 @@
 #include "access.hpp"
 #include "context_scope.hpp"
 #include "core.hpp"
+#include "fork_guarded.hpp"
 #include "log_internal.hpp"
 #include "test_hooks.hpp"
 #include "trace_internal.hpp"
@@ -105,18 +104,8 @@ struct PeerRegistry {
   std::uint64_t next_generation = 1;
 };
 
-PeerRegistry& registry() {
-  // Never destroyed: owners may be destroyed during exit. The lock is held
-  // across fork(), so a child (which may load a Driver of its own) never
-  // inherits it locked by a thread that does not exist there.
-  static PeerRegistry* r = [] {
-    auto* reg = new PeerRegistry;
-    pthread_atfork([] { registry().mutex.lock(); }, [] { registry().mutex.unlock(); },
-                   [] { registry().mutex.unlock(); });
-    return reg;
-  }();
-  return *r;
-}
+// Owners may be destroyed during exit and in a forked child (which may load a Driver of its own).
+PeerRegistry& registry() { return detail::fork_guarded<PeerRegistry>(); }
 
 std::string peer_text(const ContextRef& from, const ContextRef& to) {
   return fmt::format("from {} to {}", ctx_text(from), ctx_text(to));

@@ -1,7 +1,5 @@
 #include "view_checks.hpp"
 
-#include <pthread.h>
-
 #include <drvshim/error.hpp>
 
 #include <atomic>
@@ -10,6 +8,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "fork_guarded.hpp"
 #include "log_internal.hpp"
 
 namespace drvshim::detail {
@@ -76,18 +75,8 @@ struct StreamSlots {
   std::uint32_t chunks = 0;         // made so far
   std::vector<std::uint32_t> free;  // slots whose stream was destroyed
 };
-StreamSlots& stream_slots() {
-  // Never destroyed: streams may die during exit. Its lock is held across
-  // fork(), so a child that destroys a Stream never finds it held by a
-  // thread that does not exist there.
-  static StreamSlots* slots = [] {
-    auto* s = new StreamSlots;
-    pthread_atfork([] { stream_slots().mutex.lock(); }, [] { stream_slots().mutex.unlock(); },
-                   [] { stream_slots().mutex.unlock(); });
-    return s;
-  }();
-  return *slots;
-}
+// Its lock is held across fork(): a child destroys the Streams it inherited.
+StreamSlots& stream_slots() { return fork_guarded<StreamSlots>(); }
 std::atomic<std::uint64_t> g_unchecked_streams{0};
 
 }  // namespace

@@ -27,6 +27,7 @@
 #include "cpu_budget.hpp"
 #include "fixture.hpp"
 #include "in_child.hpp"
+#include "staging_test_support.hpp"
 #include "test_hooks.hpp"
 
 using namespace drvshim;
@@ -102,15 +103,7 @@ class CoreSafety : public PrimaryContextTest {
     PrimaryContextTest::TearDown();
   }
   // Three blocks of 1 MiB: a ring of 3 MiB; two threads.
-  static StagingOptions small() {
-    StagingOptions o;
-    o.chunk_bytes = 1 << 20;
-    o.depth = 3;
-    o.threads = 2;
-    o.direct_below = 1 << 20;
-    o.spin = std::chrono::microseconds(0);
-    return o;
-  }
+  static StagingOptions small() { return small_staging(2); }
   static DeviceSpan<std::byte> bytes_of(const DeviceBuffer& b) { return b.as<std::byte>(); }
 };
 
@@ -729,6 +722,11 @@ class FakeCgroups {
     std::filesystem::create_directories(full.parent_path());
     std::ofstream(full) << text;
   }
+  // A cgroup v1 directory's quota files (a quota of "-1": none).
+  void v1(const std::string& dir, const std::string& quota, const std::string& period = "100000") {
+    write(dir + "/cpu.cfs_quota_us", quota + "\n");
+    write(dir + "/cpu.cfs_period_us", period + "\n");
+  }
   const std::string& root() const { return root_; }
 
  private:
@@ -741,10 +739,8 @@ TEST(CpuBudgetCgroups, AHybridHostsV1QuotaCountsBesideAnUnlimitedV2Group) {
   FakeCgroups fs;
   fs.write("/proc/self/cgroup", "12:memory:/docker/c1\n4:cpu,cpuacct:/docker/c1\n0::/user.slice\n");
   fs.write("/sys/fs/cgroup/user.slice/cpu.max", "max 100000\n");
-  fs.write("/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "-1\n");
-  fs.write("/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us", "100000\n");
-  fs.write("/sys/fs/cgroup/cpu,cpuacct/docker/c1/cpu.cfs_quota_us", "50000\n");
-  fs.write("/sys/fs/cgroup/cpu,cpuacct/docker/c1/cpu.cfs_period_us", "100000\n");
+  fs.v1("/sys/fs/cgroup/cpu,cpuacct", "-1");
+  fs.v1("/sys/fs/cgroup/cpu,cpuacct/docker/c1", "50000");
   EXPECT_EQ(drvshim::detail::cgroup_quota(fs.root()), 0.5);
   hooks::set_cgroup_root(fs.root().c_str());
   EXPECT_EQ(drvshim::detail::usable_cpus(), 1u) << "half a CPU is one thread";
@@ -753,20 +749,16 @@ TEST(CpuBudgetCgroups, AHybridHostsV1QuotaCountsBesideAnUnlimitedV2Group) {
 TEST(CpuBudgetCgroups, V1ReadsTheProcesssOwnGroupAndThoseAboveIt) {
   FakeCgroups fs;
   fs.write("/proc/self/cgroup", "3:cpuacct,cpu:/a/b\n");
-  fs.write("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "-1\n");
-  fs.write("/sys/fs/cgroup/cpu/cpu.cfs_period_us", "100000\n");
-  fs.write("/sys/fs/cgroup/cpu/a/cpu.cfs_quota_us", "300000\n");
-  fs.write("/sys/fs/cgroup/cpu/a/cpu.cfs_period_us", "100000\n");
-  fs.write("/sys/fs/cgroup/cpu/a/b/cpu.cfs_quota_us", "-1\n");
-  fs.write("/sys/fs/cgroup/cpu/a/b/cpu.cfs_period_us", "100000\n");
+  fs.v1("/sys/fs/cgroup/cpu", "-1");
+  fs.v1("/sys/fs/cgroup/cpu/a", "300000");
+  fs.v1("/sys/fs/cgroup/cpu/a/b", "-1");
   EXPECT_EQ(drvshim::detail::cgroup_quota(fs.root()), 3.0);
 }
 
 TEST(CpuBudgetCgroups, AContainersMountIsItsGroupWhenThePathIsNotUnderIt) {
   FakeCgroups fs;
   fs.write("/proc/self/cgroup", "4:cpu,cpuacct:/kubepods/pod1/c2\n");
-  fs.write("/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "150000\n");
-  fs.write("/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us", "100000\n");
+  fs.v1("/sys/fs/cgroup/cpu,cpuacct", "150000");
   EXPECT_EQ(drvshim::detail::cgroup_quota(fs.root()), 1.5);
 }
 
@@ -777,8 +769,7 @@ TEST(CpuBudgetCgroups, V2TakesTheTightestGroupOnTheWayUpAndTheSmallerOfV1AndV2) 
   fs.write("/sys/fs/cgroup/a/b/cpu.max", "max 100000\n");
   EXPECT_EQ(drvshim::detail::cgroup_quota(fs.root()), 2.5);
   fs.write("/proc/self/cgroup", "0::/a/b\n5:cpu:/\n");
-  fs.write("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "200000\n");
-  fs.write("/sys/fs/cgroup/cpu/cpu.cfs_period_us", "100000\n");
+  fs.v1("/sys/fs/cgroup/cpu", "200000");
   EXPECT_EQ(drvshim::detail::cgroup_quota(fs.root()), 2.0);
   FakeCgroups none;
   none.write("/proc/self/cgroup", "0::/\n");
@@ -798,8 +789,7 @@ TEST(CpuBudgetCgroups, TheV1CpuLineIsFoundAmongTheControllers) {
 TEST_F(CoreSafety, AnEngineInAHalfCpuContainerUsesOneThread) {
   FakeCgroups fs;
   fs.write("/proc/self/cgroup", "4:cpu,cpuacct:/\n0::/\n");
-  fs.write("/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "50000\n");
-  fs.write("/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us", "100000\n");
+  fs.v1("/sys/fs/cgroup/cpu,cpuacct", "50000");
   hooks::set_cgroup_root(fs.root().c_str());
   PinnedPool pool(ctx());
   StagingEngine engine(pool);

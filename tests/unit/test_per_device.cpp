@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "fixture.hpp"
+#include "staging_test_support.hpp"
 #include "two_devices.hpp"
 
 using namespace drvshim;
@@ -111,15 +112,7 @@ TEST_F(PerDevicePool, TwoThreadsEachWithItsDevicesPool) {
 
 class PerDeviceStaging : public TwoDevices {
  protected:
-  static StagingOptions options() {
-    StagingOptions o;
-    o.chunk_bytes = 1 << 20;
-    o.depth = 3;
-    o.threads = 2;
-    o.direct_below = 1 << 20;
-    o.spin = std::chrono::microseconds(0);
-    return o;
-  }
+  static StagingOptions options() { return small_staging(2); }
 };
 
 TEST_F(PerDeviceStaging, AnEngineRefusesMemoryAndStreamsOfAnotherDevice) {

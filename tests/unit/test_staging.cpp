@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "fixture.hpp"
+#include "staging_test_support.hpp"
 
 using namespace drvshim;
 using namespace drvshim_test;
@@ -24,15 +25,7 @@ namespace {
 
 class Staging : public PrimaryContextTest {
  protected:
-  static StagingOptions small() {
-    StagingOptions o;
-    o.chunk_bytes = 1 << 20;
-    o.depth = 3;
-    o.threads = 3;
-    o.direct_below = 1 << 20;
-    o.spin = std::chrono::microseconds(0);  // helpers sleep between copies: the wake-up path is what runs
-    return o;
-  }
+  static StagingOptions small() { return small_staging(3); }
   static std::vector<std::uint8_t> pattern(std::size_t bytes, unsigned seed) {
     std::vector<std::uint8_t> v(bytes);
     for (std::size_t i = 0; i < bytes; ++i) v[i] = static_cast<std::uint8_t>((i * 131 + seed) >> 3);

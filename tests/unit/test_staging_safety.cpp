@@ -27,6 +27,7 @@
 
 #include "cpu_budget.hpp"
 #include "fixture.hpp"
+#include "staging_test_support.hpp"
 #include "stream_order_cases.hpp"
 #include "test_hooks.hpp"
 
@@ -83,15 +84,7 @@ class StagingSafety : public PrimaryContextTest {
     hooks::set(nullptr);
     PrimaryContextTest::TearDown();
   }
-  static StagingOptions small() {
-    StagingOptions o;
-    o.chunk_bytes = 1 << 20;
-    o.depth = 3;
-    o.threads = 3;
-    o.direct_below = 1 << 20;
-    o.spin = std::chrono::microseconds(0);
-    return o;
-  }
+  static StagingOptions small() { return small_staging(3); }
   static DeviceSpan<std::byte> bytes_of(const DeviceBuffer& b) { return b.as<std::byte>(); }
   static void* native(const StreamRef& s) { return reinterpret_cast<void*>(s.native()); }
   // The allocation a block really lives in, as the driver reports it.
