@@ -56,7 +56,66 @@ std::optional<double> tightest_up_from(const std::string& mount, std::string gro
   return tightest;
 }
 
+// The process's group `group` as a path under a mount whose root is the
+// cgroup `mount_root`: the part below the mount's root, or "/" when the
+// group lies outside it (a container that sees its own group as the mount).
+std::string group_under(const std::string& group, const std::string& mount_root) {
+  if (mount_root == "/" || mount_root.empty()) return group;
+  if (group == mount_root) return "/";
+  if (group.size() > mount_root.size() && group.compare(0, mount_root.size(), mount_root) == 0 &&
+      group[mount_root.size()] == '/') {
+    return group.substr(mount_root.size());
+  }
+  return "/";
+}
+
 }  // namespace
+
+std::vector<CgroupMount> cgroup_mounts(std::string_view mountinfo) {
+  std::vector<CgroupMount> out;
+  // mountinfo escapes blanks, tabs, newlines and backslashes as \ooo.
+  auto unescape = [](std::string_view field) {
+    std::string s;
+    for (std::size_t i = 0; i < field.size(); ++i) {
+      if (field[i] == '\\' && i + 3 < field.size() &&
+          field.substr(i + 1, 3).find_first_not_of("01234567") == std::string_view::npos) {
+        s += static_cast<char>(((field[i + 1] - '0') << 6) | ((field[i + 2] - '0') << 3) | (field[i + 3] - '0'));
+        i += 3;
+      } else {
+        s += field[i];
+      }
+    }
+    return s;
+  };
+  for (std::size_t at = 0; at < mountinfo.size();) {
+    const auto end = std::min(mountinfo.find('\n', at), mountinfo.size());
+    const std::string_view line = mountinfo.substr(at, end - at);
+    at = end + 1;
+    // "ID PARENT MAJ:MIN ROOT MOUNT-POINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER-OPTIONS"
+    std::vector<std::string_view> fields;
+    for (std::size_t f = 0; f < line.size();) {
+      const auto space = std::min(line.find(' ', f), line.size());
+      if (space > f) fields.push_back(line.substr(f, space - f));
+      f = space + 1;
+    }
+    std::size_t dash = 6;
+    while (dash < fields.size() && fields[dash] != "-") ++dash;
+    if (fields.size() < 5 || dash + 1 >= fields.size()) continue;
+    const std::string_view type = fields[dash + 1];
+    bool cpu = false;
+    if (type == "cgroup" && dash + 3 < fields.size()) {
+      std::string_view options = fields[dash + 3];
+      while (!options.empty()) {
+        const auto comma = std::min(options.find(','), options.size());
+        cpu = cpu || options.substr(0, comma) == "cpu";
+        options.remove_prefix(std::min(comma + 1, options.size()));
+      }
+    }
+    if (type != "cgroup2" && !cpu) continue;
+    out.push_back({type == "cgroup2", unescape(fields[3]), unescape(fields[4])});
+  }
+  return out;
+}
 
 std::optional<double> cgroup_quota(const std::string& root) {
   const std::string self = read_small_file(root + "/proc/self/cgroup");
@@ -64,19 +123,30 @@ std::optional<double> cgroup_quota(const std::string& root) {
   auto take = [&](std::optional<double> q) {
     if (q && (!tightest || *q < *tightest)) tightest = q;
   };
-  // cgroup v2 (unified): cpu.max in the process's group and every group above it.
-  if (const std::string_view v2 = cgroup_v2_path(self); !v2.empty()) {
-    take(tightest_up_from(root + "/sys/fs/cgroup", std::string(v2),
-                          [](const std::string& dir) { return parse_cpu_max(read_small_file(dir + "/cpu.max")); }));
+  // Where the hierarchies are mounted (/proc/self/mountinfo; a hybrid host
+  // has v2 at /sys/fs/cgroup/unified, v1's cpu may share a mount with
+  // cpuset), else the usual places.
+  std::vector<CgroupMount> mounts = cgroup_mounts(read_small_file(root + "/proc/self/mountinfo"));
+  if (mounts.empty()) {
+    mounts = {{true, "/", "/sys/fs/cgroup"},
+              {false, "/", "/sys/fs/cgroup/cpu,cpuacct"},
+              {false, "/", "/sys/fs/cgroup/cpuacct,cpu"},
+              {false, "/", "/sys/fs/cgroup/cpu"}};
   }
-  // cgroup v1's cpu controller, also on a hybrid host where a v2 line exists
-  // as well: its quota in the process's own group and above, under the
-  // controller's usual mount points. Inside a container the group is often
-  // "/" (a cgroup namespace) or absent under the mount (the mount is the
-  // group itself): the walk up reaches the mount either way.
-  if (const std::string_view v1 = cgroup_v1_cpu_path(self); !v1.empty()) {
-    for (const char* dir : {"/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpuacct,cpu", "/sys/fs/cgroup/cpu"}) {
-      take(tightest_up_from(root + dir, std::string(v1), [](const std::string& d) {
+  const std::string v2(cgroup_v2_path(self));
+  const std::string v1(cgroup_v1_cpu_path(self));
+  for (const CgroupMount& m : mounts) {
+    // Each hierarchy in the process's own group and every group above it,
+    // v1 also where a v2 line exists (a hybrid host). Inside a container the
+    // group is often "/" (a cgroup namespace) or outside the mount's root (the
+    // mount is the group itself): the walk ends at the mount either way.
+    const std::string& group = m.v2 ? v2 : v1;
+    if (group.empty()) continue;
+    if (m.v2) {
+      take(tightest_up_from(root + m.mount_point, group_under(group, m.root),
+                            [](const std::string& dir) { return parse_cpu_max(read_small_file(dir + "/cpu.max")); }));
+    } else {
+      take(tightest_up_from(root + m.mount_point, group_under(group, m.root), [](const std::string& d) {
         return parse_cfs_quota(read_small_file(d + "/cpu.cfs_quota_us"), read_small_file(d + "/cpu.cfs_period_us"));
       }));
     }

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace drvshim::detail {
 
@@ -24,6 +25,15 @@ std::optional<double> parse_cfs_quota(std::string_view quota, std::string_view p
 // the files read under `root` ("" for the real ones; a test's fake tree
 // otherwise). None when no quota is set or none can be read.
 std::optional<double> cgroup_quota(const std::string& root);
+
+// A mounted cgroup hierarchy that can limit the CPU: cgroup2, or cgroup v1
+// with the cpu controller (from /proc/self/mountinfo).
+struct CgroupMount {
+  bool v2 = false;
+  std::string root;         // the cgroup that is the mount's root ("/", or a container's own group)
+  std::string mount_point;  // where it is mounted
+};
+std::vector<CgroupMount> cgroup_mounts(std::string_view proc_self_mountinfo);
 
 // The cgroup v1 path of this process's cpu controller from
 // /proc/self/cgroup's "N:cpu,cpuacct:/path" line ("" when there is none).

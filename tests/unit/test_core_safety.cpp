@@ -776,6 +776,43 @@ TEST(CpuBudgetCgroups, V2TakesTheTightestGroupOnTheWayUpAndTheSmallerOfV1AndV2) 
   EXPECT_FALSE(drvshim::detail::cgroup_quota(none.root()).has_value());
 }
 
+// Where the hierarchies really are (/proc/self/mountinfo): a hybrid host's v2
+// at /sys/fs/cgroup/unified, v1's cpu sharing a mount with cpuset.
+TEST(CpuBudgetCgroups, TheMountsComeFromMountinfo) {
+  FakeCgroups fs;
+  fs.write("/proc/self/mountinfo",
+           "30 25 0:26 / /sys/fs/cgroup/unified rw,nosuid shared:4 - cgroup2 cgroup2 rw,nsdelegate\n"
+           "35 25 0:31 / /sys/fs/cgroup/cpuset,cpu,cpuacct rw,nosuid shared:9 - cgroup cgroup rw,cpuset,cpu,cpuacct\n"
+           "36 25 0:32 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n");
+  fs.write("/proc/self/cgroup", "5:cpuset,cpu,cpuacct:/job\n6:memory:/job\n0::/job\n");
+  fs.write("/sys/fs/cgroup/unified/job/cpu.max", "max 100000\n");
+  fs.v1("/sys/fs/cgroup/cpuset,cpu,cpuacct/job", "250000");
+  EXPECT_EQ(drvshim::detail::cgroup_quota(fs.root()), 2.5);
+  fs.write("/sys/fs/cgroup/unified/job/cpu.max", "150000 100000\n");
+  EXPECT_EQ(drvshim::detail::cgroup_quota(fs.root()), 1.5);
+}
+
+// A container's mount whose root is its own group (no cgroup namespace), at
+// a mount point with a blank (escaped as \040 in mountinfo).
+TEST(CpuBudgetCgroups, AMountRootedAtTheContainersGroupIsReadBelowThatRoot) {
+  FakeCgroups fs;
+  fs.write("/proc/self/mountinfo",
+           "40 30 0:33 /docker/c1 /sys/fs/cgroup/my\\040cpu ro master:10 - cgroup cgroup ro,cpu\n");
+  fs.write("/proc/self/cgroup", "4:cpu:/docker/c1/sub\n");
+  fs.v1("/sys/fs/cgroup/my cpu", "50000");
+  fs.v1("/sys/fs/cgroup/my cpu/sub", "-1");
+  EXPECT_EQ(drvshim::detail::cgroup_quota(fs.root()), 0.5);
+  const auto mounts = drvshim::detail::cgroup_mounts(
+      "40 30 0:33 /docker/c1 /sys/fs/cgroup/my\\040cpu ro master:10 - cgroup cgroup ro,cpu\n"
+      "41 30 0:34 / /sys/fs/cgroup/memory ro - cgroup cgroup ro,memory\n"
+      "42 30 0:35 / /sys/fs/cgroup/unified ro - cgroup2 cgroup2 ro\ngarbage\n");
+  ASSERT_EQ(mounts.size(), 2u);
+  EXPECT_FALSE(mounts[0].v2);
+  EXPECT_EQ(mounts[0].root, "/docker/c1");
+  EXPECT_EQ(mounts[0].mount_point, "/sys/fs/cgroup/my cpu");
+  EXPECT_TRUE(mounts[1].v2);
+}
+
 TEST(CpuBudgetCgroups, TheV1CpuLineIsFoundAmongTheControllers) {
   using drvshim::detail::cgroup_v1_cpu_path;
   EXPECT_EQ(cgroup_v1_cpu_path("4:cpu,cpuacct:/docker/1\n0::/\n"), "/docker/1");
