@@ -75,4 +75,18 @@ int in_child(F&& child) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// Forks `forks` children in turn, each running `child` (as in_child), with
+// `quiet`'s `busy` threads stopped around each fork under TSan; returns how
+// many children failed or hung.
+template <class F>
+int failed_children(ForkQuiescer& quiet, int busy, int forks, F&& child) {
+  int failed = 0;
+  for (int i = 0; i < forks; ++i) {
+    quiet.stop(busy);
+    failed += in_child(child) != 0 ? 1 : 0;
+    quiet.go();
+  }
+  return failed;
+}
+
 }  // namespace drvshim_test

@@ -398,18 +398,11 @@ TEST_F(CoreSafety, ForkedChildrenDropABusyEngineAndItsPool) {
       auto b = pool->acquire(1 << 16);
     }
   });
-  int bad = 0;
-  for (int i = 0; i < 30; ++i) {
-    quiet.stop(1);
-    bad += in_child([&] {
-             engine.reset();
-             pool.reset();
-             return 0;
-           }) != 0
-               ? 1
-               : 0;
-    quiet.go();
-  }
+  const int bad = failed_children(quiet, 1, 30, [&] {
+    engine.reset();
+    pool.reset();
+    return 0;
+  });
   stop = true;
   busy.join();
   EXPECT_EQ(bad, 0);
@@ -546,17 +539,10 @@ TEST_F(CoreSafety, AForkedChildDestroysAStreamWhileAParentThreadMakesStreams) {
       auto s = Stream::create(ctx());
     }
   });
-  int bad = 0;
-  for (int i = 0; i < 60; ++i) {
-    quiet.stop(1);
-    bad += in_child([&] {
-             mine.reset();
-             return 0;
-           }) != 0
-               ? 1
-               : 0;
-    quiet.go();
-  }
+  const int bad = failed_children(quiet, 1, 60, [&] {
+    mine.reset();
+    return 0;
+  });
   stop = true;
   busy.join();
   EXPECT_EQ(bad, 0) << "children hung destroying a stream";
