@@ -12,6 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <chrono>
+#include <set>
 #include <sstream>
 
 using namespace drvshim::trace_analysis;
@@ -98,6 +100,8 @@ bool has(const Analysis& a, const std::string& id) {
   return std::find(v.begin(), v.end(), id) != v.end();
 }
 
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
 }  // namespace
 
 std::string fmt_handle(const std::string& prefix, std::uintptr_t h) {
@@ -178,6 +182,28 @@ TEST(TraceRecordsIo, WhatTheRecorderWritesParsesBack) {
   EXPECT_EQ(back.ctx, 0xabcu);
   EXPECT_EQ(back.rt, 77u);
   EXPECT_EQ(back.pid, 9u);
+}
+
+TEST(TraceRecordsIo, TheRecordsOfExecDroppedRecordsAndTheTraceEndParse) {
+  std::istringstream in(
+      "{\"seq\":1,\"ts_ns\":5,\"dur_ns\":0,\"tid\":7,\"pid\":3,\"kind\":\"event\",\"api\":\"records-dropped\","
+      "\"args\":\"count=4; reason=writer-behind\"}\n"
+      "{\"seq\":2,\"ts_ns\":6,\"dur_ns\":0,\"tid\":7,\"pid\":3,\"kind\":\"process\",\"api\":\"exec\","
+      "\"args\":\"path=/bin/x; traced=1\"}\n"
+      "{\"seq\":3,\"ts_ns\":7,\"dur_ns\":0,\"tid\":7,\"pid\":3,\"kind\":\"process\",\"api\":\"exec-failed\","
+      "\"args\":\"errno=2 (No such file or directory)\"}\n"
+      "{\"seq\":4,\"ts_ns\":8,\"dur_ns\":0,\"tid\":7,\"pid\":3,\"kind\":\"process\",\"api\":\"trace-end\","
+      "\"args\":\"reason=exit\"}\n");
+  const auto parsed = parse_jsonl(in);
+  EXPECT_EQ(parsed.bad_lines, 0u) << parsed.first_error;
+  ASSERT_EQ(parsed.records.size(), 4u);
+  EXPECT_EQ(parsed.records[0].kind, Kind::event);
+  EXPECT_EQ(parsed.records[3].kind, Kind::process);
+  const auto a = analyse(parsed.records);
+  ASSERT_EQ(a.processes.size(), 1u) << "the exec failed";
+  EXPECT_EQ(a.processes[0].dropped, 4u);
+  EXPECT_EQ(a.processes[0].ended, "exit");
+  EXPECT_EQ(a.processes[0].exec_path, "");
 }
 
 TEST(TraceModel, PrimaryContextLifeAndTheThreadsCurrentContext) {
@@ -338,6 +364,220 @@ TEST(TraceModel, TheRecordedCurrentContextCorrectsTheModel) {
   EXPECT_EQ(a.processes[0].threads.at(kMain).stack, std::vector<std::uintptr_t>{0xd0});
 }
 
+TEST(TraceModel, AnExecStartsANewImageOfTheSamePid) {
+  Stream s;
+  s.event(Kind::process, "process", "exe=/bin/sh; ppid=1; driver=/lib/libcuda.so.1; mode=full; cmdline=sh -c x");
+  start(s);  // the first program activates device 0's primary context
+  s.event(Kind::process, "exec", "path=/bin/x; traced=1")
+      .event(Kind::process, "process", "exe=/bin/x; ppid=1; driver=/lib/libcuda.so.1; mode=full; cmdline=x")
+      .call(kMain, "cuInit", "0x0")
+      .call(kMain, "cuDevicePrimaryCtxSetFlags_v2", "0, 0x4")  // before the new program activates anything
+      .call(kMain, "cuDevicePrimaryCtxRetain", "->0xc0, 0")
+      .call(kMain, "cuCtxSetCurrent", "0xc0", 0, "app", 0xc0)
+      .call(kWorker, "cuMemAlloc_v2", "->?, 64", 201, "libw.so")
+      .event(Kind::process, "trace-end", "reason=exit");
+  const auto records = s.records();
+  const auto a = analyse(records);
+  ASSERT_EQ(a.processes.size(), 2u);
+  const ProcessInfo& first = a.processes[0];
+  const ProcessInfo& second = a.processes[1];
+  EXPECT_EQ(first.pid, kPid);
+  EXPECT_EQ(second.pid, kPid);
+  EXPECT_EQ(first.image, 0);
+  EXPECT_EQ(second.image, 1);
+  EXPECT_EQ(first.exe, "/bin/sh");
+  EXPECT_EQ(second.exe, "/bin/x");
+  EXPECT_EQ(first.exec_path, "/bin/x");
+  EXPECT_EQ(second.exec_path, "");
+  EXPECT_EQ(first.first_record, 0u);
+  EXPECT_EQ(first.end_record, 5u);
+  EXPECT_EQ(second.first_record, 5u);
+  EXPECT_EQ(second.end_record, records.size());
+  EXPECT_EQ(a.records[first.end_record - 1].api, "exec");
+  EXPECT_TRUE(first.primaries.at(0).active);
+  EXPECT_EQ(second.contexts.at(0xc0).flags, "0x4") << "the new program's primary context has its own flags";
+  EXPECT_FALSE(has(a, "primary-flags-after-activation")) << format_diagnostics(a);
+  ASSERT_EQ(a.diagnostics.size(), 1u) << format_diagnostics(a);
+  EXPECT_EQ(a.diagnostics[0].image, 1);
+  const std::string report = format_report(a);
+  EXPECT_TRUE(contains(report, "[no-current-context] pid 100 (image 2): cuMemAlloc_v2 called by tid 101")) << report;
+  EXPECT_TRUE(contains(report, "== pid 100: /bin/sh  [sh -c x]\n")) << report;
+  EXPECT_TRUE(contains(report, "== pid 100 (image 2, exec'd by image 1): /bin/x  [x]\n")) << report;
+  EXPECT_TRUE(contains(report, "Summary of pid 100 (image 2)\n")) << report;
+  EXPECT_TRUE(contains(format_timeline(a, first, 100), "exec'd /bin/x: its records follow as image 2 of pid 100"));
+  EXPECT_FALSE(contains(report, "ends without a final record")) << "one ends in its exec, the other in trace-end";
+  EXPECT_EQ(format_timeline(a, second, 100).find("/bin/sh"), std::string::npos) << "only the second program's records";
+  // One Perfetto process for the pid, named by both programs.
+  const auto j = nlohmann::json::parse(chrome_trace_json(a));
+  std::vector<std::string> names;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name") names.push_back(e["args"]["name"]);
+  }
+  EXPECT_EQ(names, std::vector<std::string>{"pid 100: /bin/sh, then /bin/x"});
+
+  // A failed exec: the program goes on.
+  Stream failed;
+  start(failed);
+  failed.event(Kind::process, "exec", "path=/nonexistent; traced=1")
+      .event(Kind::process, "exec-failed", "errno=2 (No such file or directory)")
+      .call(kMain, "cuMemAlloc_v2", "->0x7f, 64", 0, "app", 0xc0)
+      .event(Kind::process, "trace-end", "reason=exit");
+  const auto b = analyse(failed.records());
+  ASSERT_EQ(b.processes.size(), 1u);
+  EXPECT_EQ(b.processes[0].exec_path, "");
+  EXPECT_TRUE(b.diagnostics.empty()) << format_diagnostics(b);
+  EXPECT_TRUE(contains(format_timeline(b, b.processes[0], 100),
+                       "the exec failed (errno 2 (No such file or directory)): pid 100 goes on with this program"))
+      << format_timeline(b, b.processes[0], 100);
+
+  // An exec the tracer could not follow.
+  Stream outside;
+  start(outside);
+  outside.event(Kind::process, "exec", "path=/bin/static; traced=0; why=a static executable");
+  const auto c = analyse(outside.records());
+  ASSERT_EQ(c.processes.size(), 1u);
+  ASSERT_EQ(c.processes[0].notices.size(), 1u);
+  EXPECT_EQ(c.records[c.processes[0].notices[0]].api, "exec");
+  EXPECT_TRUE(contains(format_timeline(c, c.processes[0], 100),
+                       "[exec] exec'd /bin/static outside tracing (a static executable)"));
+  const std::string summary = format_summary(c, c.processes[0]);
+  EXPECT_TRUE(contains(summary, "exec'd /bin/static outside tracing (a static executable)")) << summary;
+  EXPECT_FALSE(contains(summary, "ends without a final record")) << summary;
+}
+
+TEST(TraceModel, RecordsTheRecorderCouldNotKeepAreCountedPerThread) {
+  Stream s;
+  start(s);
+  s.event(Kind::event, "records-dropped", "count=10; reason=writer-behind", kMain)
+      .event(Kind::event, "records-dropped", "count=2; reason=reentrant", kWorker)
+      .event(Kind::event, "records-dropped", "count=5; reason=writer-behind", kMain)
+      .event(Kind::process, "trace-end", "reason=exit");
+  const auto a = analyse(s.records());
+  const ProcessInfo& p = a.processes.at(0);
+  EXPECT_EQ(p.dropped, 17u);
+  EXPECT_EQ(p.dropped_by_thread, (std::map<std::uint64_t, std::uint64_t>{{kMain, 15}, {kWorker, 2}}));
+  EXPECT_EQ(p.notices.size(), 3u);
+  const std::string timeline = format_timeline(a, p, 100);
+  EXPECT_TRUE(contains(timeline, "[records-dropped] 10 record(s) of tid 100 were not recorded (writer-behind)"))
+      << timeline;
+  const std::string summary = format_summary(a, p);
+  EXPECT_TRUE(contains(summary,
+                       "  17 record(s) were not recorded (reentrant 2, writer-behind 15), by thread: tid 100: 15, "
+                       "tid 101: 2\n"))
+      << summary;
+}
+
+TEST(TraceModel, HowATraceEndsIsReported) {
+  Stream cut;
+  start(cut);  // its last record starts at +0.002 ms
+  const auto a = analyse(cut.records());
+  EXPECT_EQ(a.processes[0].ended, "");
+  EXPECT_TRUE(contains(format_report(a),
+                       "the trace of pid 100 ends without a final record: it was killed or its records could not be "
+                       "written; calls after +0.002 ms may be missing"))
+      << format_report(a);
+  Stream exited;
+  start(exited);
+  exited.event(Kind::process, "trace-end", "reason=exit");
+  const auto b = analyse(exited.records());
+  EXPECT_EQ(b.processes[0].ended, "exit");
+  EXPECT_FALSE(contains(format_report(b), "ends without a final record")) << format_report(b);
+  Stream crashed;
+  start(crashed);
+  crashed.event(Kind::process, "trace-end", "reason=signal 11 (SIGSEGV)");
+  const auto c = analyse(crashed.records());
+  EXPECT_EQ(c.processes[0].ended, "signal 11 (SIGSEGV)");
+  const std::string report = format_report(c);
+  EXPECT_TRUE(contains(report, "pid 100 died of signal 11 (SIGSEGV)")) << report;
+  EXPECT_FALSE(contains(report, "ends without a final record")) << report;
+  EXPECT_EQ(c.processes[0].notices.size(), 1u);
+  // A trace the recorder cut short says so itself.
+  Stream truncated;
+  start(truncated);
+  truncated.event(Kind::event, "trace-truncated", "the trace file reached its cap; 12 record(s) not written");
+  const std::string cut_short = format_report(analyse(truncated.records()));
+  EXPECT_TRUE(contains(cut_short, "the trace of pid 100 was cut short at +0.003 ms: the trace file reached its cap"))
+      << cut_short;
+  EXPECT_FALSE(contains(cut_short, "ends without a final record")) << cut_short;
+}
+
+TEST(TraceModel, AContextHandleReusedAfterItsDestructionIsANewContext) {
+  Stream s;
+  s.call(kMain, "cuInit", "0x0")
+      .call(kMain, "cuCtxCreate_v4", "->0xd0, null, 0x0, 0", 0, "app", 0xd0)
+      .call(kMain, "cuCtxDestroy_v2", "0xd0", 0, "app", 0)
+      .call(kMain, "cuCtxCreate_v4", "->0xd0, null, 0x0, 1", 0, "app", 0xd0)
+      .call(kMain, "cuCtxDestroy_v2", "0xd0", 0, "app", 0)
+      .event(Kind::process, "trace-end", "reason=exit");
+  const auto a = analyse(s.records());
+  const ProcessInfo& p = a.processes.at(0);
+  EXPECT_EQ(p.context_order, std::vector<std::uintptr_t>{0xd0});
+  const auto all = contexts_in_creation_order(p);
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0]->device, 0);
+  EXPECT_EQ(all[1]->device, 1);
+  EXPECT_GE(all[0]->ended_ns, 0);
+  EXPECT_GE(all[1]->ended_ns, 0);
+  EXPECT_LT(all[0]->ended_ns, all[1]->created_ns);
+  EXPECT_TRUE(a.diagnostics.empty()) << format_diagnostics(a);
+  const std::string summary = format_summary(a, p);
+  EXPECT_TRUE(contains(summary, "contexts (2):")) << summary;
+  EXPECT_TRUE(contains(summary, "never released (0)")) << summary;
+  const auto j = nlohmann::json::parse(chrome_trace_json(a));
+  std::multiset<std::string> begins, ends;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] == "b") begins.insert(e["id"].get<std::string>());
+    if (e["ph"] == "e") ends.insert(e["id"].get<std::string>());
+  }
+  EXPECT_EQ(begins.size(), 2u);
+  EXPECT_EQ(std::set<std::string>(begins.begin(), begins.end()).size(), 2u) << "one id per context";
+  EXPECT_EQ(begins, ends);
+}
+
+// A trace with many failures, objects and diagnostics: the analysis must stay linear (n log n) in the
+// number of records; the quadratic walks it replaced took many seconds for this one.
+TEST(TraceModel, TheAnalysisStaysFastOnLongTraces) {
+  constexpr std::uintptr_t kLive = 0x10000000;
+  constexpr std::uintptr_t kNever = 0x70000000;
+  constexpr int kN = 20000;
+  Stream s;
+  start(s);
+  for (int i = 0; i < kN; ++i) {
+    s.call(kMain, "cuMemAlloc_v2", fmt_handle("->", kLive + static_cast<std::uintptr_t>(i) * 0x100) + ", 256", 0, "app",
+           0xc0, 100);
+  }
+  for (int i = 0; i < kN; ++i) {  // freed oldest first
+    s.call(kMain, "cuMemFree_v2", fmt_handle("", kLive + static_cast<std::uintptr_t>(i) * 0x100), 0, "app", 0xc0, 100);
+  }
+  for (int i = 0; i < kN; ++i) {  // frees of pointers never allocated: each fails
+    const std::string ptr = fmt_handle("", kNever + static_cast<std::uintptr_t>(i) * 0x100);
+    s.call(kMain, "cuMemFree_v2", ptr, 1, "app", 0xc0, 100);
+    if (i % 1000 == 0) s.call(kMain, "cuMemsetD8_v2", ptr + ", 0, 64", 0, "app", 0xc0, 100);
+  }
+  s.event(Kind::process, "trace-end", "reason=exit");
+  const auto records = s.records();
+  ASSERT_GT(records.size(), 50000u);
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto a = analyse(records);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // Generous for a loaded machine and an unoptimised or sanitised build.
+  double limit = 3.0;
+#if !defined(NDEBUG) || defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  limit *= 5;
+#endif
+  EXPECT_LT(seconds, limit) << records.size() << " records";
+  const ProcessInfo& p = a.processes.at(0);
+  EXPECT_TRUE(p.live.empty());
+  EXPECT_EQ(p.released_objects, static_cast<std::size_t>(kN));
+  EXPECT_EQ(p.errors.size(), static_cast<std::size_t>(kN));
+  ASSERT_EQ(a.diagnostics.size(), 20u) << "each use of a pointer whose free failed";
+  for (const auto& d : a.diagnostics) EXPECT_EQ(d.id, "ignored-error") << d.title;
+  EXPECT_TRUE(contains(a.diagnostics[0].title,
+                       "cuMemFree_v2 on 0x70000000 returned CUDA_ERROR_INVALID_VALUE and "
+                       "tid 100 (app) went on with cuMemsetD8_v2 on the same object"))
+      << a.diagnostics[0].title;
+}
+
 // ---- diagnostics ------------------------------------------------------------------
 
 TEST(TraceDiagnostics, EveryKindHasAnExplanationAndAFix) {
@@ -413,6 +653,74 @@ TEST(TraceDiagnostics, ALibraryLeavesTheStackUnbalanced) {
   ASSERT_EQ(a.diagnostics.size(), 1u) << format_diagnostics(a);
   EXPECT_NE(a.diagnostics[0].title.find("libhelper.so left 1 context(s) pushed on tid 100"), std::string::npos)
       << a.diagnostics[0].title;
+}
+
+TEST(TraceDiagnostics, AStackEmptiedBySetCurrentOrByAPopInAnotherLibraryIsBalanced) {
+  // cuCtxCreate pushes the new context; cuCtxSetCurrent(NULL) pops it again.
+  Stream created;
+  created.call(kMain, "cuInit", "0x0")
+      .call(kMain, "cuCtxCreate_v4", "->0xd0, null, 0x0, 0", 0, "libold.so", 0xd0)
+      .call(kMain, "cuMemAlloc_v2", "->0x7f, 64", 0, "libold.so", 0xd0)
+      .call(kMain, "cuCtxSetCurrent", "null", 0, "libold.so", 0);
+  const auto a = analyse(created.records());
+  EXPECT_FALSE(has(a, "unbalanced-context-stack")) << format_diagnostics(a);
+  EXPECT_TRUE(a.processes[0].threads.at(kMain).stack.empty());
+  // cuCtxSetCurrent replaces the pushed entry: the thread's stack holds no push any more.
+  Stream replaced;
+  replaced.call(kMain, "cuInit", "0x0")
+      .call(kMain, "cuCtxCreate_v4", "->0xd0, null, 0x0, 0", 0, "libold.so", 0xd0)
+      .call(kMain, "cuCtxSetCurrent", "0xd1", 0, "app", 0xd1);
+  EXPECT_FALSE(has(analyse(replaced.records()), "unbalanced-context-stack"));
+  // A push/pop pair in one library whose pop is a tail call: the pop is recorded for the caller.
+  Stream tail;
+  start(tail);
+  tail.call(kMain, "cuCtxPushCurrent_v2", "0xc0", 0, "libhelper.so", 0xc0)
+      .call(kMain, "cuCtxPopCurrent_v2", "->0xc0", 0, "app", 0xc0);
+  const auto b = analyse(tail.records());
+  EXPECT_FALSE(has(b, "unbalanced-context-stack")) << format_diagnostics(b);
+  // What is still pushed at the end counts, named by the last push.
+  Stream left;
+  left.call(kMain, "cuInit", "0x0")
+      .call(kMain, "cuCtxCreate_v4", "->0xd0, null, 0x0, 0", 0, "libold.so", 0xd0)
+      .call(kMain, "cuCtxPushCurrent_v2", "0xd0", 0, "libhelper.so", 0xd0);
+  const auto c = analyse(left.records());
+  ASSERT_EQ(c.diagnostics.size(), 1u) << format_diagnostics(c);
+  EXPECT_EQ(c.diagnostics[0].id, "unbalanced-context-stack");
+  EXPECT_EQ(c.diagnostics[0].title, "libhelper.so left 2 context(s) pushed on tid 100's stack");
+  EXPECT_EQ(c.diagnostics[0].evidence, std::vector<std::size_t>{2});
+}
+
+TEST(TraceDiagnostics, AQueryOfTheCurrentContextFailingWithInvalidContextIsAProbe) {
+  // The CUDA Runtime asks each new thread whether it has a current context (PyTorch, Triton).
+  Stream s;
+  start(s);
+  s.call(kWorker, "cuCtxGetDevice", "->?", 201, "libcudart.so.13")
+      .call(kWorker, "cuCtxGetApiVersion", "null, ->?", 201, "libcudart.so.13")
+      .call(kWorker, "cuCtxGetFlags", "->?", 201, "libcudart.so.13")
+      .call(kWorker, "cuCtxSetCurrent", "0xc0", 0, "libcudart.so.13", 0xc0)
+      .call(kWorker, "cuCtxGetDevice", "->0", 0, "libcudart.so.13", 0xc0)
+      .event(Kind::process, "trace-end", "reason=exit");
+  const auto a = analyse(s.records());
+  EXPECT_TRUE(a.diagnostics.empty()) << format_diagnostics(a);
+  EXPECT_TRUE(a.processes[0].errors.empty());
+  // Naming a context, the same failure says the handle is bad: an error.
+  Stream bad;
+  start(bad);
+  bad.call(kMain, "cuCtxGetApiVersion", "0xdead, ->?", 201, "app", 0xc0);
+  EXPECT_EQ(analyse(bad.records()).processes[0].errors.size(), 1u);
+}
+
+TEST(TraceDiagnostics, NotFoundFromALookupIsAnAnswer) {
+  // Triton asks for one kernel name and falls back to another.
+  Stream s;
+  start(s);
+  s.call(kMain, "cuModuleLoadData", "->0xa1, 0x1234", 0, "libtriton.so", 0xc0)
+      .call(kMain, "cuModuleGetFunction", "->?, 0xa1, \"kernel_v2\"", 500, "libtriton.so", 0xc0)
+      .call(kMain, "cuModuleGetFunction", "->0xf1, 0xa1, \"kernel\"", 0, "libtriton.so", 0xc0)
+      .call(kMain, "cuGetProcAddress_v2", "\"cuNew\", ->?, 12000, 0x0, ->0x1", 500, "app", 0xc0);
+  const auto a = analyse(s.records());
+  EXPECT_FALSE(has(a, "ignored-error")) << format_diagnostics(a);
+  EXPECT_TRUE(a.processes[0].errors.empty());
 }
 
 TEST(TraceDiagnostics, CudaInAForkedChildOfAnInitialisedParent) {

@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include <set>
+#include <map>
 
 namespace drvshim::trace_analysis {
 namespace {
@@ -48,20 +48,35 @@ std::string chrome_trace_json(const Analysis& a) {
   Writer w;
   w.raw() = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[";
   const std::int64_t t0 = a.start_ns;
-  std::size_t index = 0;
-  for (const auto& p : a.processes) {
-    const std::string name = fmt::format("pid {}: {}", p.pid, p.exe.empty() ? "?" : p.exe);
-    w.event(fmt::format("\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"tid\":0,\"args\":{{\"name\":{}}}", p.pid,
-                        quoted(name)));
-    w.event(
-        fmt::format("\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":{},\"tid\":0,\"args\":{{\"sort_index\":{}}}",
-                    p.pid, p.pid == a.root_pid ? 0 : 1));
+  std::size_t span = 0;                               // context spans: each its own id
+  std::map<std::uint64_t, std::string> thread_names;  // of the current pid, as emitted
+  for (std::size_t n = 0; n < a.processes.size(); ++n) {
+    const ProcessInfo& p = a.processes[n];
+    if (p.image == 0) {
+      // A pid's program images share its track: its name lists them ("pid 7: /bin/sh, then /bin/app").
+      const std::string name = [&] {
+        std::string text = fmt::format("pid {}: {}", p.pid, p.exe.empty() ? "?" : p.exe);
+        for (std::size_t m = n + 1; m < a.processes.size() && a.processes[m].pid == p.pid; ++m) {
+          text += ", then " + (a.processes[m].exe.empty() ? std::string("?") : a.processes[m].exe);
+        }
+        return text;
+      }();
+      w.event(fmt::format("\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"tid\":0,\"args\":{{\"name\":{}}}", p.pid,
+                          quoted(name)));
+      w.event(fmt::format(
+          "\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":{},\"tid\":0,\"args\":{{\"sort_index\":{}}}", p.pid,
+          p.pid == a.root_pid ? 0 : 1));
+      thread_names.clear();
+    }
     for (const auto& [tid, t] : p.threads) {
       const std::string tname = t.name.empty() ? fmt::format("tid {}", tid) : fmt::format("{} (tid {})", t.name, tid);
+      const auto [named, fresh] = thread_names.try_emplace(tid, tname);
+      if (!fresh && (t.name.empty() || named->second == tname)) continue;
+      named->second = tname;
       w.event(fmt::format("\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":{}}}", p.pid,
                           tid, quoted(tname)));
     }
-    for (; index < a.records.size() && a.records[index].pid == p.pid; ++index) {
+    for (std::size_t index = p.first_record; index < p.end_record; ++index) {
       const Record& r = a.records[index];
       const std::string ts = us(r.ts_ns - t0);
       switch (r.kind) {
@@ -113,11 +128,11 @@ std::string chrome_trace_json(const Analysis& a) {
                       "\"tid\":{},\"ts\":{},\"args\":{{\"by\":{}}}",
                       p.pid, r.tid, us(r.ts_ns + r.dur_ns - t0), quoted(r.lib)));
     }
-    // Context lifetimes: async spans, one per context.
-    for (const auto handle : p.context_order) {
-      const ContextInfo& c = p.contexts.at(handle);
+    // Context lifetimes: async spans, one per context (a handle the driver reused names several).
+    for (const ContextInfo* context : contexts_in_creation_order(p)) {
+      const ContextInfo& c = *context;
       const std::int64_t end = c.ended_ns >= 0 ? c.ended_ns : p.end_ns;
-      const std::string id = fmt::format("\"0x{:x}-{}\"", c.handle, c.create_index);
+      const std::string id = fmt::format("\"ctx-{}\"", ++span);
       w.event(
           fmt::format("\"ph\":\"b\",\"cat\":\"context\",\"id\":{},\"name\":{},\"pid\":{},\"tid\":{},\"ts\":{},"
                       "\"args\":{{\"created_by\":{},\"lib\":{},\"flags\":{}}}",

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <set>
 #include <string_view>
+#include <unordered_map>
 
 #include "model_internal.hpp"
 
@@ -40,8 +41,8 @@ const std::vector<DiagnosticKind>& diagnostic_kinds() {
       {"unbalanced-context-stack",
        "the caller's next call runs in whichever context a library left on top of the thread's stack, often on the "
        "wrong device",
-       "pair every cuCtxPushCurrent with a cuCtxPopCurrent in the same library (a scope guard), and pop or destroy "
-       "the contexts it creates"},
+       "pair every cuCtxPushCurrent with a cuCtxPopCurrent (a scope guard), and pop or destroy the contexts "
+       "cuCtxCreate pushes"},
       {"fork-after-init",
        "fork() does not copy CUDA's state: in a child of an initialised parent every driver call fails "
        "(CUDA_ERROR_NOT_INITIALIZED) or hangs",
@@ -84,20 +85,22 @@ bool handles_failure(std::string_view base) {
          base == "cuCtxGetCurrent";
 }
 
-void find_init_races(Analysis& a, const ProcessInfo& p) {
+void find_init_races(DiagnosticSink& sink, const Analysis& a, const ProcessInfo& p) {
+  // p.inits is in time order: the calls that can overlap one are those that start before it ends.
   for (std::size_t x = 0; x < p.inits.size(); ++x) {
     for (std::size_t y = x + 1; y < p.inits.size(); ++y) {
       const Record& r1 = a.records[p.inits[x]];
       const Record& r2 = a.records[p.inits[y]];
+      if (r2.ts_ns >= r1.ts_ns + r1.dur_ns) break;
       if (r1.tid == r2.tid) continue;
       const bool overlap = r2.ts_ns < r1.ts_ns + r1.dur_ns && r1.ts_ns < r2.ts_ns + r2.dur_ns;
       if (!overlap) continue;
-      add_diagnostic(
-          a, "init-race", p.pid, p.inits[x],
+      sink.add(
+          "init-race", p, p.inits[x],
           fmt::format("cuInit ran concurrently on tid {}{} and tid {}{}", r1.tid,
                       r1.lib.empty() ? "" : " (" + r1.lib + ")", r2.tid, r2.lib.empty() ? "" : " (" + r2.lib + ")"));
-      add_diagnostic(
-          a, "init-race", p.pid, p.inits[y],
+      sink.add(
+          "init-race", p, p.inits[y],
           fmt::format("cuInit ran concurrently on tid {}{} and tid {}{}", r1.tid,
                       r1.lib.empty() ? "" : " (" + r1.lib + ")", r2.tid, r2.lib.empty() ? "" : " (" + r2.lib + ")"));
       return;
@@ -105,67 +108,81 @@ void find_init_races(Analysis& a, const ProcessInfo& p) {
   }
 }
 
-void find_fork_use(Analysis& a, const ProcessInfo& p, std::size_t first, std::size_t last) {
+void find_fork_use(DiagnosticSink& sink, const Analysis& a, const ProcessInfo& p) {
   if (!p.forked || !p.parent_initialized) return;
-  for (std::size_t k = first; k < last; ++k) {
+  for (std::size_t k = p.first_record; k < p.end_record; ++k) {
     const Record& r = a.records[k];
     if (r.kind != Kind::call) continue;
     const std::string_view api = r.api;
     if (api == "cuGetErrorName" || api == "cuGetErrorString" || api == "cuDriverGetVersion") continue;
-    add_diagnostic(a, "fork-after-init", p.pid, k,
-                   fmt::format("pid {} (forked from pid {} after it initialised CUDA) called {}{} -> {}", p.pid, p.ppid,
-                               symbol_of(r), r.lib.empty() ? "" : " from " + r.lib, recorder::result_name(r.result)));
+    sink.add("fork-after-init", p, k,
+             fmt::format("pid {} (forked from pid {} after it initialised CUDA) called {}{} -> {}", p.pid, p.ppid,
+                         symbol_of(r), r.lib.empty() ? "" : " from " + r.lib, recorder::result_name(r.result)));
     return;
   }
 }
 
-void find_ignored_errors(Analysis& a, const ProcessInfo& p, std::size_t last) {
-  for (const std::size_t i : p.errors) {
-    const Record& failed = a.records[i];
-    const ApiInfo* info = api_info(failed);
-    if (info == nullptr) continue;
-    const auto values = split_args(failed.args);
-    std::string object;
-    for (std::size_t k = 0; k < info->params.size() && k < values.size(); ++k) {
-      if (kObjectParams.count(info->params[k]) != 0 && !values[k].out && values[k].known && values[k].text != "null" &&
-          values[k].text != "0x0") {
-        object = values[k].text;
-        break;
-      }
+// The object (input handle) a failed call worked on, "" none.
+std::string failed_object(const Record& failed) {
+  const ApiInfo* info = api_info(failed);
+  if (info == nullptr) return {};
+  const auto values = split_args(failed.args);
+  for (std::size_t k = 0; k < info->params.size() && k < values.size(); ++k) {
+    if (kObjectParams.count(info->params[k]) != 0 && !values[k].out && values[k].known && values[k].text != "null" &&
+        values[k].text != "0x0") {
+      return values[k].text;
     }
-    if (object.empty()) continue;
-    for (std::size_t k = i + 1; k < last; ++k) {
-      const Record& next = a.records[k];
-      if (next.kind != Kind::call || next.tid != failed.tid) continue;
-      const auto next_values = split_args(next.args);
-      const bool same = std::any_of(next_values.begin(), next_values.end(),
-                                    [&](const ArgValue& v) { return !v.out && v.text == object; });
-      if (!same) continue;
-      if (!handles_failure(next.api)) {
+  }
+  return {};
+}
+
+// Each failure on an object against the next call of the same thread that names that object. One pass:
+// the failures wait (by thread and object) for the next call naming their object, so a failure that no
+// call follows costs nothing more than the walk.
+void find_ignored_errors(DiagnosticSink& sink, const Analysis& a, const ProcessInfo& p) {
+  std::unordered_map<std::string, std::size_t> waiting;  // "tid object" -> the failure
+  auto key = [](std::uint64_t tid, const std::string& object) { return fmt::format("{} {}", tid, object); };
+  std::size_t e = 0;  // the next failure in p.errors (in record order)
+  for (std::size_t k = p.first_record; k < p.end_record; ++k) {
+    const Record& next = a.records[k];
+    if (next.kind != Kind::call) continue;
+    if (!waiting.empty()) {
+      for (const ArgValue& v : split_args(next.args)) {
+        if (v.out) continue;
+        const auto it = waiting.find(key(next.tid, v.text));
+        if (it == waiting.end()) continue;
+        const std::size_t i = it->second;
+        waiting.erase(it);
+        if (handles_failure(next.api)) continue;
+        const Record& failed = a.records[i];
         Diagnostic& d =
-            add_diagnostic(a, "ignored-error", p.pid, i,
-                           fmt::format("{} on {} returned {} and tid {}{} went on with {} on the same object",
-                                       symbol_of(failed), object, recorder::result_name(failed.result), failed.tid,
-                                       failed.lib.empty() ? "" : " (" + failed.lib + ")", symbol_of(next)));
+            sink.add("ignored-error", p, i,
+                     fmt::format("{} on {} returned {} and tid {}{} went on with {} on the same object",
+                                 symbol_of(failed), v.text, recorder::result_name(failed.result), failed.tid,
+                                 failed.lib.empty() ? "" : " (" + failed.lib + ")", symbol_of(next)));
         if (d.evidence.size() < kMaxEvidence) d.evidence.push_back(k);
       }
-      break;
+    }
+    while (e < p.errors.size() && p.errors[e] < k) ++e;
+    if (e < p.errors.size() && p.errors[e] == k) {
+      if (std::string object = failed_object(next); !object.empty()) waiting[key(next.tid, object)] = k;
     }
   }
 }
 
 }  // namespace
 
-Diagnostic& add_diagnostic(Analysis& a, const char* id, std::uint32_t pid, std::size_t evidence, std::string title) {
-  for (auto& d : a.diagnostics) {
-    if (d.id == id && d.pid == pid && d.title == title) {
-      ++d.occurrences;
-      if (d.evidence.size() < kMaxEvidence &&
-          std::find(d.evidence.begin(), d.evidence.end(), evidence) == d.evidence.end()) {
-        d.evidence.push_back(evidence);
-      }
-      return d;
+Diagnostic& DiagnosticSink::add(const char* id, const ProcessInfo& process, std::size_t evidence, std::string title) {
+  auto [it, fresh] =
+      index_.try_emplace(fmt::format("{}\n{}\n{}\n{}", id, process.pid, process.image, title), a_.diagnostics.size());
+  if (!fresh) {
+    Diagnostic& d = a_.diagnostics[it->second];
+    ++d.occurrences;
+    if (d.evidence.size() < kMaxEvidence &&
+        std::find(d.evidence.begin(), d.evidence.end(), evidence) == d.evidence.end()) {
+      d.evidence.push_back(evidence);
     }
+    return d;
   }
   const DiagnosticKind& k = kind_of(id);
   Diagnostic d;
@@ -173,21 +190,19 @@ Diagnostic& add_diagnostic(Analysis& a, const char* id, std::uint32_t pid, std::
   d.title = std::move(title);
   d.explanation = k.explanation;
   d.fix = k.fix;
-  d.pid = pid;
+  d.pid = process.pid;
+  d.image = process.image;
   d.evidence.push_back(evidence);
-  a.diagnostics.push_back(std::move(d));
-  return a.diagnostics.back();
+  a_.diagnostics.push_back(std::move(d));
+  return a_.diagnostics.back();
 }
 
 void find_diagnostics(Analysis& a) {
-  std::size_t first = 0;
+  DiagnosticSink sink(a);
   for (const auto& p : a.processes) {
-    std::size_t last = first;
-    while (last < a.records.size() && a.records[last].pid == p.pid) ++last;
-    find_init_races(a, p);
-    find_fork_use(a, p, first, last);
-    find_ignored_errors(a, p, last);
-    first = last;
+    find_init_races(sink, a, p);
+    find_fork_use(sink, a, p);
+    find_ignored_errors(sink, a, p);
   }
   // Stable order: by process, then by the first piece of evidence.
   std::stable_sort(a.diagnostics.begin(), a.diagnostics.end(), [](const Diagnostic& x, const Diagnostic& y) {

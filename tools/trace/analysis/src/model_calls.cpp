@@ -152,6 +152,27 @@ bool kind_in(std::string_view kinds, std::string_view kind) {
 
 }  // namespace
 
+void Model::add_live(ObjectInfo object) {
+  live_by_handle_[object.handle].push_back(live_.size());
+  live_.push_back(std::move(object));
+  released_.push_back(false);
+}
+
+bool Model::release_live(const std::string& handle, const char* kinds) {
+  // The oldest unreleased object of a matching kind with that handle.
+  const auto it = live_by_handle_.find(handle);
+  if (it == live_by_handle_.end()) return false;
+  auto& positions = it->second;
+  for (auto k = positions.begin(); k != positions.end(); ++k) {
+    if (!kind_in(kinds, live_[*k].kind)) continue;
+    released_[*k] = true;
+    positions.erase(k);
+    if (positions.empty()) live_by_handle_.erase(it);
+    return true;
+  }
+  return false;
+}
+
 void Model::call(std::size_t i, ThreadInfo& t) {
   const Record& r = a_.records[i];
   const std::string& base = r.api;
@@ -175,13 +196,15 @@ void Model::call(std::size_t i, ThreadInfo& t) {
     notes.push_back(fmt::format("failed: {}", recorder::result_name(r.result)));
   }
 
-  // Use of a context: diagnostics that depend on the state before the call.
+  // Use of a context: diagnostics that depend on the state before the call. A query of the current
+  // context that fails with INVALID_CONTEXT asked whether there is one: it is not a use.
   const bool manages = kManagement.count(base) != 0;
-  if (kNeedsContext.count(base) != 0 && before == 0) {
+  const bool probe = is_context_probe(r);
+  if (!probe && kNeedsContext.count(base) != 0 && before == 0) {
     diagnose("no-current-context", i,
              fmt::format("{} called by {} with no current context{}", symbol_of(r), who(),
                          r.result == 201 ? " (it failed with CUDA_ERROR_INVALID_CONTEXT)" : ""));
-  } else if (r.result == 201 && before == 0 && !manages) {
+  } else if (!probe && r.result == 201 && before == 0 && !manages) {
     diagnose("no-current-context", i,
              fmt::format("{} by {} failed with CUDA_ERROR_INVALID_CONTEXT: the thread had no current context",
                          symbol_of(r), who()));
@@ -222,25 +245,13 @@ void Model::call(std::size_t i, ThreadInfo& t) {
       ps.retains_by_lib[r.lib] += 1;
       ps.handle = handle;
       ps.inactive_since = -1;
-      auto [it, fresh] = p_.contexts.try_emplace(handle);
-      ContextInfo& c = it->second;
-      if (fresh || c.ended_ns >= 0) {
-        if (!fresh) {
-          // The driver handed back the same handle for a new activation.
-          p_.context_order.erase(std::remove(p_.context_order.begin(), p_.context_order.end(), handle),
-                                 p_.context_order.end());
-        }
-        c = ContextInfo{};
-        c.handle = handle;
+      const auto known = p_.contexts.find(handle);
+      if (known == p_.contexts.end() || known->second.ended_ns >= 0) {
+        // A new activation (the driver may hand back the handle of the one it destroyed).
+        ContextInfo& c = new_context(handle, i);
         c.device = dev;
         c.primary = true;
         c.flags = ps.flags;
-        c.creator_tid = r.tid;
-        c.creator_lib = r.lib;
-        c.created_by = symbol_of(r);
-        c.created_ns = r.ts_ns;
-        c.create_index = i;
-        p_.context_order.push_back(handle);
       }
       notes.push_back(fmt::format("device {} primary 0x{:x}: {} -> active, retains {} -> {}, flags {}{}", dev, handle,
                                   was_active ? "active" : "inactive", count, ps.retains, ps.flags,
@@ -341,20 +352,11 @@ void Model::call(std::size_t i, ThreadInfo& t) {
                  fmt::format("{} created context 0x{:x} on device {} while its primary context 0x{:x} was active",
                              who(), handle, dev, p_.primaries[dev].handle));
       }
-      ContextInfo c;
-      c.handle = handle;
+      ContextInfo& c = new_context(handle, i);
       c.device = dev;
       c.primary = false;
       c.flags = value("flags");
-      c.creator_tid = r.tid;
-      c.creator_lib = r.lib;
-      c.created_by = symbol_of(r);
-      c.created_ns = r.ts_ns;
-      c.create_index = i;
-      p_.contexts[handle] = c;
-      p_.context_order.push_back(handle);
-      t.stack.push_back(handle);
-      t.push_balance[r.lib] += 1;
+      push(t, handle, i);
       notes.push_back(fmt::format("context 0x{:x} created on device {} (pushed)", handle, dev));
     }
   } else if (base == "cuCtxDestroy") {
@@ -365,24 +367,15 @@ void Model::call(std::size_t i, ThreadInfo& t) {
         c->second.ended_ns = r.ts_ns;
         c->second.ended_by = fmt::format("{} by {}", symbol_of(r), who());
       }
-      if (current(t) == handle) {
-        t.stack.pop_back();
-        t.push_balance[r.lib] -= 1;
-      }
+      if (current(t) == handle) pop(t);
       notes.push_back(fmt::format("context 0x{:x} destroyed", handle));
     }
   } else if (base == "cuCtxPushCurrent") {
     // Pushes and pops are not shown one by one (drvshim and many libraries wrap every call
     // in a pair); the timeline shows the net change at the thread's next shown entry.
-    if (ok) {
-      t.stack.push_back(handle_value(value("ctx")));
-      t.push_balance[r.lib] += 1;
-    }
+    if (ok) push(t, handle_value(value("ctx")), i);
   } else if (base == "cuCtxPopCurrent") {
-    if (ok && !t.stack.empty()) {
-      t.stack.pop_back();
-      t.push_balance[r.lib] -= 1;
-    }
+    if (ok) pop(t);
   } else if (base == "cuCtxSetCurrent") {
     show = true;
     if (ok) set_top(t, handle_value(value("ctx")));
@@ -408,19 +401,14 @@ void Model::call(std::size_t i, ThreadInfo& t) {
       o.created_ns = r.ts_ns;
       o.create_index = i;
       notes.push_back(fmt::format("{} {}{}", c.kind, o.handle, o.bytes != 0 ? fmt::format(", {} bytes", o.bytes) : ""));
-      live_.push_back(std::move(o));
+      add_live(std::move(o));
     }
   }
   for (const auto& rel : kReleases) {
     if (base != rel.base) continue;
     const std::string h = value(rel.handle);
     if (!ok || h.empty()) continue;
-    const auto it = std::find_if(live_.begin(), live_.end(),
-                                 [&](const ObjectInfo& o) { return o.handle == h && kind_in(rel.kinds, o.kind); });
-    if (it != live_.end()) {
-      live_.erase(it);
-      ++p_.released_objects;
-    }
+    if (release_live(h, rel.kinds)) ++p_.released_objects;
     if (std::string_view(rel.kinds).find("module") != std::string_view::npos ||
         std::string_view(rel.kinds).find("library") != std::string_view::npos) {
       show = true;

@@ -47,19 +47,66 @@ std::string thread_label(const ProcessInfo& p, std::uint64_t tid) {
   return fmt::format("tid {} ({})", tid, it->second.name);
 }
 
-std::pair<std::size_t, std::size_t> range_of(const Analysis& a, const ProcessInfo& p) {
-  std::size_t first = 0;
-  while (first < a.records.size() && a.records[first].pid != p.pid) ++first;
-  std::size_t last = first;
-  while (last < a.records.size() && a.records[last].pid == p.pid) ++last;
-  return {first, last};
+// "pid 7" for a pid's first program image, "pid 7 (image 2)" after an exec.
+std::string pid_label(std::uint32_t pid, int image) {
+  return image == 0 ? fmt::format("pid {}", pid) : fmt::format("pid {} (image {})", pid, image + 1);
+}
+
+// The records the recorder could not keep (records-dropped), "" none.
+std::string dropped_line(const ProcessInfo& p) {
+  if (p.dropped == 0) return {};
+  std::string threads;
+  for (const auto& [tid, n] : p.dropped_by_thread) {
+    threads += fmt::format("{}{}: {}", threads.empty() ? "" : ", ", thread_label(p, tid), n);
+  }
+  std::string reasons;
+  for (const auto& [reason, n] : p.dropped_by_reason) {
+    reasons += fmt::format("{}{} {}", reasons.empty() ? "" : ", ", reason, n);
+  }
+  return fmt::format("  {} record(s) were not recorded ({}), by thread: {}\n", p.dropped, reasons, threads);
+}
+
+// How the image's trace ends: an exec, a fatal signal, or no final record at all (killed, or its
+// records could not be written).
+std::string ending(const Analysis& a, const ProcessInfo& p) {
+  std::string out;
+  // An exec that is the image's last record succeeded (a failed one is followed by exec-failed).
+  const bool ends_in_exec = p.end_record > p.first_record && a.records[p.end_record - 1].kind == Kind::process &&
+                            a.records[p.end_record - 1].api == "exec";
+  if (ends_in_exec) {
+    const Record& r = a.records[p.end_record - 1];
+    const std::string path = p.exec_path.empty() ? "?" : p.exec_path;
+    const auto why = r.args.find("why=");
+    if (r.args.find("traced=0") != std::string::npos) {
+      out += fmt::format("  exec'd {} outside tracing ({}) at {}\n", path,
+                         why == std::string::npos ? "no reason given" : r.args.substr(why + 4), at(a, r.ts_ns));
+    } else {
+      out += fmt::format("  exec'd {} at {}\n", path, at(a, r.ts_ns));
+    }
+  } else if (p.ended.rfind("signal", 0) == 0) {
+    out += fmt::format("  pid {} died of {}\n", p.pid, p.ended);
+  } else if (p.ended.empty() && p.end_record > p.first_record) {
+    // A trace-truncated notice explains the end itself (the file's cap, a failed write).
+    for (const std::size_t k : p.notices) {
+      if (a.records[k].api != "trace-truncated") continue;
+      out += fmt::format("  the trace of pid {} was cut short at {}: {}\n", p.pid, at(a, a.records[k].ts_ns),
+                         a.records[k].args);
+      return out + dropped_line(p);
+    }
+    out += fmt::format(
+        "  the trace of pid {} ends without a final record: it was killed or its records could not be written; "
+        "calls after {} may be missing\n",
+        p.pid, at(a, a.records[p.end_record - 1].ts_ns));
+  }
+  return out + dropped_line(p);
 }
 
 }  // namespace
 
 std::string format_timeline(const Analysis& a, const ProcessInfo& p, std::size_t max_lines) {
   std::string out;
-  const auto [first, last] = range_of(a, p);
+  const std::size_t first = p.first_record;
+  const std::size_t last = p.end_record;
   // Runtime-API calls by correlation id, to name the caller of nested driver calls.
   std::map<std::uint64_t, std::string> runtime_calls;
   for (std::size_t k = first; k < last; ++k) {
@@ -110,9 +157,10 @@ std::string format_summary(const Analysis& a, const ProcessInfo& p) {
   } else {
     out += "  the driver was not initialised in this process\n";
   }
-  out += fmt::format("  contexts ({}):\n", p.context_order.size());
-  for (const auto handle : p.context_order) {
-    const ContextInfo& c = p.contexts.at(handle);
+  const auto contexts = contexts_in_creation_order(p);
+  out += fmt::format("  contexts ({}):\n", contexts.size());
+  for (const ContextInfo* context : contexts) {
+    const ContextInfo& c = *context;
     out += fmt::format("    0x{:x}  device {}  {}  flags {}  created by {} with {} at {}; {}\n", c.handle, c.device,
                        c.primary ? "primary" : "non-primary", c.flags.empty() ? "?" : c.flags,
                        who(c.creator_tid, c.creator_lib), c.created_by, at(a, c.created_ns),
@@ -144,11 +192,10 @@ std::string format_summary(const Analysis& a, const ProcessInfo& p) {
     out += fmt::format("    {}: {}\n", thread_label(p, tid), line);
   }
   std::size_t unreleased = p.live.size();
-  for (const auto handle : p.context_order)
-    unreleased += p.contexts.at(handle).ended_ns < 0 ? std::size_t{1} : std::size_t{0};
+  for (const ContextInfo* c : contexts) unreleased += c->ended_ns < 0 ? std::size_t{1} : std::size_t{0};
   out += fmt::format("  never released ({}):\n", unreleased);
-  for (const auto handle : p.context_order) {
-    const ContextInfo& c = p.contexts.at(handle);
+  for (const ContextInfo* context : contexts) {
+    const ContextInfo& c = *context;
     if (c.ended_ns < 0) {
       out += fmt::format("    {} context 0x{:x} (device {}), created by {}\n", c.primary ? "primary" : "non-primary",
                          c.handle, c.device, who(c.creator_tid, c.creator_lib));
@@ -175,6 +222,7 @@ std::string format_summary(const Analysis& a, const ProcessInfo& p) {
                          e.calls > 0 ? fmt::format(": called {} time(s)", e.calls) : "");
     }
   }
+  out += ending(a, p);
   return out;
 }
 
@@ -182,7 +230,7 @@ std::string format_diagnostics(const Analysis& a) {
   std::string out = fmt::format("Diagnostics ({})\n", a.diagnostics.size());
   if (a.diagnostics.empty()) out += "  none\n";
   for (const auto& d : a.diagnostics) {
-    out += fmt::format("  [{}] pid {}: {}{}\n", d.id, d.pid, d.title,
+    out += fmt::format("  [{}] {}: {}{}\n", d.id, pid_label(d.pid, d.image), d.title,
                        d.occurrences > 1 ? fmt::format(" ({} times)", d.occurrences) : "");
     out += fmt::format("      why: {}\n      fix: {}\n", d.explanation, d.fix);
     for (const std::size_t k : d.evidence) {
@@ -199,15 +247,18 @@ std::string format_report(const Analysis& a, const ReportOptions& options) {
     std::string cmdline = p.cmdline;
     std::replace(cmdline.begin(), cmdline.end(), '\n', ' ');
     if (cmdline.size() > 200) cmdline = cmdline.substr(0, 200) + "...";
-    out += fmt::format("== pid {}{}: {}{}\n", p.pid, p.pid == a.root_pid ? "" : fmt::format(" (parent {})", p.ppid),
-                       p.exe.empty() ? "?" : p.exe, cmdline.empty() ? "" : "  [" + cmdline + "]");
+    const std::string how = p.image > 0           ? fmt::format(" (image {}, exec'd by image {})", p.image + 1, p.image)
+                            : p.pid == a.root_pid ? std::string()
+                                                  : fmt::format(" (parent {})", p.ppid);
+    out += fmt::format("== pid {}{}: {}{}\n", p.pid, how, p.exe.empty() ? "?" : p.exe,
+                       cmdline.empty() ? "" : "  [" + cmdline + "]");
     if (!p.driver.empty()) out += fmt::format("   driver {}, mode {}\n", p.driver, p.mode);
     if (options.timeline) {
       out += "Timeline (context state)\n";
       out += format_timeline(a, p, options.max_timeline_lines);
     }
     if (options.summary) {
-      out += fmt::format("Summary of pid {}\n", p.pid);
+      out += fmt::format("Summary of {}\n", pid_label(p.pid, p.image));
       out += format_summary(a, p);
     }
     out += '\n';

@@ -6,7 +6,8 @@
 /// device's primary context (active, flags, retains as seen, by library),
 /// every context (creator, lifetime), each thread's context stack, objects
 /// created and released (modules, libraries, memory, streams, events, graphs),
-/// and errors; it folds all other calls into counts per thread and API.
+/// and errors; it folds all other calls into counts per thread and API. A
+/// process that exec's another program is one ProcessInfo per program image.
 #include <drvshim_recorder/record.hpp>
 
 #include <cstdint>
@@ -54,10 +55,12 @@ struct ThreadInfo {
   std::uint64_t tid = 0;
   std::string name;
   std::vector<std::uintptr_t> stack;  // top = current
+  // Per entry of `stack`: the record (index) that pushed it (cuCtxPushCurrent, cuCtxCreate), -1 when it
+  // was set rather than pushed (cuCtxSetCurrent replaces the top entry, the recorded current context).
+  std::vector<long> pushed_by;
   std::vector<CurrentChange> history;
-  std::map<std::string, int> push_balance;  // per calling library: pushes minus pops
-  std::set<std::uintptr_t> used;            // contexts this thread has used
-  std::uintptr_t shown = 0;                 // the current context as the timeline last showed it
+  std::set<std::uintptr_t> used;  // contexts this thread has used
+  std::uintptr_t shown = 0;       // the current context as the timeline last showed it
   std::int64_t first_ns = 0;
   std::int64_t last_ns = 0;
 };
@@ -97,9 +100,14 @@ struct UntracedEntryInfo {
   long called_index = -1;     // that record, -1 none
 };
 
+// One program image of a process: a pid that exec's has one per program it ran, in order.
 struct ProcessInfo {
   std::uint32_t pid = 0;
   std::uint32_t ppid = 0;
+  std::size_t first_record = 0, end_record = 0;  // its records: [first_record, end_record) of Analysis::records
+  int image = 0;                                 // 0: the pid's first image; 1 after its first exec, ...
+  std::string exec_path;                         // what this image exec'd ("" none)
+  std::string ended;  // the trace-end record's reason ("exit", "_exit", "signal 11 (SIGSEGV)", "exec"), "" none
   std::string exe;
   std::string cmdline;
   std::string driver;
@@ -112,18 +120,26 @@ struct ProcessInfo {
   std::vector<std::size_t> inits;  // every cuInit call
   long first_init = -1;            // the first successful cuInit (index), -1 none
   std::map<int, PrimaryState> primaries;
-  std::map<std::uintptr_t, ContextInfo> contexts;
-  std::vector<std::uintptr_t> context_order;  // in creation order
+  std::map<std::uintptr_t, ContextInfo> contexts;  // by handle: the latest context the handle named
+  std::vector<std::uintptr_t> context_order;       // the handles of `contexts`, each once, in creation order
+  // Ended contexts whose handle the driver later handed out again (contexts_in_creation_order lists all).
+  std::vector<ContextInfo> replaced_contexts;
   std::map<std::uint64_t, ThreadInfo> threads;
   std::vector<ObjectInfo> live;  // created and never released
   std::size_t released_objects = 0;
   std::vector<std::size_t> errors;                                // failed calls
   std::map<std::uint64_t, std::map<std::string, Folded>> folded;  // tid -> api -> count
   std::vector<TimelineEntry> timeline;
-  std::vector<std::size_t> notices;                 // events worth showing (redirects, untraced, truncation, CUPTI)
+  std::vector<std::size_t> notices;  // events worth showing (redirects, untraced, truncation, drops, CUPTI, ends)
   std::vector<UntracedEntryInfo> untraced_entries;  // in the order first seen
   std::uint64_t untraced = 0;                       // lookups answered untraced
+  std::uint64_t dropped = 0;                        // records the recorder could not keep (records-dropped)
+  std::map<std::uint64_t, std::uint64_t> dropped_by_thread;
+  std::map<std::string, std::uint64_t> dropped_by_reason;  // "writer-behind", "reentrant", ...
 };
+
+// Every context of a process (those whose handle was reused too), in creation order.
+std::vector<const ContextInfo*> contexts_in_creation_order(const ProcessInfo& process);
 
 struct Diagnostic {
   std::string id;           // "init-race", "no-current-context", ...
@@ -131,13 +147,14 @@ struct Diagnostic {
   std::string explanation;  // one line: why it matters
   std::string fix;          // one line: what to do
   std::uint32_t pid = 0;
+  int image = 0;                      // the program image of pid (ProcessInfo::image)
   std::vector<std::size_t> evidence;  // record indexes (the first few occurrences)
   std::size_t occurrences = 1;        // how often the same thing (same title) happened
 };
 
 struct Analysis {
-  std::vector<Record> records;  // ordered by process, then time
-  std::vector<ProcessInfo> processes;
+  std::vector<Record> records;         // ordered by process, then time
+  std::vector<ProcessInfo> processes;  // one per program image; a pid's images are adjacent, in order
   std::vector<Diagnostic> diagnostics;
   std::uint32_t root_pid = 0;  // the first process seen
   std::int64_t start_ns = 0;   // the earliest record's time: reports count from here
