@@ -62,6 +62,12 @@ void render_words(const CallDesc& desc, const ArgKind* kinds, const std::uint64_
     if (i > 0) out += ", ";
     const std::uint64_t w = words[i];
     const bool hex = desc.hex != nullptr && desc.hex[i] == '1';
+    if (is_out(kinds[i]) && desc.hex != nullptr && desc.hex[i] == 'a') {
+      // An input array behind a non-const pointer (kernelParams, options): its address.
+      ++out_index;
+      append_pointer(out, w);
+      continue;
+    }
     switch (kinds[i]) {
       case ArgKind::sint: append_int(out, static_cast<std::int64_t>(w)); break;
       case ArgKind::uint: append_uint(out, w, hex); break;

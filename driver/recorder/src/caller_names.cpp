@@ -1,9 +1,11 @@
 #include "caller_names.hpp"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <unistd.h>
 
 #include <climits>
+#include <cstddef>
 
 namespace drvshim::recorder::detail {
 namespace {
@@ -23,6 +25,23 @@ std::string executable_name() {
 }
 
 }  // namespace
+
+void CallerNames::refresh() noexcept {
+  unsigned long long unloads = 0;
+  // The loader counts the objects it removed (dlpi_subs); the first object reports it.
+  (void)::dl_iterate_phdr(
+      [](dl_phdr_info* info, std::size_t size, void* out) -> int {
+        if (size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs)) {
+          *static_cast<unsigned long long*>(out) = info->dlpi_subs;
+        }
+        return 1;
+      },
+      &unloads);
+  if (unloads != unloads_) {
+    cache_.clear();
+    unloads_ = unloads;
+  }
+}
 
 const std::string& CallerNames::name(std::uintptr_t address) {
   if (auto it = cache_.find(address); it != cache_.end()) return it->second;

@@ -104,7 +104,7 @@ void reap(State& s) {
   }
 }
 
-void write_truncation_notice(State& s, std::int64_t ts, std::uint32_t pid) {
+void write_truncation_notice(State& s, std::int64_t ts, std::uint32_t pid, std::size_t unwritten) {
   Record last;
   last.seq = ++s.next_seq;
   last.pid = pid;
@@ -112,25 +112,44 @@ void write_truncation_notice(State& s, std::int64_t ts, std::uint32_t pid) {
   last.tid = thread_id();
   last.kind = Kind::event;
   last.api = "trace-truncated";
-  last.args = "the trace file reached its cap of " + std::to_string(s.file.max_bytes()) +
-              " bytes; later records of this process were not written (raise the cap: DRVSHIM_TRACE_MAX_BYTES or "
-              "drvshim-trace --max-size)";
+  if (s.file.failed()) {
+    last.args = s.file.failure() + "; " + std::to_string(unwritten) +
+                " record(s) and every later record of this process were not written (is the disk full?)";
+  } else {
+    last.args = "the trace file reached its cap of " + std::to_string(s.file.max_bytes()) + " bytes; " +
+                std::to_string(unwritten) +
+                " record(s) and every later record of this process were not written (raise the cap: "
+                "DRVSHIM_TRACE_MAX_BYTES or drvshim-trace --max-size)";
+  }
   std::string line = to_json(last);
   line += '\n';
   s.file.write_final(line);
 }
 
+// A record saying how many records a thread lost since the last one, and why.
+void note_dropped(State& s, std::uint64_t tid, std::uint64_t count, const char* reason) {
+  if (count == 0) return;
+  Record r;
+  r.ts_ns = now_ns() - s.epoch;
+  r.tid = tid;
+  r.kind = Kind::event;
+  r.api = "records-dropped";
+  r.args = "count=" + std::to_string(count) + "; reason=" + reason;
+  s.extras.push_back(std::move(r));
+}
+
 // Writes out one record: to the file buffer and/or the memory store.
-void emit_one(State& s, Record& r, std::uint32_t pid, bool to_file, bool to_memory, std::size_t& kept) {
-  // Thread names and counts are for the file only; without one they take no number.
-  if (!to_file && (r.kind == Kind::thread || r.kind == Kind::counts)) return;
+// Records the consumer makes (thread names, counts, lost records) are for the file only.
+void emit_one(State& s, Record& r, std::uint32_t pid, bool to_file, bool to_memory, bool made_here, std::size_t& kept) {
+  // Without a file the consumer's own records take no number.
+  if (!to_file && made_here) return;
   r.seq = ++s.next_seq;
   r.pid = pid;
   if (to_file) {
     append_json(s.lines, r);
     s.lines += '\n';
   }
-  if (to_memory && r.kind != Kind::thread && r.kind != Kind::counts) {
+  if (to_memory && !made_here) {
     if (s.memory_store.size() < kMaxRecords) {
       s.memory_store.push_back(r);
       ++kept;
@@ -145,6 +164,7 @@ void emit_one(State& s, Record& r, std::uint32_t pid, bool to_file, bool to_memo
 void drain_locked(State& s) noexcept {
   try {
     const std::vector<ThreadLog*> logs = snapshot(s);
+    s.callers.refresh();
     s.refs.clear();
     for (ThreadLog* log : logs) {
       const std::size_t first = s.refs.size();
@@ -165,7 +185,17 @@ void drain_locked(State& s) noexcept {
         t.args = log->name;
         s.extras.push_back(std::move(t));
       }
-      s.dropped += log->dropped.exchange(0, std::memory_order_relaxed);
+      const std::uint64_t behind = log->dropped.exchange(0, std::memory_order_relaxed);
+      const std::uint64_t oom = log->dropped_oom.exchange(0, std::memory_order_relaxed);
+      const std::uint64_t reentrant = log->dropped_reentrant.exchange(0, std::memory_order_relaxed);
+      s.dropped += behind + oom + reentrant;
+      note_dropped(s, log->tid, behind, "writer-behind");
+      note_dropped(s, log->tid, oom, "out-of-memory");
+      note_dropped(s, log->tid, reentrant, "reentrant");
+    }
+    if (const std::uint64_t orphan = s.reentrant_without_log.exchange(0, std::memory_order_relaxed); orphan > 0) {
+      s.dropped += orphan;
+      note_dropped(s, 0, orphan, "reentrant");
     }
     if (s.after_final.load(std::memory_order_relaxed) && !s.final_done) {
       s.final_done = true;
@@ -178,7 +208,7 @@ void drain_locked(State& s) noexcept {
                      [](const Record& a, const Record& b) { return a.ts_ns < b.ts_ns; });
 
     const std::uint32_t pid = s.pid.load(std::memory_order_relaxed);
-    const bool to_file = s.file.is_open() && !s.file.capped();
+    const bool to_file = !s.file.stopped();
     const bool to_memory = s.memory_on.load(std::memory_order_relaxed);
     std::size_t kept = 0;
     s.lines.clear();
@@ -186,15 +216,22 @@ void drain_locked(State& s) noexcept {
     for (const auto& ref : s.refs) {
       // Consumer-made records (a thread's name, counts) go before entries of the same time.
       while (e < s.extras.size() && s.extras[e].ts_ns <= ref.ts - s.epoch)
-        emit_one(s, s.extras[e++], pid, to_file, to_memory, kept);
+        emit_one(s, s.extras[e++], pid, to_file, to_memory, true, kept);
       decode_into(s, ref.entry, ref.log->tid, s.scratch);
-      emit_one(s, s.scratch, pid, to_file, to_memory, kept);
+      emit_one(s, s.scratch, pid, to_file, to_memory, false, kept);
     }
-    while (e < s.extras.size()) emit_one(s, s.extras[e++], pid, to_file, to_memory, kept);
-    if (to_file && !s.lines.empty() && !s.file.write_lines(s.lines) && !s.file.capped()) {
-      write_truncation_notice(s, s.refs.empty() ? now_ns() - s.epoch : s.refs.back().ts - s.epoch, pid);
+    while (e < s.extras.size()) emit_one(s, s.extras[e++], pid, to_file, to_memory, true, kept);
+    if (to_file && !s.lines.empty()) {
+      const std::size_t written = s.file.write_lines(s.lines);
+      if (written < s.lines.size()) {
+        const auto unwritten = static_cast<std::size_t>(
+            std::count(s.lines.begin() + static_cast<std::ptrdiff_t>(written), s.lines.end(), '\n'));
+        if (!to_memory) s.dropped += unwritten;
+        write_truncation_notice(s, s.refs.empty() ? now_ns() - s.epoch : s.refs.back().ts - s.epoch, pid, unwritten);
+      }
+    } else if (!to_file && s.file.is_open() && !to_memory) {
+      s.dropped += s.refs.size();  // after the file stopped
     }
-    if (s.file.capped() && !to_memory) s.dropped += s.refs.size();
     // What memory does not keep frees its budget (consumer-made records took none).
     s.budget.fetch_add(static_cast<std::int64_t>(s.refs.size() - std::min(kept, s.refs.size())),
                        std::memory_order_relaxed);

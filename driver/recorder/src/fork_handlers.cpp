@@ -2,11 +2,9 @@
 // child never inherits one locked by a thread that does not exist there. The
 // child then drops the logs of the parent's threads (their records belong to
 // the parent, which still writes them), takes its own pid, numbers its
-// records from 1 and starts no writer until it needs one.
+// records from 1 and starts its writer at its first record.
 #include <pthread.h>
 #include <unistd.h>
-
-#include <new>
 
 #include "state.hpp"
 
@@ -44,9 +42,10 @@ void child() noexcept {
   s.extras.clear();
   s.retired.clear();
   s.writer_running = false;
-  s.writer_wake = false;
-  // The parent's condition variable may count a waiter that is not here (state.hpp).
-  if (auto* cv = new (std::nothrow) std::condition_variable; cv != nullptr) s.writer_cv = cv;
+  s.writer_started.store(false);
+  s.writer_tid.store(0);
+  s.flush_requested.store(0);
+  s.flush_done.store(0);
   s.callers.clear();
   s.writer_mutex.unlock();
   s.registry_mutex.unlock();

@@ -1,6 +1,9 @@
 // The JSON-lines form of a record, rendered straight into the writer's reused
-// buffer: keys in a fixed order, strings escaped, bytes that are not UTF-8
-// written as \u00XX so every line parses and keeps every byte. Not through
+// buffer: keys in a fixed order, strings escaped, bytes that are not part of
+// well-formed UTF-8 written as \u00XX so every line parses and keeps every
+// byte. The escape is reversible: a well-formed character from U+0080 up is
+// always written as itself, so \u0080-\u00ff in a string always stands for
+// one raw byte (docs/trace-format.md). Not through
 // nlohmann-json: it throws on (or replaces) bytes that are not UTF-8 and has no
 // call that escapes into a buffer (docs/DESIGN.md, "The in-process recorder").
 #include <drvshim_recorder/json_line.hpp>
@@ -13,21 +16,30 @@
 namespace drvshim::recorder {
 namespace {
 
-// Length of the valid UTF-8 sequence starting at s[i], or 0.
+// Length of the well-formed UTF-8 sequence starting at s[i], or 0. Overlong forms (E0 80 80),
+// UTF-16 surrogates (ED A0 80) and code points past U+10FFFF (F4 90 80 80) are not well
+// formed: a reader would reject or replace them, so their bytes are escaped one by one.
 std::size_t utf8_length(std::string_view s, std::size_t i) noexcept {
   const auto c = static_cast<unsigned char>(s[i]);
   std::size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xbf;  // the range of the second byte
   if (c >= 0xc2 && c <= 0xdf) {
     n = 2;
   } else if (c >= 0xe0 && c <= 0xef) {
     n = 3;
+    if (c == 0xe0) lo = 0xa0;
+    if (c == 0xed) hi = 0x9f;
   } else if (c >= 0xf0 && c <= 0xf4) {
     n = 4;
+    if (c == 0xf0) lo = 0x90;
+    if (c == 0xf4) hi = 0x8f;
   } else {
     return 0;
   }
   if (i + n > s.size()) return 0;
-  for (std::size_t k = 1; k < n; ++k) {
+  const auto second = static_cast<unsigned char>(s[i + 1]);
+  if (second < lo || second > hi) return 0;
+  for (std::size_t k = 2; k < n; ++k) {
     if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return 0;
   }
   return n;

@@ -56,24 +56,26 @@ bool take_budget(State& s, ThreadLog& log) noexcept {
 unsigned char* begin_entry(State& s, ThreadLog*& log, std::uint32_t bytes) noexcept {
   log = current_log();
   if (log == nullptr || !take_budget(s, *log)) return nullptr;
+  // A forked child (or a file opened late) starts its writer with its first record, so a
+  // process that never fills a chunk still has its records written within a period.
+  if (!s.writer_started.load(std::memory_order_relaxed)) [[unlikely]]
+    ensure_writer(s);
   const bool grows = log->pos + bytes > log->tail->capacity;
   unsigned char* p = log->reserve(bytes);
   if (p == nullptr) {
-    log->dropped.fetch_add(1, std::memory_order_relaxed);
+    log->dropped_oom.fetch_add(1, std::memory_order_relaxed);
     return nullptr;
   }
-  if (grows) {
-    // A full chunk: the writer has work (and must exist in this process).
-    ensure_writer(s);
-    wake_writer(s);
-  }
+  if (grows) wake_writer(s);  // a full chunk: the writer has work
   return p;
 }
 
 void end_entry(State& s, ThreadLog* log, std::uint32_t bytes) noexcept {
   log->commit(bytes);
-  if (s.synchronous.load(std::memory_order_relaxed) || s.after_final.load(std::memory_order_relaxed)) [[unlikely]]
-    flush();
+  if (s.synchronous.load(std::memory_order_relaxed) || s.after_final.load(std::memory_order_relaxed)) [[unlikely]] {
+    std::lock_guard<std::mutex> lock(s.consumer_mutex);
+    drain_locked(s);
+  }
 }
 
 EntryHead make_head(std::uint32_t size, Kind kind, ApiForm form, std::size_t nwords, std::size_t text) noexcept {
@@ -91,6 +93,8 @@ constexpr std::size_t kMaxText = std::size_t{16} * 1024;
 
 }  // namespace
 
+constinit thread_local int tl_busy = 0;
+
 }  // namespace detail
 
 using namespace detail;
@@ -101,6 +105,7 @@ void set_epoch(std::int64_t absolute_ns) noexcept { state().epoch = absolute_ns;
 std::int64_t epoch() noexcept { return state().epoch; }
 
 void set_memory(bool on) noexcept {
+  BusyScope busy;
   State& s = state();
   std::lock_guard<std::mutex> lock(s.consumer_mutex);
   if (!on) drain_locked(s);  // what was recorded while on is kept
@@ -112,6 +117,7 @@ bool memory() noexcept { return state().memory_on.load(); }
 
 std::string set_file(const std::string& path, std::uint64_t max_bytes) {
   State& s = state();
+  BusyScope busy;
   TraceFile opened;
   if (!path.empty()) {
     if (std::string why = opened.open(path, max_bytes); !why.empty()) return why;
@@ -143,6 +149,11 @@ void set_synchronous(bool on) noexcept { state().synchronous.store(on); }
 
 void call_text(const char* api, std::int64_t start_ns, std::int64_t duration_ns, std::string_view args, int result,
                std::uintptr_t context) noexcept {
+  if (tl_busy != 0) [[unlikely]] {
+    note_reentrant();
+    return;
+  }
+  BusyScope busy;
   State& s = state();
   if (args.size() > kMaxText) args = args.substr(0, kMaxText);
   const std::uint32_t bytes = entry_bytes(0, args.size());
@@ -163,6 +174,11 @@ void call_text(const char* api, std::int64_t start_ns, std::int64_t duration_ns,
 void call_words(const CallDesc* desc, const ArgKind* kinds, std::int64_t start_ns, std::int64_t duration_ns, int result,
                 std::uintptr_t context, std::uintptr_t caller, std::uint64_t rt, const std::uint64_t* words,
                 std::size_t nwords, std::string_view strings) noexcept {
+  if (tl_busy != 0) [[unlikely]] {
+    note_reentrant();
+    return;
+  }
+  BusyScope busy;
   State& s = state();
   if (strings.size() > kMaxText) strings = strings.substr(0, kMaxText);
   const std::uint32_t bytes = entry_bytes(nwords, strings.size());
@@ -186,6 +202,11 @@ void call_words(const CallDesc* desc, const ArgKind* kinds, std::int64_t start_n
 
 void event(Kind kind, std::string_view api, std::string_view detail, std::int64_t start_ns, std::int64_t duration_ns,
            std::uint64_t rt, int result) noexcept {
+  if (tl_busy != 0) [[unlikely]] {
+    note_reentrant();
+    return;
+  }
+  BusyScope busy;
   State& s = state();
   if (api.size() > 256) api = api.substr(0, 256);
   if (detail.size() > kMaxText) detail = detail.substr(0, kMaxText);
@@ -209,6 +230,7 @@ void event(Kind kind, std::string_view api, std::string_view detail, std::int64_
 // ---- consumers ------------------------------------------------------------------------
 
 std::vector<Record> records() {
+  BusyScope busy;
   State& s = state();
   std::lock_guard<std::mutex> lock(s.consumer_mutex);
   drain_locked(s);
@@ -217,6 +239,7 @@ std::vector<Record> records() {
 
 namespace detail {
 void visit_records(void (*visit)(void*, const Record&), void* ctx) {
+  BusyScope busy;
   State& s = state();
   std::lock_guard<std::mutex> lock(s.consumer_mutex);
   drain_locked(s);
@@ -225,6 +248,7 @@ void visit_records(void (*visit)(void*, const Record&), void* ctx) {
 }  // namespace detail
 
 void clear() {
+  BusyScope busy;
   State& s = state();
   std::lock_guard<std::mutex> lock(s.consumer_mutex);
   const bool memory_on = s.memory_on.load();
@@ -239,6 +263,20 @@ void clear() {
 
 std::size_t max_records() noexcept { return kMaxRecords; }
 
+void testing::take_budget(std::int64_t n) noexcept {
+  State& s = state();
+  s.budget.fetch_sub(n, std::memory_order_relaxed);
+  // The calling thread's block goes back too, so the next record asks the global budget.
+  if (ThreadLog* log = current_log(); log != nullptr) {
+    s.budget.fetch_add(log->budget, std::memory_order_relaxed);
+    log->budget = 0;
+  }
+}
+
+bool room_for_optional() noexcept {
+  return state().budget.load(std::memory_order_relaxed) > static_cast<std::int64_t>(kMaxRecords / 4);
+}
+
 std::uint64_t dropped() noexcept {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.consumer_mutex);
@@ -249,6 +287,8 @@ std::uint64_t dropped() noexcept {
 }
 
 void flush() noexcept {
+  if (tl_busy != 0) return;  // a signal handler on a thread inside the recorder: left to the writer
+  BusyScope busy;
   State& s = state();
   std::lock_guard<std::mutex> lock(s.consumer_mutex);
   drain_locked(s);

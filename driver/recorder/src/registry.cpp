@@ -71,6 +71,14 @@ Counter* counters_slow() noexcept {
   return log != nullptr ? log->counters : nullptr;
 }
 
+void note_reentrant() noexcept {
+  if (ThreadLog* log = tl_log; log != nullptr) {
+    log->dropped_reentrant.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    state().reentrant_without_log.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
 void forget_current_log() noexcept {
   // The key would otherwise hand the freed log to on_thread_exit.
   if (tl_log != nullptr) (void)pthread_setspecific(g_key, nullptr);

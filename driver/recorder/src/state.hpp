@@ -4,7 +4,6 @@
 #include <drvshim_recorder/recorder.hpp>
 #include <drvshim_recorder/trace_file.hpp>
 
-#include <condition_variable>
 #include <mutex>
 #include <vector>
 
@@ -54,15 +53,33 @@ struct State {
   const CallDesc* counter_descs = nullptr;
   std::size_t counter_slots = 0;
   std::atomic<std::uint32_t> pid{0};
+  // Records made by a signal handler that interrupted its thread's first record (no log yet).
+  std::atomic<std::uint64_t> reentrant_without_log{0};
 
-  // Writer thread.
-  // A pointer: a forked child gets a new one. The parent's writer may have been waiting on
-  // it at fork(), and glibc's condition variable then waits in the child, forever, for that
-  // waiter (which does not exist there) to leave; the old one is abandoned, not destroyed.
-  std::condition_variable* writer_cv = new std::condition_variable;
-  bool writer_running = false;
-  bool writer_wake = false;
+  // Writer thread. It sleeps on a futex word, not a condition variable or a pipe: a signal
+  // handler can wake it (a futex wake is async-signal-safe), a forked child inherits no
+  // waiter count, and no descriptor of the program's is ever taken or written.
+  bool writer_running = false;  // under writer_mutex
+  std::atomic<std::uint32_t> writer_wake{0};
+  // Read without the lock on every record: whether this process has a writer thread.
+  std::atomic<bool> writer_started{false};
+  std::atomic<std::uint64_t> writer_tid{0};
+  // Drains asked for from a signal handler (which may take no lock) and drains done since.
+  std::atomic<std::uint64_t> flush_requested{0};
+  std::atomic<std::uint64_t> flush_done{0};
 };
+
+// Set while the calling thread is inside the recorder (making a record or draining): a
+// signal handler that calls the driver then must not touch the thread's log or locks.
+extern constinit thread_local int tl_busy;
+struct BusyScope {
+  BusyScope() noexcept { ++tl_busy; }
+  ~BusyScope() { --tl_busy; }
+  BusyScope(const BusyScope&) = delete;
+  BusyScope& operator=(const BusyScope&) = delete;
+};
+// Counts a record lost because its thread was already inside the recorder.
+void note_reentrant() noexcept;
 
 // Never destroyed: driver calls made during exit can still be recorded.
 State& state() noexcept;

@@ -62,8 +62,10 @@ struct ThreadLog {
   std::int64_t budget = 0;  // records this thread may still add before asking the global budget
 
   // Shared.
-  std::atomic<Chunk*> spare{nullptr};  // a chunk read to its end, for the producer's next one
-  std::atomic<std::uint64_t> dropped{0};
+  std::atomic<Chunk*> spare{nullptr};               // a chunk read to its end, for the producer's next one
+  std::atomic<std::uint64_t> dropped{0};            // over the cap: the writer fell behind
+  std::atomic<std::uint64_t> dropped_oom{0};        // no memory for a chunk
+  std::atomic<std::uint64_t> dropped_reentrant{0};  // made while this thread was inside the recorder
   std::atomic<bool> exited{false};
   Counter* counters = nullptr;  // summary mode's, by slot (durations in ticks)
   std::size_t counter_slots = 0;

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <utility>
 
@@ -16,12 +17,30 @@ namespace {
 constexpr std::uint64_t kFinalReserve = 4096;
 // Lines are grouped into writes of at most this many bytes (a longer line is one write of its own).
 constexpr std::size_t kWriteGroup = std::size_t{64} * 1024;
+
+// O_NONBLOCK: opening a FIFO for writing must not hang; it is refused by the checks.
+constexpr int kOpenFlags = O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
+
+// The end of the last whole line within the first `limit` bytes of `lines` (0: none).
+std::size_t whole_lines_within(std::string_view lines, std::size_t limit) noexcept {
+  if (limit >= lines.size()) return lines.size();
+  if (limit == 0) return 0;
+  const std::size_t nl = lines.rfind('\n', limit - 1);
+  return nl == std::string_view::npos ? 0 : nl + 1;
+}
 }  // namespace
 
 std::string TraceFile::open(const std::string& path, std::uint64_t max_bytes) {
-  // O_NONBLOCK: opening a FIFO for writing must not hang; it is refused below.
-  const int fd =
-      ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK, 0600);
+  std::string absolute = path;
+  if (!path.empty() && path.front() != '/') {
+    // Every write opens the file again: a later chdir() of the program must not move it.
+    char cwd[PATH_MAX];
+    if (::getcwd(cwd, sizeof cwd) == nullptr) {
+      return fmt::format("cannot resolve the relative path \"{}\": {}", path, std::strerror(errno));
+    }
+    absolute = std::string(cwd) + "/" + path;
+  }
+  const int fd = ::open(absolute.c_str(), kOpenFlags | O_CREAT, 0600);
   if (fd < 0) {
     const int err = errno;
     if (err == ENXIO) {  // a FIFO without a reader (O_NONBLOCK), or a socket
@@ -43,70 +62,146 @@ std::string TraceFile::open(const std::string& path, std::uint64_t max_bytes) {
     why =
         fmt::format("\"{}\" belongs to uid {}, not to this user (uid {}); the trace is written only to your own files",
                     path, st.st_uid, ::geteuid());
-  } else if (const int fl = ::fcntl(fd, F_GETFL); fl < 0 || ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
-    why = fmt::format("cannot configure \"{}\": {}", path, std::strerror(errno));
   }
-  if (!why.empty()) {
-    ::close(fd);
-    return why;
-  }
-  close();
-  fd_ = fd;
+  ::close(fd);
+  if (!why.empty()) return why;
+  path_ = std::move(absolute);
+  dev_ = st.st_dev;
+  ino_ = st.st_ino;
   max_bytes_ = max_bytes;
   capped_ = false;
+  stopped_ = false;
+  failed_what_ = nullptr;
+  failed_errno_ = 0;
   return {};
 }
 
 void TraceFile::swap(TraceFile& other) noexcept {
-  std::swap(fd_, other.fd_);
+  std::swap(path_, other.path_);
+  std::swap(dev_, other.dev_);
+  std::swap(ino_, other.ino_);
   std::swap(max_bytes_, other.max_bytes_);
   std::swap(capped_, other.capped_);
+  std::swap(stopped_, other.stopped_);
+  std::swap(failed_what_, other.failed_what_);
+  std::swap(failed_errno_, other.failed_errno_);
 }
 
 void TraceFile::close() noexcept {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
+  std::string().swap(path_);
+  capped_ = false;
+  stopped_ = false;
+  failed_what_ = nullptr;
+  failed_errno_ = 0;
 }
 
-bool TraceFile::write_all(std::string_view bytes) noexcept {
-  while (!bytes.empty()) {
-    const ssize_t n = ::write(fd_, bytes.data(), bytes.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    bytes.remove_prefix(static_cast<std::size_t>(n));
+std::string TraceFile::failure() const {
+  if (failed_what_ == nullptr) return {};
+  return failed_errno_ != 0 ? fmt::format("{}: {}", failed_what_, std::strerror(failed_errno_))
+                            : std::string(failed_what_);
+}
+
+void TraceFile::fail(const char* what, int err) noexcept {
+  failed_what_ = what;
+  failed_errno_ = err;
+}
+
+int TraceFile::reopen() noexcept {
+  int fd = -1;
+  do {
+    fd = ::open(path_.c_str(), kOpenFlags);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) {
+    fail("the trace file could not be opened again", errno);
+    return -1;
   }
-  return true;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_dev != dev_ || st.st_ino != ino_) {
+    ::close(fd);
+    fail("the trace file was removed or replaced by another file", 0);
+    return -1;
+  }
+  if (const int fl = ::fcntl(fd, F_GETFL); fl >= 0) (void)::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+  return fd;
 }
 
-bool TraceFile::write_lines(std::string_view lines) noexcept {
-  if (fd_ < 0 || capped_) return false;
+std::size_t TraceFile::write_lines(std::string_view lines) noexcept {
+  if (stopped() || lines.empty()) return 0;
+  const int fd = reopen();
+  if (fd < 0) return 0;
+  std::string_view todo = lines;
+  struct stat before {};
+  // The size is read from the file, not counted here: other processes append too.
+  const std::uint64_t size = ::fstat(fd, &before) == 0 ? static_cast<std::uint64_t>(before.st_size) : 0;
   if (max_bytes_ != 0) {
-    struct stat st {};
-    // The size is read from the file, not counted here: other processes append too.
-    const std::uint64_t size = ::fstat(fd_, &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
     const std::uint64_t room = max_bytes_ > kFinalReserve ? max_bytes_ - kFinalReserve : 0;
-    if (size + lines.size() > room) return false;
-  }
-  while (!lines.empty()) {
-    std::size_t cut = lines.size();
-    if (cut > kWriteGroup) {
-      // The last line end within the group, or the end of the first line when it alone is longer.
-      const std::size_t nl = lines.rfind('\n', kWriteGroup - 1);
-      cut = nl != std::string_view::npos ? nl + 1 : lines.find('\n') + 1;
-      if (cut == 0) cut = lines.size();
+    const std::uint64_t fits = room > size ? room - size : 0;
+    if (fits < todo.size()) {
+      todo = todo.substr(0, whole_lines_within(todo, static_cast<std::size_t>(fits)));
+      capped_ = true;
     }
-    if (!write_all(lines.substr(0, cut))) return false;
-    lines.remove_prefix(cut);
   }
-  return true;
+  std::size_t written = 0;
+  while (written < todo.size()) {
+    std::string_view group = todo.substr(written);
+    if (group.size() > kWriteGroup) {
+      // The last line end within the group, or the end of the first line when it alone is longer.
+      std::size_t cut = whole_lines_within(group, kWriteGroup);
+      if (cut == 0) cut = group.find('\n') + 1;
+      if (cut == 0) cut = group.size();
+      group = group.substr(0, cut);
+    }
+    std::size_t done = 0;
+    while (done < group.size()) {
+      const ssize_t n = ::write(fd, group.data() + done, group.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const int err = n < 0 ? errno : ENOSPC;
+        // This batch is cut off again when nobody appended after it: the file ends on a whole
+        // record, and the space it took holds the notice saying why the trace ends here.
+        struct stat st {};
+        if (::fstat(fd, &st) == 0 && static_cast<std::uint64_t>(st.st_size) == size + written + done) {
+          (void)::ftruncate(fd, static_cast<off_t>(size));
+          written = 0;
+        } else if (done > 0 && ::fstat(fd, &st) == 0 && static_cast<std::uint64_t>(st.st_size) >= done) {
+          (void)::ftruncate(fd, static_cast<off_t>(static_cast<std::uint64_t>(st.st_size) - done));
+        }
+        ::close(fd);
+        fail("writing the trace file failed", err);
+        return written;
+      }
+      done += static_cast<std::size_t>(n);
+    }
+    written += done;
+  }
+  ::close(fd);
+  return written;
 }
 
 void TraceFile::write_final(std::string_view line) noexcept {
-  if (fd_ < 0 || capped_) return;
-  (void)write_all(line);
-  capped_ = true;
+  if (path_.empty() || stopped_) return;
+  stopped_ = true;
+  int fd = -1;
+  do {
+    fd = ::open(path_.c_str(), kOpenFlags);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) return;
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_dev == dev_ && st.st_ino == ino_) {
+    std::size_t done = 0;
+    while (done < line.size()) {
+      const ssize_t n = ::write(fd, line.data() + done, line.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        if (done > 0 && ::fstat(fd, &st) == 0 && static_cast<std::uint64_t>(st.st_size) >= done) {
+          (void)::ftruncate(fd, static_cast<off_t>(static_cast<std::uint64_t>(st.st_size) - done));
+        }
+        break;
+      }
+      done += static_cast<std::size_t>(n);
+    }
+  }
+  ::close(fd);
 }
 
 }  // namespace drvshim::recorder

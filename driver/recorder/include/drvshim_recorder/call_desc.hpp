@@ -61,7 +61,8 @@ struct CallDesc {
   const char* symbol;       // exported name ("cuMemAlloc_v2")
   const char* api;          // base name ("cuMemAlloc")
   const char* param_names;  // "dptr,bytesize"
-  const char* hex;          // per parameter '1' when its value reads best in hex
+  const char* hex;          // per parameter '1' when its value reads best in hex, 'a' for an input
+                            // array behind a non-const pointer (rendered as its address, not read)
   std::uint16_t nparams;
 };
 

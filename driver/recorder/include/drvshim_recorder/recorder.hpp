@@ -95,15 +95,33 @@ template <class Visit>
 void for_each_record(Visit&& visit);
 /// Forgets the in-memory store (and anything not yet drained) and resets dropped().
 void clear();
+/// Whether more than a quarter of the record budget is left: below that,
+/// callers fold optional records (summary mode's failed calls) into counts so
+/// the rest stays for the records that change state.
+bool room_for_optional() noexcept;
 /// The cap on records kept in memory or waiting to be written.
 std::size_t max_records() noexcept;
-/// Records lost to the cap (or to an allocation failure) since the last clear().
+/// Records lost since the last clear(): over the cap (the writer fell behind),
+/// no memory, made by a signal handler while its thread was inside the
+/// recorder, or not written (the file's cap, a full disk). The trace file
+/// says so too: a "records-dropped" event per thread and reason
+/// (docs/trace-format.md), and "trace-truncated" when the file stopped.
 std::uint64_t dropped() noexcept;
 /// Drains and writes now.
 void flush() noexcept;
 /// At exit: drains, writes the summary counters, and from then on writes
 /// every further record synchronously (calls made by later exit handlers).
 void final_flush() noexcept;
+/// Drains and writes what every thread has committed, before the process
+/// image ends without running exit handlers (exec, _exit, a fatal signal).
+/// The writer thread does the drain while the caller waits at most
+/// `timeout_ms`: the caller may be a signal handler that interrupted code
+/// holding a lock a drain needs (malloc's). Without a writer, drains on the
+/// calling thread, unless `from_signal`. Async-signal-safe with `from_signal`
+/// (atomics, a futex wake and nanosleep). False when the records could not
+/// be written in time, or the calling thread was interrupted inside the
+/// recorder (its own pending records are then left to the writer).
+bool flush_now(int timeout_ms, bool from_signal) noexcept;
 
 namespace detail {
 // One counter slot of a thread: written by that thread only, read by the consumer.
@@ -135,6 +153,12 @@ template <class Visit>
 void for_each_record(Visit&& visit) {
   detail::visit_records([](void* ctx, const Record& r) { (*static_cast<Visit*>(ctx))(r); }, &visit);
 }
+
+namespace testing {
+/// Takes `n` records from the budget (gives them back when negative): tests of
+/// what happens when the writer falls behind.
+void take_budget(std::int64_t n) noexcept;
+}  // namespace testing
 
 /// The OS thread id of the caller (gettid), cached per thread.
 std::uint64_t thread_id() noexcept;

@@ -1,5 +1,7 @@
 #pragma once
 // The trace file: opened safely, written in whole records, capped.
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -11,32 +13,52 @@ class TraceFile {
   TraceFile() = default;
   TraceFile(const TraceFile&) = delete;
   TraceFile& operator=(const TraceFile&) = delete;
-  ~TraceFile() { close(); }
-  // Exchanges the open files of two objects.
+  ~TraceFile() = default;
+  // Exchanges the files of two objects.
   void swap(TraceFile& other) noexcept;
 
-  /// Opens `path` for appending: O_NOFOLLOW (a symbolic link is refused, not
-  /// followed), created 0600, and refused unless it is a regular file owned
-  /// by this user. Returns "" or why not.
+  /// Checks that `path` can be the trace file: opened for appending with
+  /// O_NOFOLLOW (a symbolic link is refused, not followed), created 0600, and
+  /// refused unless it is a regular file owned by this user. Returns "" or why
+  /// not. No descriptor is kept: every write opens the file again by its
+  /// absolute path and checks it is still that file (same device and inode), so
+  /// a program that closes or reuses descriptors never receives trace lines and
+  /// a write never goes to a file that replaced the trace.
   std::string open(const std::string& path, std::uint64_t max_bytes);
   void close() noexcept;
-  bool is_open() const noexcept { return fd_ >= 0; }
+  bool is_open() const noexcept { return !path_.empty(); }
 
   /// Appends whole lines (each ending in '\n') with O_APPEND writes that never
   /// split a line, so the records of several processes sharing the file never
-  /// interleave. Returns false, writing nothing, when the lines would take the
-  /// file past its cap; the caller then writes one last record with write_final().
-  bool write_lines(std::string_view lines) noexcept;
+  /// interleave. Writes the leading lines that fit under the cap; returns how
+  /// many bytes of `lines` were written. Fewer than all: the file is at its cap
+  /// (capped()) or a write failed (failed(), with why in failure(): the disk is
+  /// full, the file is gone); a line the failing write left half-written is cut
+  /// off again, so the file only ever holds whole lines. The caller then writes
+  /// one last record with write_final().
+  std::size_t write_lines(std::string_view lines) noexcept;
   /// Writes `line` even past the cap (the truncation notice) and stops the file.
   void write_final(std::string_view line) noexcept;
   bool capped() const noexcept { return capped_; }
+  bool failed() const noexcept { return failed_what_ != nullptr; }
+  /// Why writing failed ("" when it did not): what failed and the system's message.
+  std::string failure() const;
+  /// Whether nothing more is written (capped, failed or closed).
+  bool stopped() const noexcept { return path_.empty() || capped_ || stopped_ || failed_what_ != nullptr; }
   std::uint64_t max_bytes() const noexcept { return max_bytes_; }
 
  private:
-  bool write_all(std::string_view bytes) noexcept;
-  int fd_ = -1;
+  // The trace file opened again for one batch of writes; -1 (failed()) when it is gone or replaced.
+  int reopen() noexcept;
+  void fail(const char* what, int err) noexcept;
+  std::string path_;
+  dev_t dev_ = 0;
+  ino_t ino_ = 0;
   std::uint64_t max_bytes_ = 0;
   bool capped_ = false;
+  bool stopped_ = false;
+  const char* failed_what_ = nullptr;  // a string literal
+  int failed_errno_ = 0;
 };
 
 }  // namespace drvshim::recorder
