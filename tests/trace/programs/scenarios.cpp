@@ -5,9 +5,17 @@
 // scenario ran as planned (not that the driver calls succeeded).
 #include <cuda.h>
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
 
 #include <chrono>
 #include <cstdio>
@@ -227,6 +235,170 @@ int ignored_error() {
   return 0;
 }
 
+// Five driver calls (cuInit, cuDriverGetVersion x3, cuDeviceGet): what must reach the trace
+// before the image ends some way other than exit().
+int five_calls() {
+  CHECK(cuInit(0));
+  int version = 0;
+  for (int i = 0; i < 3; ++i) CHECK(cuDriverGetVersion(&version));
+  CUdevice dev = 0;
+  CHECK(cuDeviceGet(&dev, 0));
+  return 0;
+}
+
+// Ready for a signal from the test: two calls, then waits (at most 60 s).
+int sleep_mode() {
+  CHECK(cuInit(0));
+  CUdevice dev = 0;
+  CHECK(cuDeviceGet(&dev, 0));
+  std::printf("ready\n");
+  std::fflush(stdout);
+  for (int i = 0; i < 600; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  return 0;
+}
+
+// Five calls, then the image ends by `how`: exec (into "basic"), exec-clean (into "basic"
+// with an environment without tracing), _exit, or a fatal signal by name.
+int end_by(const char* self, const std::string& how) {
+  if (five_calls() != 0) return 1;
+  char basic_mode[] = "basic";
+  char* argv[] = {const_cast<char*>(self), basic_mode, nullptr};
+  if (how == "exec") {
+    execv(self, argv);
+    return fail("execv", errno);
+  }
+  if (how == "exec-clean") {
+    char path[] = "PATH=/usr/bin:/bin";
+    char* env[] = {path, nullptr};
+    execve(self, argv, env);
+    return fail("execve", errno);
+  }
+  if (how == "exec-missing") {
+    char missing[] = "/nonexistent/program";
+    char* margv[] = {missing, nullptr};
+    execv(missing, margv);
+    return basic(false);  // the failed exec leaves this image running
+  }
+  if (how == "_exit") _exit(3);
+  if (how == "SIGSEGV") {
+    volatile int* volatile nowhere = nullptr;
+    *nowhere = 1;
+  }
+  if (how == "SIGABRT") std::abort();
+  if (how == "SIGTERM") raise(SIGTERM);
+  if (how == "SIGBUS") raise(SIGBUS);
+  if (how == "SIGFPE") raise(SIGFPE);
+  if (how == "SIGILL") __builtin_trap();
+  return fail("unknown ending", 0);
+}
+
+// A parent that loaded the driver but never initialised it forks a worker that makes calls
+// and leaves with _exit (as multiprocessing's fork workers do).
+int fork_worker() {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (five_calls() != 0) _exit(1);
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : fail("worker", status);
+}
+
+// A program that closes every inherited descriptor and opens its own file: the trace must not
+// land in it. argv[2]: the file.
+int close_fds(const char* file) {
+  CHECK(cuInit(0));
+  for (int fd = 3; fd < 1024; ++fd) (void)close(fd);
+  const int own = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (own < 0) return fail("open", errno);
+  int version = 0;
+  for (int i = 0; i < 200; ++i) CHECK(cuDriverGetVersion(&version));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // several of the writer's periods
+  for (int i = 0; i < 200; ++i) CHECK(cuDriverGetVersion(&version));
+  const char text[] = "the program's own line\n";
+  if (write(own, text, sizeof text - 1) != static_cast<ssize_t>(sizeof text - 1)) return fail("write", errno);
+  close(own);
+  return 0;
+}
+
+// A signal handler that calls the driver, interrupting a thread that records calls as fast as
+// it can. Prints how many calls each made. Both use entry points the fake lacks, and the driver
+// is never initialised: the interposer records each as a failed call without entering the fake
+// (whose lock the interrupted call could hold) or reading the current context.
+std::atomic<long> g_handler_calls{0};
+void driver_in_handler(int) {
+  std::size_t size = sizeof(int);
+  int value = 0;
+  (void)cuCoredumpGetAttributeGlobal(CU_COREDUMP_ENABLE_ON_EXCEPTION, &value, &size);
+  g_handler_calls.fetch_add(1);
+}
+int signal_reentry() {
+  struct sigaction sa {};
+  sa.sa_handler = &driver_in_handler;
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGPROF, &sa, nullptr);
+  // One call of each first: the interposer's one-time note about an entry point the driver
+  // lacks is then made outside the handler, and only calls can be lost in it.
+  long calls = 1;
+  {
+    std::size_t size = sizeof(int);
+    int value = 0;
+    (void)cuCoredumpGetAttribute(CU_COREDUMP_ENABLE_ON_EXCEPTION, &value, &size);
+  }
+  driver_in_handler(0);
+  itimerval every{{0, 200}, {0, 200}};
+  setitimer(ITIMER_PROF, &every, nullptr);
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  while (std::chrono::steady_clock::now() < end && calls < 200000) {
+    std::size_t size = sizeof(int);
+    int value = 0;
+    (void)cuCoredumpGetAttribute(CU_COREDUMP_ENABLE_ON_EXCEPTION, &value, &size);
+    ++calls;
+  }
+  itimerval off{};
+  setitimer(ITIMER_PROF, &off, nullptr);
+  signal(SIGPROF, SIG_IGN);
+  std::printf("main=%ld handler=%ld\n", calls, g_handler_calls.load());
+  return 0;
+}
+
+// The trace file may grow by only `room` more bytes (RLIMIT_FSIZE, as a full disk does), then
+// thousands of calls.
+int disk_full(long room) {
+  CHECK(cuInit(0));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const char* out = std::getenv("DRVSHIM_TRACE_OUT");
+  struct stat st {};
+  if (out == nullptr || stat(out, &st) != 0) return fail("stat trace", errno);
+  signal(SIGXFSZ, SIG_IGN);
+  const rlimit lim{static_cast<rlim_t>(st.st_size + room), RLIM_INFINITY};
+  if (setrlimit(RLIMIT_FSIZE, &lim) != 0) return fail("setrlimit", errno);
+  int version = 0;
+  for (int i = 0; i < 5000; ++i) CHECK(cuDriverGetVersion(&version));
+  return 0;
+}
+
+// A stream polled until it is done: the fake answers NOT_READY 1000 times first.
+int poll_stream() {
+  CHECK(cuInit(0));
+  CUcontext ctx = nullptr;
+  CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));
+  CHECK(cuCtxSetCurrent(ctx));
+  CUstream stream = nullptr;
+  CHECK(cuStreamCreateWithPriority(&stream, 0, 0));
+  auto fail_call = fake_fn<void (*)(const char*, int, int)>("drvshim_fake_fail_call");
+  if (fail_call == nullptr) return fail("the fake's control API", 0);
+  for (int i = 0; i < 1000; ++i) fail_call("cuStreamQuery", 1, CUDA_ERROR_NOT_READY);
+  int polls = 0;
+  while (cuStreamQuery(stream) == CUDA_ERROR_NOT_READY) ++polls;
+  CHECK(cuStreamDestroy(stream));
+  CHECK(cuCtxSetCurrent(nullptr));
+  CHECK(cuDevicePrimaryCtxRelease(0));
+  std::printf("polls=%d\n", polls);
+  return 0;
+}
+
 int spawn_child(const char* self) {
   char mode[] = "basic";
   char* argv[] = {const_cast<char*>(self), mode, nullptr};
@@ -376,6 +548,13 @@ int untraced() {
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "basic") return basic(false);
+  if (mode == "sleep") return sleep_mode();
+  if (mode == "poll") return poll_stream();
+  if (mode == "end") return argc > 2 ? end_by(argv[0], argv[2]) : fail("end: how?", 0);
+  if (mode == "fork-worker") return fork_worker();
+  if (mode == "close-fds") return argc > 2 ? close_fds(argv[2]) : fail("close-fds: file?", 0);
+  if (mode == "signal-reentry") return signal_reentry();
+  if (mode == "disk-full") return disk_full(argc > 2 ? std::atol(argv[2]) : 65536);
   if (mode == "leak") return basic(true);
   if (mode == "proc-address") return proc_address();
   if (mode == "init-race") return init_race();

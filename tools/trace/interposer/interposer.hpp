@@ -89,6 +89,12 @@ void report_untraced_calls() noexcept;
 // A forked child counts its own calls.
 void reset_untraced_calls() noexcept;
 
+// The endings of a traced image (endings.cpp): registers the exec and _exit hooks with the
+// preload library and handles fatal signals the program left at their default; the last
+// record at a normal exit.
+void install_endings() noexcept;
+void record_exit() noexcept;
+
 // CUPTI (optional, cupti_bridge.cpp): starts it when DRVSHIM_TRACE_CUPTI asks; the
 // correlation id of the Runtime-API call the calling thread is inside (0: none).
 void cupti_start() noexcept;

@@ -174,6 +174,7 @@ __attribute__((constructor)) void start() noexcept {
     }
     g_started_mode.store(mode);
     g_mode.store(mode);
+    if (mode != kOff) install_endings();
   } catch (...) {
     g_mode.store(kOff);
   }
@@ -209,6 +210,7 @@ __attribute__((destructor)) void stop() noexcept {
   if (g_started_mode.load() == kOff) return;
   report_bypassing_drivers(real_driver_path());
   report_untraced_calls();
+  record_exit();
   recorder::final_flush();
 }
 

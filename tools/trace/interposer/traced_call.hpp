@@ -54,7 +54,8 @@ struct Capture {
   char* strings;
   std::size_t used = 0;
   std::size_t room;
-  bool ok;  // the call succeeded: out values are valid
+  bool ok;          // the call succeeded: out values are valid
+  const char* hex;  // the desc's per-parameter hints: 'a' marks an input array, never read
 
   template <class T>
   void operator()(std::size_t i, T v) noexcept {
@@ -62,7 +63,7 @@ struct Capture {
     words[i] = word_of(v);
     if constexpr (recorder::is_out(kind)) {
       std::uint64_t out = 0;
-      if (ok && v != nullptr) {
+      if (ok && v != nullptr && hex[i] != 'a') {
         out = pointee_word(v);
         if (i < 64) valid |= std::uint64_t{1} << i;
       }
@@ -88,12 +89,25 @@ inline std::uintptr_t current_context() noexcept {
   return fn(&ctx) == CUDA_SUCCESS ? reinterpret_cast<std::uintptr_t>(ctx) : 0;
 }
 
+constexpr bool same(const char* a, const char* b) { return std::string_view(a) == std::string_view(b); }
+
+// Failures that answer a question rather than report a problem: counted in summary mode.
+template <std::size_t Id>
+inline bool counted_failure(CUresult r) noexcept {
+  constexpr bool query = same(kFns[Id].base, "cuStreamQuery") || same(kFns[Id].base, "cuEventQuery");
+  if constexpr (query) {
+    return r == CUDA_ERROR_NOT_READY;
+  } else {
+    return false;
+  }
+}
+
 template <std::size_t Id, class... A>
 [[gnu::noinline]] void record_call(void* caller, std::int64_t t0, std::int64_t dur, CUresult r, A... a) noexcept {
   using K = Kinds<A...>;
   std::uint64_t words[K::words];
   char strings[512];
-  Capture cap{words, K::count, 0, strings, 0, sizeof(strings), r == CUDA_SUCCESS};
+  Capture cap{words, K::count, 0, strings, 0, sizeof(strings), r == CUDA_SUCCESS, kDescs[Id].hex};
   std::size_t i = 0;
   (cap(i++, a), ...);
   words[K::words - 1] = cap.valid;
@@ -108,10 +122,16 @@ template <std::size_t Id, class After, class... A>
 inline CUresult traced_with(void* caller, After&& after, A... a) noexcept {
   using Fn = CUresult (*)(A...);
   void* raw = g_real[Id];
-  if (raw == nullptr) [[unlikely]]
-    return missing_function(Id);
-  const Fn fn = reinterpret_cast<Fn>(raw);
   const int mode = g_mode.load(std::memory_order_relaxed);
+  if (raw == nullptr) [[unlikely]] {
+    // A call of an entry point the real driver lacks is a failed call like any other.
+    const std::int64_t t0 = recorder::now_ns();
+    const CUresult r = missing_function(Id);
+    after(r);
+    if (mode != kOff) record_call<Id>(caller, t0, recorder::now_ns() - t0, r, a...);
+    return r;
+  }
+  const Fn fn = reinterpret_cast<Fn>(raw);
   if (mode == kOff) {
     const CUresult r = fn(a...);
     after(r);
@@ -126,7 +146,9 @@ inline CUresult traced_with(void* caller, After&& after, A... a) noexcept {
       const CUresult r = fn(a...);
       const std::uint64_t ticks = recorder::ticks() - t0;
       after(r);
-      if (r == CUDA_SUCCESS) [[likely]] {
+      // An answer that is not an event (a query's NOT_READY) is counted like a success; so
+      // is any failure once the record budget runs low, which state changes keep for themselves.
+      if (r == CUDA_SUCCESS || counted_failure<Id>(r) || !recorder::room_for_optional()) [[likely]] {
         recorder::count(Id, ticks);
       } else {
         const auto dur = static_cast<std::int64_t>(static_cast<double>(ticks) * recorder::ns_per_tick());
