@@ -7,7 +7,10 @@
 // "libcuda-redirected" event.
 //
 // Environment (set by drvshim-trace): DRVSHIM_TRACE_INTERPOSER (the
-// interposer's path), DRVSHIM_TRACE_OUT, DRVSHIM_TRACE_EPOCH_NS.
+// interposer's path), DRVSHIM_TRACE_OUT, DRVSHIM_TRACE_EPOCH_NS,
+// DRVSHIM_TRACE_CHILDREN and DRVSHIM_TRACE_ROOT_PID (with --no-children, a
+// process other than the program is still redirected, as the interposer then
+// forwards untraced, but nothing is written to the trace for it).
 #include <link.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -36,10 +39,21 @@ bool is_libcuda(const char* name) noexcept {
   return std::strncmp(base, "libcuda.so", 10) == 0;
 }
 
+// Whether this process writes to the trace: not a descendant of the program under --no-children.
+bool traced_process() noexcept {
+  const char* children = std::getenv("DRVSHIM_TRACE_CHILDREN");
+  if (children == nullptr || std::strcmp(children, "0") != 0) return true;
+  const char* root = std::getenv("DRVSHIM_TRACE_ROOT_PID");
+  if (root == nullptr || *root == '\0') return true;
+  char* end = nullptr;
+  const unsigned long long root_pid = std::strtoull(root, &end, 10);
+  return end == nullptr || *end != '\0' || root_pid == 0 || root_pid == static_cast<unsigned long long>(::getpid());
+}
+
 void note_redirect(const char* from, const char* to) noexcept {
   try {
     const char* out = std::getenv("DRVSHIM_TRACE_OUT");
-    if (out == nullptr || *out == '\0') return;
+    if (out == nullptr || *out == '\0' || !traced_process()) return;
     drvshim::recorder::TraceFile file;
     if (!file.open(out, 0).empty()) return;
     timespec ts{};

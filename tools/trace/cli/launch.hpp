@@ -18,12 +18,16 @@ struct LaunchOptions {
   bool cupti = false;
   std::string interposer;   // .../libcuda.so.1
   std::string audit_lib;    // .../libdrvshim_trace_audit.so
+  std::string preload_lib;  // .../libdrvshim_trace_preload.so (exec and _exit hooks; "" none)
   std::string real_driver;  // the real libcuda.so.1
   std::uint64_t max_bytes = 0;
   int grace_seconds = 10;  // how long to wait for descendants after the program exits
 };
 
 // The program's exit code (128 + signal when it was killed), or 127 with `error` set when it could not start.
+// While it runs, SIGTERM, SIGINT, SIGHUP and SIGQUIT sent to the tracer are passed on to it (not those a
+// terminal sends to the whole foreground group, which the program gets itself), and it is sent SIGTERM
+// if the tracer dies first.
 int run_traced(const LaunchOptions& options, std::string& error);
 
 // The directory holding the interposer and the audit module: `override_dir`, else

@@ -5,6 +5,7 @@
 //   drvshim-trace [options] -- PROGRAM [ARGS...]
 //   drvshim-trace --json out.jsonl --chrome out.json -- python3 train.py
 //   drvshim-trace --analyse out.jsonl            (a recorded trace, nothing run)
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,7 +22,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <vector>
 
 #include "driver_search.hpp"
 #include "launch.hpp"
@@ -31,24 +34,114 @@ using namespace drvshim;
 
 namespace {
 
-bool write_file(const std::string& path, const std::string& text, std::string& why) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) {
-    why = fmt::format("cannot write \"{}\": {}", path, std::strerror(errno));
-    return false;
-  }
-  out << text;
-  out.close();
-  if (!out) {
-    why = fmt::format("writing \"{}\" failed", path);
-    return false;
+bool write_all(int fd, const char* data, std::size_t size) {
+  while (size > 0) {
+    const ssize_t n = ::write(fd, data, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data += n;
+    size -= static_cast<std::size_t>(n);
   }
   return true;
 }
 
+// Puts the file's content on `fd`; false with errno set when that failed.
+using Fill = std::function<bool(int fd)>;
+
+// Writes `path` without following it when it is a symbolic link: the content goes into a new
+// file in the same directory, renamed over `path` (which replaces a link, not its target). A
+// new file gets 0666 minus the umask, as before; a regular file replaced keeps its permissions.
+// Special files (a FIFO, /dev/null) and the links of /dev and /proc (/dev/stdout, /proc/self/fd/N)
+// are written in place, appended to.
+bool write_output(const std::string& path, const Fill& fill, std::string& why) {
+  const auto failed = [&](int err) {
+    why = fmt::format("cannot write \"{}\": {}", path, std::strerror(err));
+    return false;
+  };
+  struct stat st {};
+  const bool exists = ::lstat(path.c_str(), &st) == 0;
+  const bool system_link = S_ISLNK(st.st_mode) && (path.rfind("/dev/", 0) == 0 || path.rfind("/proc/", 0) == 0);
+  const bool special =
+      exists && (system_link || (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode) && !S_ISDIR(st.st_mode)));
+  const auto in_place = [&](int flags) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY | flags);
+    if (fd < 0) return failed(errno);
+    const bool ok = fill(fd);
+    const int err = errno;
+    if (::close(fd) != 0 && ok) return failed(errno);
+    return ok ? true : failed(err);
+  };
+  if (special) return in_place(O_APPEND);
+  const auto slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  std::string temp = dir + (dir.back() == '/' ? "" : "/") + ".drvshim-trace-XXXXXX";
+  const int fd = ::mkostemp(temp.data(), O_CLOEXEC);
+  if (fd < 0) {
+    // A directory where no file can be created: a regular file in it is written in place (not a link).
+    if (exists && S_ISREG(st.st_mode)) return in_place(O_TRUNC | O_NOFOLLOW);
+    return failed(errno);
+  }
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  const mode_t mode = exists && S_ISREG(st.st_mode) ? (st.st_mode & 0777) : (0666 & ~mask);
+  bool ok = ::fchmod(fd, mode) == 0 && fill(fd);
+  int err = errno;
+  if (::close(fd) != 0 && ok) {
+    ok = false;
+    err = errno;
+  }
+  if (ok && ::rename(temp.c_str(), path.c_str()) != 0) {
+    ok = false;
+    err = errno;
+  }
+  if (!ok) {
+    ::unlink(temp.c_str());
+    return failed(err);
+  }
+  return true;
+}
+
+bool write_file(const std::string& path, const std::string& text, std::string& why) {
+  return write_output(
+      path, [&](int fd) { return write_all(fd, text.data(), text.size()); }, why);
+}
+
+// A copy of `from` (nothing when it does not exist: no process wrote to the trace).
+bool copy_trace(const std::string& from, const std::string& to, std::string& why) {
+  const int in = ::open(from.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0 && errno != ENOENT) {
+    why = fmt::format("cannot read \"{}\": {}", from, std::strerror(errno));
+    return false;
+  }
+  const bool ok = write_output(
+      to,
+      [&](int fd) {
+        if (in < 0) return true;
+        std::vector<char> buf(std::size_t{1} << 20);
+        for (;;) {
+          const ssize_t n = ::read(in, buf.data(), buf.size());
+          if (n < 0 && errno == EINTR) continue;
+          if (n < 0) return false;
+          if (n == 0) return true;
+          if (!write_all(fd, buf.data(), static_cast<std::size_t>(n))) return false;
+        }
+      },
+      why);
+  if (in >= 0) ::close(in);
+  return ok;
+}
+
+// The private directory for the trace, absolute: every traced process opens the trace by this
+// path from its own current directory.
 std::string temp_dir() {
-  const char* base = std::getenv("TMPDIR");
-  std::string tmpl = std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/drvshim-trace.XXXXXX";
+  const char* env = std::getenv("TMPDIR");
+  std::string base = env != nullptr && *env != '\0' ? env : "/tmp";
+  if (base.front() != '/') {
+    std::error_code ec;
+    const fs::path absolute = fs::absolute(base, ec);
+    if (!ec) base = absolute.string();
+  }
+  std::string tmpl = base + "/drvshim-trace.XXXXXX";
   return ::mkdtemp(tmpl.data()) != nullptr ? tmpl : std::string();
 }
 
@@ -139,6 +232,7 @@ int main(int argc, char** argv) {
     o.cupti = cupti;
     o.interposer = interposer;
     o.audit_lib = audit;
+    o.preload_lib = trace_tool::real_path(dir + "/libdrvshim_trace_preload.so");
     o.real_driver = real;
     o.max_bytes = max_size;
     o.grace_seconds = grace;
@@ -151,6 +245,14 @@ int main(int argc, char** argv) {
     }
   }
 
+  constexpr const char* kAccepted = "--analyse takes a trace in JSON lines, as written by --json";
+  if (!analyse_path.empty()) {
+    struct stat st {};
+    if (::stat(analyse_path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      std::fprintf(stderr, "drvshim-trace: \"%s\" is a directory; %s\n", analyse_path.c_str(), kAccepted);
+      return 2;
+    }
+  }
   std::ifstream in(trace_file);
   if (!in && !analyse_path.empty()) {
     std::fprintf(stderr, "drvshim-trace: cannot read \"%s\": %s\n", trace_file.c_str(), std::strerror(errno));
@@ -158,15 +260,21 @@ int main(int argc, char** argv) {
   }
   auto parsed = trace_analysis::parse_jsonl(in);
   in.close();
+  if (!analyse_path.empty() && parsed.records.empty() && parsed.bad_lines > 0) {
+    // Not a trace at all (a torn last line of a real one leaves the other records).
+    std::string first = parsed.first_error.substr(0, 200);
+    for (char& c : first) {
+      if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
+    }
+    std::fprintf(stderr, "drvshim-trace: \"%s\" is not a trace: none of its %zu line(s) is a record (%s); %s\n",
+                 analyse_path.c_str(), parsed.bad_lines, first.c_str(), kAccepted);
+    return 2;
+  }
   int status = exit_code;
   std::string why;
-  if (!json_path.empty() && analyse_path.empty()) {
-    std::error_code ec;
-    fs::copy_file(trace_file, json_path, fs::copy_options::overwrite_existing, ec);
-    if (ec) {
-      std::fprintf(stderr, "drvshim-trace: cannot write \"%s\": %s\n", json_path.c_str(), ec.message().c_str());
-      status = status != 0 ? status : 2;
-    }
+  if (!json_path.empty() && analyse_path.empty() && !copy_trace(trace_file, json_path, why)) {
+    std::fprintf(stderr, "drvshim-trace: %s\n", why.c_str());
+    status = status != 0 ? status : 2;
   }
   if (!work_dir.empty()) fs::remove_all(work_dir);
   const std::size_t record_count = parsed.records.size();
