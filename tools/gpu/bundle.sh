@@ -9,7 +9,7 @@ bundle=$root/.gpu-bundle
 "$root/tools/setup-deps.sh"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build" -j"$(nproc)" --target drvshim drvshim-probe drvshim_gpu_tests drvshim_gpu_interop init_order zero_copy_vadd pinned_stream_copy nvrtc_kernel bench_transfers bench_launch drvshim_bench_launch_cudart bench_compile bench_staging bench_peer drvshim_gpu_kernels drvshim_cudart drvshim_runtime_api_programs \
-  drvshim-trace drvshim_trace_interposer drvshim_trace_audit bench_trace bench_trace_recorder trace_cudart_programs \
+  drvshim-trace drvshim_trace_interposer drvshim_trace_audit drvshim_trace_preload trace_scenarios bench_trace bench_trace_recorder trace_cudart_programs \
   bench_startup drvshim_bench_startup_programs
 rm -rf "$bundle"
 mkdir -p "$bundle/driver" "$bundle/tools" "$bundle/tests" "$bundle/examples" "$bundle/runtime_compat"
@@ -31,7 +31,12 @@ cp -a "$build/tests/kernels" "$bundle/tests/"
 # benchmarks, the cudart programs, and the toolkit's CUPTI in case the GPU machine has none.
 mkdir -p "$bundle/tools/trace/lib" "$bundle/tools/trace/cupti" "$bundle/tests/trace"
 cp -a "$build/tools/trace/drvshim-trace" "$bundle/tools/trace/"
-cp -L "$build/tools/trace/lib/libcuda.so.1" "$build/tools/trace/lib/libdrvshim_trace_audit.so" "$bundle/tools/trace/lib/"
+cp -L "$build/tools/trace/lib/libcuda.so.1" "$build/tools/trace/lib/libdrvshim_trace_audit.so" \
+  "$build/tools/trace/lib/libdrvshim_trace_preload.so" "$bundle/tools/trace/lib/"
+# The scenarios program (how an image ends: exec, _exit, signals) and its helper library.
+cp -a "$build/tests/trace/trace_scenarios" "$bundle/tests/trace/"
+cp -L "$build/tests/trace/libtrace_helper.so" "$bundle/tests/trace/"
+cp -a "$root/tools/bench/bench_trace_torch.py" "$root/tools/gpu/bench-trace-torch.sh" "$bundle/tools/"
 cp -a "$build/tools/bench_trace" "$build/tools/bench_trace_recorder" "$bundle/tools/"
 cp -a "$build/tests/trace/cudart" "$bundle/tests/trace/"
 cupti=$(ls "${DRVSHIM_CUDA_ROOT:-/usr/local/cuda}"/extras/CUPTI/lib64/libcupti.so.13 \

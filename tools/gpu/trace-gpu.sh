@@ -83,8 +83,46 @@ if have torch; then
 else
   echo "torch: not installed, skipped" | tee -a "$summary"
 fi
+jax_code="import jax.numpy as jnp; x = jnp.ones((1024, 1024)); print(float((x @ x).sum()))"
+numba_code="from numba import cuda; import numpy as np; a = cuda.to_device(np.ones(1024)); print(a.copy_to_host().sum())"
+if have jax; then trace jax optional -- python3 -c "$jax_code"; else echo "jax: not installed, skipped" | tee -a "$summary"; fi
+if have numba; then trace numba optional -- python3 -c "$numba_code"; else echo "numba: not installed, skipped" | tee -a "$summary"; fi
+# How an image ends, on the real driver: the records before an exec, _exit, a fatal signal,
+# a fork worker's _exit, and a program that closes its descriptors, must all be there.
+export LD_LIBRARY_PATH="$bundle/tests/trace${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+scenarios="$bundle/tests/trace/trace_scenarios"
+for ending in exec _exit SIGSEGV SIGABRT SIGTERM; do
+  trace "end_$ending" optional -- "$scenarios" end "$ending"
+done
+trace fork_worker optional -- "$scenarios" fork-worker
+trace close_fds optional -- "$scenarios" close-fds "$results/close_fds.own.txt"
+python3 - "$results" <<'PY' | tee -a "$summary"
+import json, os, sys
+results = sys.argv[1]
+for case in ("end_exec", "end__exit", "end_SIGSEGV", "end_SIGABRT", "end_SIGTERM", "fork_worker", "close_fds"):
+    path = os.path.join(results, case + ".jsonl")
+    if not os.path.exists(path):
+        print(f"{case}: no trace")
+        continue
+    records = [json.loads(l) for l in open(path) if l.strip()]
+    calls = [r for r in records if r["kind"] == "call" and r.get("lib") == "trace_scenarios"]
+    ends = [r["args"] for r in records if r["kind"] == "process" and r["api"] in ("trace-end", "exec")]
+    print(f"{case}: {len(calls)} calls of the program recorded, ended: {'; '.join(ends) or 'no final record'}")
+own = os.path.join(results, "close_fds.own.txt")
+if os.path.exists(own):
+    print(f"close_fds: the program's own file holds {open(own).read()!r}")
+PY
+
 if have cupy; then trace cupy optional -- python3 -c "$cupy_code"; else echo "cupy: not installed, skipped" | tee -a "$summary"; fi
 if have cuda.core; then trace cuda_core optional -- python3 -c "$cudacore_code"; else echo "cuda.core: not installed, skipped" | tee -a "$summary"; fi
+
+# The Runtime's own probes (cuCtxGetDevice on a thread with no context) must not be findings.
+for case in torch cupy jax numba cuda_core; do
+  [[ -f $results/$case.report.txt ]] || continue
+  echo "$case: $(grep -c 'no-current-context' "$results/$case.report.txt") no-current-context," \
+    "$(grep -c 'unbalanced-context-stack' "$results/$case.report.txt") unbalanced-context-stack line(s)" \
+    | tee -a "$summary"
+done
 
 echo "== in-process trace (drvshim-probe --trace) =="
 "$bundle/tools/drvshim-probe" --trace "$results/probe_inprocess.jsonl" > "$results/probe_inprocess.out" 2>&1
@@ -104,6 +142,11 @@ if [[ ${DRVSHIM_SKIP_TRACE_BENCH:-0} != 1 ]]; then
   echo "== the recorder's own cost (in-process trace) =="
   "$bundle/tools/bench_trace_recorder" 200000 "$results/recorder.md" || status=1
   cat "$out"
+fi
+
+if have torch && [[ ${DRVSHIM_SKIP_TORCH_BENCH:-0} != 1 ]]; then
+  echo "== overhead on a launch-bound PyTorch loop =="
+  "$bundle/tools/bench-trace-torch.sh" "$bundle" "$results" "${DRVSHIM_TORCH_ROUNDS:-10}" 20000
 fi
 
 echo "trace-gpu exit status: $status" | tee -a "$summary"
