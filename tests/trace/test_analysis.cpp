@@ -678,16 +678,36 @@ TEST(TraceDiagnostics, AStackEmptiedBySetCurrentOrByAPopInAnotherLibraryIsBalanc
       .call(kMain, "cuCtxPopCurrent_v2", "->0xc0", 0, "app", 0xc0);
   const auto b = analyse(tail.records());
   EXPECT_FALSE(has(b, "unbalanced-context-stack")) << format_diagnostics(b);
-  // What is still pushed at the end counts, named by the last push.
+  // What is still pushed when another library calls counts, named by the last push.
   Stream left;
   left.call(kMain, "cuInit", "0x0")
       .call(kMain, "cuCtxCreate_v4", "->0xd0, null, 0x0, 0", 0, "libold.so", 0xd0)
-      .call(kMain, "cuCtxPushCurrent_v2", "0xd0", 0, "libhelper.so", 0xd0);
+      .call(kMain, "cuCtxPushCurrent_v2", "0xd0", 0, "libhelper.so", 0xd0)
+      .call(kMain, "cuMemAlloc_v2", "->0x7f, 64", 0, "app", 0xd0);
   const auto c = analyse(left.records());
   ASSERT_EQ(c.diagnostics.size(), 1u) << format_diagnostics(c);
   EXPECT_EQ(c.diagnostics[0].id, "unbalanced-context-stack");
-  EXPECT_EQ(c.diagnostics[0].title, "libhelper.so left 2 context(s) pushed on tid 100's stack");
+  EXPECT_EQ(c.diagnostics[0].title,
+            "libhelper.so left 2 context(s) pushed on tid 100's stack, where app then called cuMemAlloc_v2");
   EXPECT_EQ(c.diagnostics[0].evidence, std::vector<std::size_t>{2});
+}
+
+TEST(TraceDiagnostics, AContextALibraryPushesAndKeepsForItsOwnCallsIsNoFinding) {
+  // Numba activates its context with a push and keeps it for the rest of the thread's life.
+  Stream kept;
+  kept.call(kMain, "cuInit", "0x0", 0, "cydriver.so")
+      .call(kMain, "cuDevicePrimaryCtxRetain", "->0xc0, 0", 0, "cydriver.so")
+      .call(kMain, "cuCtxPushCurrent_v2", "0xc0", 0, "cydriver.so", 0xc0)
+      .call(kMain, "cuMemAlloc_v2", "->0x7f, 64", 0, "cydriver.so", 0xc0);
+  const auto a = analyse(kept.records());
+  EXPECT_FALSE(has(a, "unbalanced-context-stack")) << format_diagnostics(a);
+  // The same push followed by another library's call on that thread is one.
+  Stream used;
+  used.call(kMain, "cuInit", "0x0", 0, "cydriver.so")
+      .call(kMain, "cuDevicePrimaryCtxRetain", "->0xc0, 0", 0, "cydriver.so")
+      .call(kMain, "cuCtxPushCurrent_v2", "0xc0", 0, "cydriver.so", 0xc0)
+      .call(kMain, "cuMemAlloc_v2", "->0x7f, 64", 0, "libother.so", 0xc0);
+  EXPECT_TRUE(has(analyse(used.records()), "unbalanced-context-stack"));
 }
 
 TEST(TraceDiagnostics, AQueryOfTheCurrentContextFailingWithInvalidContextIsAProbe) {

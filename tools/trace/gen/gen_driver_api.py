@@ -32,9 +32,10 @@ HOOKED = {"cuGetProcAddress", "cuGetProcAddress_v2"}
 
 # Calls the summary mode records one by one (everything else is folded into
 # per-thread counts): what changes context, module, memory or object state,
-# and the lookups that hand out entry points.
+# and the lookups that hand out entry points. cuDevicePrimaryCtxGetState only
+# reads: PyTorch asks it before every kernel launch, so it is counted.
 INTERESTING = re.compile(
-    r"^cu(Init|DriverGetVersion|DevicePrimaryCtx\w+|"
+    r"^cu(Init|DriverGetVersion|DevicePrimaryCtx(Retain|Release|Reset|SetFlags)\w*|"
     r"Ctx(Create|Destroy|PushCurrent|PopCurrent|SetCurrent|SetFlags|Attach|Detach|FromGreenCtx)|"
     r"GreenCtx(Create|Destroy)|Module(Load\w*|Unload)|Library(Load\w*|Unload)|"
     r"Mem(Alloc|AllocPitch|AllocHost|AllocManaged|AllocAsync|AllocFromPoolAsync|Free|FreeHost|FreeAsync|"

@@ -376,9 +376,18 @@ void Model::finish() {
     if (pushed == 0) continue;
     const std::size_t index = static_cast<std::size_t>(last);
     const std::string& lib = a_.records[index].lib;
-    diagnose(
-        "unbalanced-context-stack", index,
-        fmt::format("{} left {} context(s) pushed on tid {}'s stack", lib.empty() ? "a caller" : lib, pushed, tid));
+    // A context a library pushes and keeps for its own later calls (Numba activates its
+    // context so) harms no one; it matters once another library's call runs in it.
+    std::size_t foreign = last_;
+    for (std::size_t k = index + 1; k < last_ && foreign == last_; ++k) {
+      const Record& r = a_.records[k];
+      if (r.kind == Kind::call && r.tid == tid && !r.lib.empty() && r.lib != lib) foreign = k;
+    }
+    if (foreign == last_) continue;
+    diagnose("unbalanced-context-stack", index,
+             fmt::format("{} left {} context(s) pushed on tid {}'s stack, where {} then called {}",
+                         lib.empty() ? "a caller" : lib, pushed, tid, a_.records[foreign].lib,
+                         symbol_of(a_.records[foreign])));
   }
 }
 
