@@ -331,6 +331,24 @@ TEST(TracerCli, AnalysingAnEmptyTraceOrOneWithATornTailWorks) {
 
 // ---- output files ------------------------------------------------------------------------
 
+TEST(TracerCli, AnOutputPathThatCannotBeWrittenIsRefusedBeforeTheProgramRuns) {
+  const fs::path dir = fresh_dir("unwritable");
+  fs::create_directories(dir / "adir");
+  const std::string marker = (dir / "ran").string();
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {(dir / "adir").string(), "it is a directory"},
+      {(dir / "missing" / "x.jsonl").string(), "does not exist"},
+  };
+  for (const auto& [out, why] : cases) {
+    SCOPED_TRACE(out);
+    const CliRun run = run_shell(
+        dir, "", "--libcuda " DRVSHIM_TEST_FAKE_PATH " -q --json " + out + " -- sh -c 'touch " + marker + "'");
+    EXPECT_EQ(run.code, 2);
+    EXPECT_NE(run.err.find(why), std::string::npos) << run.err;
+    EXPECT_FALSE(fs::exists(marker)) << "the program ran although its trace could not be kept";
+  }
+}
+
 TEST(TracerCli, OutputFilesReplaceASymbolicLinkNotItsTarget) {
   const fs::path dir = fresh_dir("symlink");
   const std::vector<std::string> names = {"out.json", "chrome.json", "report.txt"};

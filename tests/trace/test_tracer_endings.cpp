@@ -46,8 +46,9 @@ TracedRun trace(const std::vector<std::string>& tracer_args, const std::vector<s
       fs::path(DRVSHIM_TEST_WORK_DIR) / "endings" / (std::to_string(::getpid()) + "-" + std::to_string(++counter));
   fs::create_directories(run.dir);
   const std::string json = (run.dir / "trace.jsonl").string();
-  std::string cmd = DRVSHIM_TEST_TRACER " --libcuda " DRVSHIM_TEST_FAKE_PATH " --json " + json + " --report " +
-                    (run.dir / "report.txt").string();
+  // A hang is a failure, not a stuck test run.
+  std::string cmd = "timeout -s KILL 60 " DRVSHIM_TEST_TRACER " --libcuda " DRVSHIM_TEST_FAKE_PATH " --json " + json +
+                    " --report " + (run.dir / "report.txt").string();
   for (const auto& a : tracer_args) cmd += " " + a;
   cmd += " --";
   for (const auto& c : command) cmd += " " + c;
@@ -166,6 +167,25 @@ TEST(TracerEndings, RecordsBeforeAFatalSignalAreWrittenAndTheSignalStillEndsTheP
     EXPECT_NE(end->args.find("reason=signal " + std::to_string(sig) + " (" + name + ")"), std::string::npos)
         << end->args;
   }
+}
+
+TEST(TracerEndings, ACrashHoldingMallocsLockInAThreadWithoutRecordsStillEndsTheProgram) {
+  const TracedRun run = trace({}, {kScenarios, "end", "heap-crash"});
+  EXPECT_EQ(run.code, 128 + SIGABRT) << run.err;  // 137 would be the test's timeout: a hang
+  const std::uint32_t pid = root_pid(run);
+  EXPECT_EQ(calls_of(run, pid), kFive);
+  const Record* end = find(run, Kind::process, "trace-end", pid);
+  ASSERT_NE(end, nullptr);
+  EXPECT_NE(end->args.find("reason=signal 6 (SIGABRT)"), std::string::npos) << end->args;
+}
+
+TEST(TracerEndings, AnExecWithTheInterposersDirectorySpelledDifferentlyIsStillTraced) {
+  const TracedRun run = trace({"--no-audit"}, {kScenarios, "end", "exec-slash"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  const Record* exec = find(run, Kind::process, "exec", root_pid(run));
+  ASSERT_NE(exec, nullptr);
+  EXPECT_NE(exec->args.find("traced=1"), std::string::npos) << exec->args;
+  ASSERT_EQ(run.analysis.processes.size(), 2u) << run.report;
 }
 
 TEST(TracerEndings, AForkWorkerOfAParentThatNeverInitialisedKeepsItsRecords) {

@@ -4,9 +4,12 @@
 // the consumer lock, which producers never take.
 #include <drvshim_recorder/json_line.hpp>
 
+#include <string.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 
 #include "entry.hpp"
 #include "state.hpp"
@@ -126,6 +129,26 @@ void write_truncation_notice(State& s, std::int64_t ts, std::uint32_t pid, std::
   s.file.write_final(line);
 }
 
+// The last record of an image that ends by a signal or _exit (note_ending()).
+void note_trace_end(State& s) {
+  const char* how = s.ending_how.load(std::memory_order_acquire);
+  if (how == nullptr || s.ending_written) return;
+  s.ending_written = true;
+  const int value = s.ending_value.load(std::memory_order_relaxed);
+  Record r;
+  r.ts_ns = s.ending_ns.load(std::memory_order_relaxed) - s.epoch;
+  r.tid = s.ending_tid.load(std::memory_order_relaxed);
+  r.kind = Kind::process;
+  r.api = "trace-end";
+  if (std::strcmp(how, "signal") == 0) {
+    const char* name = ::sigabbrev_np(value);
+    r.args = "reason=signal " + std::to_string(value) + (name != nullptr ? std::string(" (SIG") + name + ")" : "");
+  } else {
+    r.args = std::string("reason=") + how + "; status=" + std::to_string(value);
+  }
+  s.extras.push_back(std::move(r));
+}
+
 // A record saying how many records a thread lost since the last one, and why.
 void note_dropped(State& s, std::uint64_t tid, std::uint64_t count, const char* reason) {
   if (count == 0) return;
@@ -197,6 +220,7 @@ void drain_locked(State& s) noexcept {
       s.dropped += orphan;
       note_dropped(s, 0, orphan, "reentrant");
     }
+    note_trace_end(s);
     if (s.after_final.load(std::memory_order_relaxed) && !s.final_done) {
       s.final_done = true;
       for (ThreadLog* log : logs) counters_of(s, log);

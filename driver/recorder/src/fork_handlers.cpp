@@ -46,6 +46,8 @@ void child() noexcept {
   s.writer_tid.store(0);
   s.flush_requested.store(0);
   s.flush_done.store(0);
+  s.ending_how.store(nullptr);
+  s.ending_written = false;
   s.callers.clear();
   s.writer_mutex.unlock();
   s.registry_mutex.unlock();

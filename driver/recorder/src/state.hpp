@@ -67,6 +67,13 @@ struct State {
   // Drains asked for from a signal handler (which may take no lock) and drains done since.
   std::atomic<std::uint64_t> flush_requested{0};
   std::atomic<std::uint64_t> flush_done{0};
+  // How the image is ending (note_ending(), from a signal handler or _exit): the consumer
+  // writes the trace-end record for it, so the ending thread allocates nothing.
+  std::atomic<const char*> ending_how{nullptr};
+  std::atomic<int> ending_value{0};
+  std::atomic<std::uint64_t> ending_tid{0};
+  std::atomic<std::int64_t> ending_ns{0};
+  bool ending_written = false;  // under consumer_mutex
 };
 
 // Set while the calling thread is inside the recorder (making a record or draining): a

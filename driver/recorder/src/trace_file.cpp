@@ -1,6 +1,7 @@
 #include <drvshim_recorder/trace_file.hpp>
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -106,11 +107,32 @@ void TraceFile::fail(const char* what, int err) noexcept {
   failed_errno_ = err;
 }
 
+// The lowest descriptor number the trace file is moved to: far above the numbers programs
+// get from open() and close in loops (3, 4, ...), below the process's limit.
+int high_descriptor_floor() noexcept {
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return 3;
+  if (lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur > 1100) return 1024;
+  return lim.rlim_cur > 96 ? static_cast<int>(lim.rlim_cur) - 32 : 3;
+}
+
+bool TraceFile::still_ours(int fd) const noexcept {
+  struct stat st {};
+  return ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_dev == dev_ && st.st_ino == ino_;
+}
+
 int TraceFile::reopen() noexcept {
   int fd = -1;
   do {
     fd = ::open(path_.c_str(), kOpenFlags);
   } while (fd < 0 && errno == EINTR);
+  if (fd >= 0) {
+    static const int floor = high_descriptor_floor();
+    if (const int high = ::fcntl(fd, F_DUPFD_CLOEXEC, floor); high >= 0) {
+      ::close(fd);
+      fd = high;
+    }
+  }
   if (fd < 0) {
     fail("the trace file could not be opened again", errno);
     return -1;
@@ -127,7 +149,7 @@ int TraceFile::reopen() noexcept {
 
 std::size_t TraceFile::write_lines(std::string_view lines) noexcept {
   if (stopped() || lines.empty()) return 0;
-  const int fd = reopen();
+  int fd = reopen();
   if (fd < 0) return 0;
   std::string_view todo = lines;
   struct stat before {};
@@ -142,6 +164,7 @@ std::size_t TraceFile::write_lines(std::string_view lines) noexcept {
     }
   }
   std::size_t written = 0;
+  int reopened = 0;
   while (written < todo.size()) {
     std::string_view group = todo.substr(written);
     if (group.size() > kWriteGroup) {
@@ -153,20 +176,33 @@ std::size_t TraceFile::write_lines(std::string_view lines) noexcept {
     }
     std::size_t done = 0;
     while (done < group.size()) {
+      // Another thread of the program may have closed this descriptor, and its number may
+      // now be one of the program's files: checked before every write, reopened when so.
+      if (done == 0 && !still_ours(fd)) {
+        if (++reopened > 3) {
+          fail("the trace file's descriptor kept being closed by the program", 0);
+          return written;
+        }
+        fd = reopen();
+        if (fd < 0) return written;
+      }
       const ssize_t n = ::write(fd, group.data() + done, group.size() - done);
       if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EBADF && done == 0) continue;  // closed under us: reopened above
       if (n <= 0) {
         const int err = n < 0 ? errno : ENOSPC;
         // This batch is cut off again when nobody appended after it: the file ends on a whole
         // record, and the space it took holds the notice saying why the trace ends here.
         struct stat st {};
-        if (::fstat(fd, &st) == 0 && static_cast<std::uint64_t>(st.st_size) == size + written + done) {
-          (void)::ftruncate(fd, static_cast<off_t>(size));
-          written = 0;
-        } else if (done > 0 && ::fstat(fd, &st) == 0 && static_cast<std::uint64_t>(st.st_size) >= done) {
-          (void)::ftruncate(fd, static_cast<off_t>(static_cast<std::uint64_t>(st.st_size) - done));
+        if (still_ours(fd)) {
+          if (::fstat(fd, &st) == 0 && static_cast<std::uint64_t>(st.st_size) == size + written + done) {
+            (void)::ftruncate(fd, static_cast<off_t>(size));
+            written = 0;
+          } else if (done > 0 && ::fstat(fd, &st) == 0 && static_cast<std::uint64_t>(st.st_size) >= done) {
+            (void)::ftruncate(fd, static_cast<off_t>(static_cast<std::uint64_t>(st.st_size) - done));
+          }
+          ::close(fd);
         }
-        ::close(fd);
         fail("writing the trace file failed", err);
         return written;
       }
@@ -174,7 +210,7 @@ std::size_t TraceFile::write_lines(std::string_view lines) noexcept {
     }
     written += done;
   }
-  ::close(fd);
+  if (still_ours(fd)) ::close(fd);  // never a descriptor the program reused meanwhile
   return written;
 }
 

@@ -68,17 +68,29 @@ void wake_writer(State& s) noexcept {
 
 namespace drvshim::recorder {
 
+void note_ending(const char* how, int value) noexcept {
+  using namespace detail;
+  State& s = state();
+  s.ending_value.store(value, std::memory_order_relaxed);
+  s.ending_tid.store(thread_id(), std::memory_order_relaxed);
+  s.ending_ns.store(now_ns(), std::memory_order_relaxed);
+  s.ending_how.store(how, std::memory_order_release);
+}
+
 bool flush_now(int timeout_ms, bool from_signal) noexcept {
   using namespace detail;
-  if (tl_busy != 0) return false;  // this thread was interrupted inside the recorder
   State& s = state();
   const bool writer = s.writer_started.load(std::memory_order_acquire);
-  if (!writer || s.writer_tid.load(std::memory_order_acquire) == thread_id()) {
-    // No writer to ask (memory only, or this is the writer): a handler cannot drain safely.
-    if (from_signal) return false;
+  const bool is_writer = writer && s.writer_tid.load(std::memory_order_acquire) == thread_id();
+  if (!writer || is_writer) {
+    // No writer to ask (memory only, or this is the writer): a handler, or a thread
+    // interrupted inside the recorder, cannot drain safely.
+    if (from_signal || tl_busy != 0) return false;
     flush();
     return true;
   }
+  // Also when this thread was interrupted inside the recorder: the writer drains what the
+  // other threads committed (and waits, bounded, for a lock this thread may hold).
   // The writer drains, not this thread: it may have been interrupted holding a lock
   // (malloc's, the program's) that a drain here would wait for forever.
   const std::uint64_t want = s.flush_requested.fetch_add(1, std::memory_order_acq_rel) + 1;

@@ -280,6 +280,34 @@ int end_by(const char* self, const std::string& how) {
     return basic(false);  // the failed exec leaves this image running
   }
   if (how == "_exit") _exit(3);
+  if (how == "exec-slash") {
+    // The interposer's directory written differently ("dir/"): still the same directory.
+    const char* interposer = std::getenv("DRVSHIM_TRACE_INTERPOSER");
+    const char* llp = std::getenv("LD_LIBRARY_PATH");
+    if (interposer == nullptr || llp == nullptr) return fail("not under drvshim-trace", 0);
+    std::string dir = interposer;
+    dir = dir.substr(0, dir.rfind('/'));
+    std::string rest = llp;
+    rest = rest.find(':') == std::string::npos ? "" : rest.substr(rest.find(':'));
+    setenv("LD_LIBRARY_PATH", (dir + "/" + rest).c_str(), 1);
+    execv(self, argv);
+    return fail("execv", errno);
+  }
+  if (how == "heap-crash") {
+    // A thread that never called the driver corrupts the heap; malloc aborts holding its
+    // arena's lock, so the abort's handler must not allocate.
+    std::thread t([] {
+      // The thread's own arena: the block is followed by the top chunk, whose size the
+      // overrun breaks ("malloc(): corrupted top size" at the next malloc from the top).
+      char* volatile p = static_cast<char*>(std::malloc(100));
+      std::memset(p, 0xff, 100 + 16);
+      asm volatile("" : : "r"(p) : "memory");  // the overrun must happen, not be optimised away
+      void* volatile q = std::malloc(5000);
+      std::printf("malloc survived: %p\n", q);
+    });
+    t.join();
+    return fail("the heap corruption was not detected", 0);
+  }
   if (how == "SIGSEGV") {
     volatile int* volatile nowhere = nullptr;
     *nowhere = 1;

@@ -147,6 +147,26 @@ std::string temp_dir() {
 
 }  // namespace
 
+// Why `path` cannot take an output file ("" when it can): a directory, a missing or
+// unwritable parent directory.
+static std::string output_problem(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return fmt::format("cannot write \"{}\": it is a directory (give a file name)", path);
+    if (!S_ISREG(st.st_mode)) return {};  // /dev/stdout, a FIFO: written in place
+  }
+  const fs::path parent = fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
+  std::error_code ec;
+  if (!fs::is_directory(parent, ec)) {
+    return fmt::format("cannot write \"{}\": the directory \"{}\" does not exist", path, parent.string());
+  }
+  if (::access(parent.c_str(), W_OK) != 0) {
+    return fmt::format("cannot write \"{}\": the directory \"{}\" is not writable ({})", path, parent.string(),
+                       std::strerror(errno));
+  }
+  return {};
+}
+
 int main(int argc, char** argv) {
   CLI::App app{"drvshim-trace: trace the CUDA driver calls and context-creation order of any program"};
   std::string json_path, chrome_path, report_path, mode = "full", libcuda, libdir, analyse_path;
@@ -194,6 +214,16 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  // The output files are checked before the program runs: a run is never spent on a trace
+  // that could not be kept.
+  for (const auto* out : {&json_path, &chrome_path, &report_path}) {
+    if (out->empty() || *out == "-") continue;
+    if (std::string why = output_problem(*out); !why.empty()) {
+      std::fprintf(stderr, "drvshim-trace: %s\n", why.c_str());
+      return 2;
+    }
+  }
+
   int exit_code = 0;
   std::string trace_file = analyse_path;
   std::string work_dir;
@@ -233,6 +263,15 @@ int main(int argc, char** argv) {
     o.interposer = interposer;
     o.audit_lib = audit;
     o.preload_lib = trace_tool::real_path(dir + "/libdrvshim_trace_preload.so");
+    if (o.preload_lib.find_first_of(" :") != std::string::npos) {
+      // LD_PRELOAD separates entries by spaces and colons and has no quoting.
+      std::fprintf(stderr,
+                   "drvshim-trace: the preload library's path \"%s\" contains a space or a colon, which LD_PRELOAD "
+                   "cannot carry; records made just before an exec or _exit may be lost (install drvshim-trace under "
+                   "a path without them)\n",
+                   o.preload_lib.c_str());
+      o.preload_lib.clear();
+    }
     o.real_driver = real;
     o.max_bytes = max_size;
     o.grace_seconds = grace;

@@ -55,13 +55,10 @@ void hook_exec_failed(int err) {
 
 void hook_before_exit(const char* how, int status) {
   if (!traced_now() || !own_image()) return;
-  try {
-    report_untraced_calls();
-    recorder::event(recorder::Kind::process, "trace-end",
-                    fmt::format("reason={}; status={}", how != nullptr ? how : "_exit", status));
-  } catch (...) {
-  }
-  (void)recorder::flush_now(kEndTimeoutMs, false);
+  // Nothing allocated here: _exit is often called from a signal handler that may have
+  // interrupted malloc. The writer makes the trace-end record.
+  recorder::note_ending(how != nullptr && std::strcmp(how, "_Exit") == 0 ? "_Exit" : "_exit", status);
+  (void)recorder::flush_now(kEndTimeoutMs, true);
 }
 
 int hook_child_untraced(const char* path, const char* why) {
@@ -78,43 +75,18 @@ int hook_child_untraced(const char* path, const char* why) {
 constexpr DrvshimTraceHooks kHooks = {DRVSHIM_TRACE_HOOKS_VERSION, &hook_before_exec, &hook_exec_failed,
                                       &hook_before_exit, &hook_child_untraced};
 
-// Signals whose default action ends the process.
-constexpr int kFatal[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGILL,  SIGTRAP, SIGABRT, SIGBUS,  SIGFPE, SIGUSR1,
-                          SIGSEGV, SIGUSR2, SIGPIPE, SIGALRM, SIGTERM, SIGXCPU, SIGXFSZ, SIGSYS};
-
-// Appends `text` to buf at `n` (no allocation: a signal handler builds the record).
-void put(char* buf, std::size_t size, std::size_t& n, const char* text) noexcept {
-  while (*text != '\0' && n + 1 < size) buf[n++] = *text++;
-  buf[n] = '\0';
-}
-
-void put_number(char* buf, std::size_t size, std::size_t& n, int v) noexcept {
-  char tmp[12];
-  std::size_t k = 0;
-  auto u = static_cast<unsigned>(v < 0 ? -v : v);
-  do {
-    tmp[k++] = static_cast<char>('0' + u % 10);
-    u /= 10;
-  } while (u != 0);
-  if (v < 0 && n + 1 < size) buf[n++] = '-';
-  while (k > 0 && n + 1 < size) buf[n++] = tmp[--k];
-  buf[n] = '\0';
-}
+// Signals that end programs in practice (crashes, kill, a terminal, a closed pipe) whose
+// default action ends the process. The program sees drvshim-trace's handler for these in
+// sigaction(); the rarer SIGUSR1/2, SIGALRM, SIGXCPU and SIGXFSZ are left untouched.
+constexpr int kFatal[] = {SIGHUP, SIGINT, SIGQUIT, SIGILL,  SIGTRAP, SIGABRT,
+                          SIGBUS, SIGFPE, SIGSEGV, SIGPIPE, SIGTERM, SIGSYS};
 
 void on_fatal_signal(int sig, siginfo_t*, void*) {
   const int saved = errno;
   if (traced_now() && own_image()) {
-    // "reason=signal 11 (SIGSEGV)", built on the stack.
-    char detail[96];
-    std::size_t n = 0;
-    put(detail, sizeof detail, n, "reason=signal ");
-    put_number(detail, sizeof detail, n, sig);
-    if (const char* name = ::sigabbrev_np(sig); name != nullptr) {
-      put(detail, sizeof detail, n, " (SIG");
-      put(detail, sizeof detail, n, name);
-      put(detail, sizeof detail, n, ")");
-    }
-    recorder::event(recorder::Kind::process, "trace-end", std::string_view(detail, n));
+    // Only stores and a futex wake on this thread: it may have been interrupted holding
+    // malloc's lock or inside the recorder. The writer makes the trace-end record.
+    recorder::note_ending("signal", sig);
     (void)recorder::flush_now(kSignalTimeoutMs, true);
   }
   errno = saved;

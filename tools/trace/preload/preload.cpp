@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstdarg>
 #include <cstdint>
 #include <cstdlib>
@@ -71,14 +72,27 @@ const char* env_in(char* const* envp, const char* key) noexcept {
   return nullptr;
 }
 
-// Whether the ':'-separated `list` holds `item`.
-bool list_has(const char* list, const char* item, std::size_t item_len) noexcept {
-  if (list == nullptr || item_len == 0) return false;
+// Whether the ':'-separated `list` holds `item`: the same text, or (`as_paths`) the same file
+// once both are resolved (a trailing '/', "..", a link).
+bool list_has(const char* list, const char* item, std::size_t item_len, bool as_paths) noexcept {
+  if (list == nullptr || item_len == 0 || item_len >= PATH_MAX) return false;
+  char want[PATH_MAX];
+  char want_real[PATH_MAX];
+  std::memcpy(want, item, item_len);
+  want[item_len] = '\0';
+  const bool want_resolved = as_paths && ::realpath(want, want_real) != nullptr;
   const char* p = list;
   while (*p != '\0') {
     const char* end = std::strchr(p, ':');
     const std::size_t len = end != nullptr ? static_cast<std::size_t>(end - p) : std::strlen(p);
     if (len == item_len && std::strncmp(p, item, len) == 0) return true;
+    if (want_resolved && len > 0 && len < PATH_MAX) {
+      char entry[PATH_MAX];
+      char entry_real[PATH_MAX];
+      std::memcpy(entry, p, len);
+      entry[len] = '\0';
+      if (::realpath(entry, entry_real) != nullptr && std::strcmp(entry_real, want_real) == 0) return true;
+    }
     if (end == nullptr) break;
     p = end + 1;
   }
@@ -97,13 +111,14 @@ const char* why_untraced(const char* path, char* const* envp) noexcept {
   if (interposer != nullptr) {
     const char* slash = std::strrchr(interposer, '/');
     if (slash != nullptr) {
-      reaches = list_has(env_in(envp, "LD_LIBRARY_PATH"), interposer, static_cast<std::size_t>(slash - interposer));
+      reaches =
+          list_has(env_in(envp, "LD_LIBRARY_PATH"), interposer, static_cast<std::size_t>(slash - interposer), true);
     }
   }
   if (const char* audit = std::getenv("LD_AUDIT"); !reaches && audit != nullptr && *audit != '\0') {
     const char* colon = std::strchr(audit, ':');
     reaches = list_has(env_in(envp, "LD_AUDIT"), audit,
-                       colon != nullptr ? static_cast<std::size_t>(colon - audit) : std::strlen(audit));
+                       colon != nullptr ? static_cast<std::size_t>(colon - audit) : std::strlen(audit), true);
   }
   if (!reaches) {
     return "neither LD_LIBRARY_PATH nor LD_AUDIT in its environment leads to drvshim-trace's libcuda.so.1";
@@ -181,10 +196,10 @@ void write_note(const char* kind, const char* api, const char* path, const char*
   l.put(api);
   l.put("\",\"args\":\"path=");
   l.text(path);
-  l.put("; traced=0; why=");
-  l.text(why);
-  l.put("; parent=");
+  l.put("; traced=0; parent=");
   l.num(static_cast<unsigned long long>(::getppid()));
+  l.put("; why=");
+  l.text(why);
   l.put("\",\"result\":0,\"result_name\":\"\",\"ctx\":\"0x0\"}\n");
   const int fd = ::open(out, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   if (fd < 0) return;
@@ -241,9 +256,6 @@ int exec_with(const char* path, char* const argv[], char* const envp[], bool sea
   return r;
 }
 
-// execl*: the variadic arguments as an argv on the stack (ARG_MAX bounds them).
-constexpr std::size_t kMaxListArgs = 4096;
-
 }  // namespace
 
 extern "C" {
@@ -268,7 +280,9 @@ DRVSHIM_PRELOAD_EXPORT int execvpe(const char* file, char* const argv[], char* c
 }
 
 DRVSHIM_PRELOAD_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) {
-  before_exec(argv[0] != nullptr ? argv[0] : "(fexecve)", envp);
+  // argv is declared non-null, but a NULL argv must reach the kernel (EINVAL) untouched.
+  char* const* volatile checked = argv;
+  before_exec(checked != nullptr && checked[0] != nullptr ? checked[0] : "(fexecve)", envp);
   const int r = real_fexecve != nullptr ? real_fexecve(fd, argv, envp) : (errno = ENOSYS, -1);
   after_exec(errno);
   return r;
@@ -281,21 +295,25 @@ DRVSHIM_PRELOAD_EXPORT int execveat(int dirfd, const char* path, char* const arg
   return r;
 }
 
-#define DRVSHIM_COLLECT_ARGS(first, extra_envp)              \
-  char* argv[kMaxListArgs];                                  \
-  std::size_t argc = 0;                                      \
-  argv[argc++] = const_cast<char*>(first);                   \
-  va_list ap;                                                \
-  va_start(ap, first);                                       \
-  while (argv[argc - 1] != nullptr && argc < kMaxListArgs) { \
-    argv[argc++] = va_arg(ap, char*);                        \
-  }                                                          \
-  if (argv[argc - 1] != nullptr) {                           \
-    va_end(ap);                                              \
-    errno = E2BIG;                                           \
-    return -1;                                               \
-  }                                                          \
-  extra_envp;                                                \
+// execl*: the variadic arguments as an argv on the stack, counted first (any number the
+// kernel accepts). A NULL first argument is an empty argv.
+#define DRVSHIM_COLLECT_ARGS(first, extra_envp)                                    \
+  va_list ap;                                                                      \
+  va_start(ap, first);                                                             \
+  const char* volatile head = first; /* declared non-null; a NULL must pass */     \
+  std::size_t more = 0;                                                            \
+  if (head != nullptr) {                                                           \
+    va_list counting;                                                              \
+    va_copy(counting, ap);                                                         \
+    while (va_arg(counting, char*) != nullptr) ++more;                             \
+    va_end(counting);                                                              \
+  }                                                                                \
+  auto** argv = static_cast<char**>(__builtin_alloca((more + 2) * sizeof(char*))); \
+  argv[0] = const_cast<char*>(head);                                               \
+  for (std::size_t k = 0; k < more; ++k) argv[k + 1] = va_arg(ap, char*);          \
+  if (head != nullptr) (void)va_arg(ap, char*);                                    \
+  argv[more + 1] = nullptr;                                                        \
+  extra_envp;                                                                      \
   va_end(ap)
 
 DRVSHIM_PRELOAD_EXPORT int execl(const char* path, const char* arg, ...) {

@@ -122,6 +122,11 @@ void final_flush() noexcept;
 /// be written in time, or the calling thread was interrupted inside the
 /// recorder (its own pending records are then left to the writer).
 bool flush_now(int timeout_ms, bool from_signal) noexcept;
+/// Says how this image ends, for the consumer to write as its last record
+/// ("trace-end"): `how` is "signal" (`value` the signal number) or a string
+/// literal naming the exit path ("_exit", `value` the status). Async-signal-
+/// safe: stores only; the record is made by the next drain (flush_now()).
+void note_ending(const char* how, int value) noexcept;
 
 namespace detail {
 // One counter slot of a thread: written by that thread only, read by the consumer.

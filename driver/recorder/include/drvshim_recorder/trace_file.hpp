@@ -50,6 +50,8 @@ class TraceFile {
  private:
   // The trace file opened again for one batch of writes; -1 (failed()) when it is gone or replaced.
   int reopen() noexcept;
+  // Whether `fd` is still the trace file (same device and inode).
+  bool still_ours(int fd) const noexcept;
   void fail(const char* what, int err) noexcept;
   std::string path_;
   dev_t dev_ = 0;
