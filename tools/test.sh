@@ -30,7 +30,7 @@ rm -f "$gpu_log"
 echo "== sanitizer lane (ASan + UBSan) =="
 asan=${DRVSHIM_ASAN_BUILD_DIR:-$root/build-asan}
 cmake -S "$root" -B "$asan" -DCMAKE_BUILD_TYPE=Debug -DDRVSHIM_SANITIZE=ON -DDRVSHIM_BUILD_TOOLS=ON
-cmake --build "$asan" -j"$jobs" --target drvshim_unit_tests drvshim_exit_program drvshim_fakecuda_nov2 drvshim-probe drvshim_cache_worker drvshim_fault_sweep \
+cmake --build "$asan" -j"$jobs" --target drvshim_unit_tests drvshim_recorder_tests drvshim_exit_program drvshim_fakecuda_nov2 drvshim-probe drvshim_cache_worker drvshim_fault_sweep \
   init_order zero_copy_vadd pinned_stream_copy nvrtc_kernel
 asan_env=(ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1)
 if ! (cd "$asan" && env "${asan_env[@]}" ctest --output-on-failure -j"$jobs" -L unit --timeout 300); then
@@ -49,7 +49,7 @@ echo "== sanitizer lane (TSan) =="
 tsan=${DRVSHIM_TSAN_BUILD_DIR:-$root/build-tsan}
 cmake -S "$root" -B "$tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDRVSHIM_SANITIZE=thread -DDRVSHIM_BUILD_TOOLS=ON \
   -DDRVSHIM_BUILD_EXAMPLES=OFF
-cmake --build "$tsan" -j"$jobs" --target drvshim_unit_tests drvshim_exit_program drvshim_fakecuda_nov2 drvshim-probe drvshim_cache_worker
+cmake --build "$tsan" -j"$jobs" --target drvshim_unit_tests drvshim_recorder_tests drvshim_exit_program drvshim_fakecuda_nov2 drvshim-probe drvshim_cache_worker
 # Any report fails the test (halt_on_error); the suppressions file lists what
 # is not drvshim's and why.
 (cd "$tsan" && TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tools/tsan.supp" \
