@@ -364,6 +364,25 @@ TEST(TraceModel, TheRecordedCurrentContextCorrectsTheModel) {
   EXPECT_EQ(a.processes[0].threads.at(kMain).stack, std::vector<std::uintptr_t>{0xd0});
 }
 
+TEST(TraceModel, CallsOfOtherThreadsAfterAnExecBelongToTheImageThatMadeThem) {
+  // A worker thread execs while the main thread goes on calling until the kernel ends it.
+  Stream s;
+  s.event(Kind::process, "process", "exe=/bin/a; ppid=1; driver=/lib/libcuda.so.1; mode=full; cmdline=a")
+      .call(kMain, "cuInit", "0x0")
+      .event(Kind::process, "exec", "path=/bin/b; traced=1", kWorker)
+      .call(kMain, "cuDriverGetVersion", "->13000")
+      .call(kMain, "cuDriverGetVersion", "->13000")
+      .event(Kind::process, "process", "exe=/bin/b; ppid=1; driver=/lib/libcuda.so.1; mode=full; cmdline=b")
+      .call(kMain, "cuInit", "0x0");
+  const auto a = analyse(s.records());
+  ASSERT_EQ(a.processes.size(), 2u);
+  EXPECT_EQ(a.processes[0].exe, "/bin/a");
+  EXPECT_EQ(a.processes[0].end_record - a.processes[0].first_record, 5u) << "the main thread's late calls";
+  EXPECT_EQ(a.processes[1].exe, "/bin/b");
+  EXPECT_EQ(a.processes[1].end_record - a.processes[1].first_record, 2u);
+  EXPECT_EQ(a.records[a.processes[1].first_record].api, "process");
+}
+
 TEST(TraceModel, AnExecStartsANewImageOfTheSamePid) {
   Stream s;
   s.event(Kind::process, "process", "exe=/bin/sh; ppid=1; driver=/lib/libcuda.so.1; mode=full; cmdline=sh -c x");

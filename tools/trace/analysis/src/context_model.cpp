@@ -417,7 +417,21 @@ Analysis analyse(std::vector<Record> records) {
       std::size_t end = first;
       while (end < j) {
         const Record& r = a.records[end++];
-        if (r.kind == Kind::process && r.api == "exec" && end < j && !exec_failed(a.records, end - 1, j)) break;
+        if (r.kind == Kind::process && r.api == "exec" && end < j && !exec_failed(a.records, end - 1, j)) {
+          // Threads other than the one that exec'd go on recording until the kernel ends them:
+          // their records after the exec belong to this image, not to the next, which starts
+          // with its own process record (before it, only notes written for it by the audit
+          // module or the preload library).
+          std::size_t next = end;
+          while (next < j && !(a.records[next].kind == Kind::process && a.records[next].api == "process")) ++next;
+          const auto old_image = std::stable_partition(
+              a.records.begin() + static_cast<std::ptrdiff_t>(end),
+              a.records.begin() + static_cast<std::ptrdiff_t>(next), [](const Record& x) {
+                return x.kind != Kind::process && !(x.kind == Kind::event && x.api == "libcuda-redirected");
+              });
+          end = static_cast<std::size_t>(old_image - a.records.begin());
+          break;
+        }
       }
       ProcessInfo& p = a.processes.emplace_back();
       p.pid = a.records[first].pid;
