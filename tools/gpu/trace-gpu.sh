@@ -116,8 +116,32 @@ PY
 if have cupy; then trace cupy optional -- python3 -c "$cupy_code"; else echo "cupy: not installed, skipped" | tee -a "$summary"; fi
 if have cuda.core; then trace cuda_core optional -- python3 -c "$cudacore_code"; else echo "cuda.core: not installed, skipped" | tee -a "$summary"; fi
 
+if have triton && have torch; then
+  triton_script="$results/triton_add.py"
+  cat > "$triton_script" <<'PY'
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_one(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) + 1, mask=mask)
+
+
+x = torch.ones(4096, device="cuda")
+y = torch.empty_like(x)
+add_one[(4,)](x, y, 4096, BLOCK=1024)
+print(y.sum().item())
+PY
+  trace triton optional -- python3 "$triton_script"
+else
+  echo "triton: not installed, skipped" | tee -a "$summary"
+fi
 # The Runtime's own probes (cuCtxGetDevice on a thread with no context) must not be findings.
-for case in torch cupy jax numba cuda_core; do
+for case in torch triton cupy jax numba cuda_core; do
   [[ -f $results/$case.report.txt ]] || continue
   echo "$case: $(grep -c 'no-current-context' "$results/$case.report.txt") no-current-context," \
     "$(grep -c 'unbalanced-context-stack' "$results/$case.report.txt") unbalanced-context-stack line(s)" \
