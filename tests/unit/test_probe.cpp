@@ -275,3 +275,43 @@ TEST(Probe, BadDeviceArgumentsSayWhatIsAcceptedAndJsonStaysJson) {
 }
 
 }  // namespace
+
+TEST(Probe, AFailedBandwidthRunIsTheDevicesErrorAndTheArrayStaysAnArray) {
+  // Before: "bandwidth" became the failure object, with exit code 0 and nothing in the text.
+  const std::string env = fake_env("discrete") + " DRVSHIM_FAKE_FAIL=cuMemAlloc:2:2";
+  const ProbeRun run = run_probe(env, "--json --bandwidth");
+  EXPECT_EQ(run.code, 1) << run.out;
+  const auto j = nlohmann::json::parse(run.out);
+  ASSERT_EQ(j["devices"].size(), 1u);
+  const auto& d = j["devices"][0];
+  ASSERT_TRUE(d["bandwidth"].is_array()) << d.dump();
+  EXPECT_TRUE(d["bandwidth"].empty());
+  ASSERT_TRUE(d.contains("error")) << d.dump();
+  EXPECT_EQ(d["error"]["step"], "bandwidth");
+  EXPECT_EQ(d["error"]["result"], "CUDA_ERROR_OUT_OF_MEMORY") << d.dump();
+  const ProbeRun text = run_probe(env, "--bandwidth");
+  EXPECT_EQ(text.code, 1);
+  EXPECT_NE(text.out.find("failed at step \"bandwidth\""), std::string::npos) << text.out;
+}
+
+TEST(Probe, AReportThatCannotBeWrittenIsAFailure) {
+  // Before: with standard output closed the report went into the trace file (which took
+  // descriptor 1); on /dev/full the probe exited 0.
+  char path[] = "/tmp/drvshim_probe_closed_XXXXXX";
+  close(mkstemp(path));
+  // Standard error to the pipe first, then standard output closed ('#' ends the command before
+  // run_probe's own redirection of standard error).
+  const ProbeRun closed = run_probe(fake_env("discrete"), std::string("--json --trace ") + path + " 2>&1 >&- #");
+  EXPECT_EQ(closed.code, 1);
+  EXPECT_NE(closed.out.find("standard output is closed"), std::string::npos) << closed.out;
+  std::FILE* f = std::fopen(path, "r");
+  ASSERT_NE(f, nullptr);
+  char first[64] = {};
+  const bool any = std::fgets(first, sizeof first, f) != nullptr;
+  std::fclose(f);
+  std::remove(path);
+  EXPECT_TRUE(!any || std::string(first).rfind("{\"seq\":", 0) == 0) << first;
+  const ProbeRun full = run_probe(fake_env("discrete"), "--json 2>&1 >/dev/full #");
+  EXPECT_EQ(full.code, 1);
+  EXPECT_NE(full.out.find("writing the report to standard output failed"), std::string::npos) << full.out;
+}

@@ -5,6 +5,7 @@
 // failure); 2 no usable driver could be loaded (absent, stub, too old);
 // 3 the driver loaded but has no device; 1 bad arguments or an unexpected error
 // (the JSON then says which: a top-level or per-device "error" object).
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -49,15 +51,25 @@ std::optional<std::string> device_argument_problem(const std::string& text, int&
          "device is probed)";
 }
 
-// Prints `j` as the user asked: JSON, or text rendered from it.
-void emit(ordered_json& j, bool json) {
+// Prints `j` as the user asked: JSON, or text rendered from it. False (with why on stderr)
+// when the report could not be written (standard output full or gone).
+bool emit(ordered_json& j, bool json) {
   make_utf8_safe(j);
   if (json) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     print_text(j);
   }
+  if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0) {
+    std::fprintf(stderr, "drvshim-probe: writing the report to standard output failed: %s\n", std::strerror(errno));
+    return false;
+  }
+  return true;
 }
+
+// A closed standard output would hand its number to the next file opened (the trace file,
+// a driver's), and the report would be written into that file: refused before anything opens.
+bool stdout_is_open() { return ::fcntl(STDOUT_FILENO, F_GETFD) != -1 || errno != EBADF; }
 
 }  // namespace
 
@@ -90,10 +102,14 @@ int main(int argc, char** argv) {
     if (as_json) {
       j["error"] = {{"step", "arguments"}, {"detail", detail}};
       j["exit_code"] = kExitUnexpected;
-      emit(j, true);
+      (void)emit(j, true);
     }
     return kExitUnexpected;
   };
+  if (!stdout_is_open()) {
+    std::fprintf(stderr, "drvshim-probe: standard output is closed: there is nowhere to write the report\n");
+    return kExitUnexpected;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -246,6 +262,14 @@ int main(int argc, char** argv) {
                 row = r;
                 host_rows.push_back(r);
               }
+            } else {
+              // A failed run: "bandwidth" stays the array docs/probe.md promises (empty), and the
+              // failure is the device's error, in the JSON, the text and the exit code.
+              ordered_json failure = std::move(d["bandwidth"]);
+              d["bandwidth"] = ordered_json::array();
+              d["error"] = {{"step", "bandwidth"}, {"detail", failure.value("detail", std::string("failed"))}};
+              if (failure.contains("result")) d["error"]["result"] = failure["result"];
+              exit_code = kExitUnexpected;
             }
           }
           step = "release primary context";
@@ -312,6 +336,6 @@ int main(int argc, char** argv) {
   }
   if (j.contains("timeline") && j["timeline"].is_null()) j.erase("timeline");
   j["exit_code"] = exit_code;
-  emit(j, json);
+  if (!emit(j, json)) return kExitUnexpected;
   return exit_code;
 }
