@@ -315,3 +315,27 @@ TEST(Probe, AReportThatCannotBeWrittenIsAFailure) {
   EXPECT_EQ(full.code, 1);
   EXPECT_NE(full.out.find("writing the report to standard output failed"), std::string::npos) << full.out;
 }
+
+TEST(Probe, EdgeCasesOfInitDeviceAndAClosedPipe) {
+  // A cuInit failure other than "no device": exit 1 with the error object naming the step.
+  const ProbeRun init = run_probe(fake_env("discrete") + " DRVSHIM_FAKE_FAIL=cuInit:1:999", "--json");
+  EXPECT_EQ(init.code, 1) << init.out;
+  const auto j = nlohmann::json::parse(init.out);
+  ASSERT_TRUE(j.contains("error")) << j.dump();
+  EXPECT_EQ(j["error"]["step"], "cuInit");
+  // An empty --device is refused, not taken for every device.
+  const ProbeRun empty = run_probe(fake_env("dual"), "--json --device ''");
+  EXPECT_EQ(empty.code, 1) << empty.out;
+  EXPECT_NE(empty.out.find("not a device ordinal"), std::string::npos) << empty.out;
+  // A reader that is gone before the report is written (`| true`; `| head -1` when the report
+  // outgrows the pipe): no SIGPIPE death (exit 141), no complaint.
+  const std::string cmd =
+      "bash -c '" + fake_env("discrete") + " " DRVSHIM_TEST_PROBE " --bandwidth | true; echo status=${PIPESTATUS[0]}'";
+  std::FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[256] = {};
+  std::string out;
+  while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
+  pclose(p);
+  EXPECT_NE(out.find("status=0"), std::string::npos) << out;
+}

@@ -17,6 +17,7 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -61,6 +62,8 @@ bool emit(ordered_json& j, bool json) {
     print_text(j);
   }
   if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0) {
+    // A reader that stopped reading (`| head -1`) wanted no more: not a failure to report.
+    if (errno == EPIPE) return true;
     std::fprintf(stderr, "drvshim-probe: writing the report to standard output failed: %s\n", std::strerror(errno));
     return false;
   }
@@ -106,6 +109,8 @@ int main(int argc, char** argv) {
     }
     return kExitUnexpected;
   };
+  // A closed pipe is a write error (EPIPE, handled where the report is written), not a kill.
+  (void)std::signal(SIGPIPE, SIG_IGN);
   if (!stdout_is_open()) {
     std::fprintf(stderr, "drvshim-probe: standard output is closed: there is nowhere to write the report\n");
     return kExitUnexpected;
@@ -120,7 +125,7 @@ int main(int argc, char** argv) {
     return refuse_arguments(e.what());
   }
   int only_device = -1;
-  if (!device_text.empty()) {
+  if (app.count("--device") > 0) {  // also "--device ''": an empty ordinal is refused, not "every device"
     if (const auto problem = device_argument_problem(device_text, only_device)) return refuse_arguments(*problem);
   }
   drvshim_probe::P2PSettings p2p_settings;
@@ -187,6 +192,8 @@ int main(int argc, char** argv) {
       exit_code = e.code() == 100                                ? kExitNoDevice
                   : e.kind() == drvshim::ErrorKind::stub_library ? kExitNoDriver
                                                                  : kExitUnexpected;
+      // Exit code 1 always comes with the step that failed (docs/probe.md).
+      if (exit_code == kExitUnexpected) j["error"] = error_json("cuInit", e);
     }
   }
 
