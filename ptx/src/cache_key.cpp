@@ -8,11 +8,15 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <set>
 
 #include "option_inputs.hpp"
+
+extern char** environ;
 
 namespace drvshim::detail {
 namespace {
@@ -240,6 +244,26 @@ void hash_headers(const HeaderMemo& memo, Sha256& key, const KernelSource& progr
   }
 }
 
+// The variables NVRTC and NVVM read for themselves (NV_NVVM_VERSION, NVRTC_*, NVVM_*): every
+// NV* variable is keyed, which can only make the key stricter. NVIDIA_* (the container
+// runtime's, which differ between otherwise identical jobs) are left out.
+std::vector<std::string> nvrtc_environment() {
+  std::vector<std::string> out;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    if (std::strncmp(*e, "NV", 2) == 0 && std::strncmp(*e, "NVIDIA_", 7) != 0) out.emplace_back(*e);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// With line information or device debugging NVRTC writes the working directory's absolute
+// path into the output, so the directory is part of the key then.
+bool output_names_the_working_directory(const std::vector<std::string>& effective) {
+  return std::any_of(effective.begin(), effective.end(), [](const std::string& o) {
+    return o == "-lineinfo" || o == "--generate-line-info" || o == "-G" || o == "--device-debug";
+  });
+}
+
 }  // namespace
 
 KeyResult key_of(const HeaderMemo& memo, std::string_view identity, const KernelSource& program,
@@ -263,6 +287,15 @@ KeyResult key_of(const HeaderMemo& memo, std::string_view identity, const Kernel
   for (const auto& n : names) key.field("name-expression", n);
   key.field("nvrtc", identity);
   key.field("link", link_identity);
+  for (const auto& v : nvrtc_environment()) key.field("environment", v);
+  if (output_names_the_working_directory(effective)) {
+    char cwd[PATH_MAX];
+    if (::getcwd(cwd, sizeof cwd) == nullptr) {
+      if (out.unknowable.empty()) out.unknowable = "the working directory, which the output names, cannot be read";
+    } else {
+      key.field("working-directory", cwd);
+    }
+  }
   out.key = key.finish();
   return out;
 }

@@ -145,6 +145,26 @@ TEST(CompileCache, EveryInputThatChangesTheOutputChangesTheKey) {
     EXPECT_NE(a.key, b.key) << "name expressions";
     EXPECT_EQ(b.outcome, CacheOutcome::compiled);
   }
+  {
+    // A variable NVRTC or NVVM reads changes the output without changing any option.
+    ::setenv("NV_NVVM_VERSION", "test", 1);
+    differs(program(), "NV_NVVM_VERSION");
+    ::unsetenv("NV_NVVM_VERSION");
+  }
+  {
+    // With line information the output names the working directory.
+    auto p = program();
+    p.options.line_info = true;
+    const auto here = cache.compile(p);
+    TempDir elsewhere;
+    const auto old = std::filesystem::current_path();
+    std::filesystem::current_path(elsewhere.path);
+    const auto there = cache.compile(p);
+    std::filesystem::current_path(old);
+    EXPECT_NE(here.key, there.key) << "the working directory with -lineinfo";
+    EXPECT_EQ(there.outcome, CacheOutcome::compiled);
+    EXPECT_EQ(cache.compile(program()).key, base) << "without line information it is not keyed";
+  }
   EXPECT_EQ(cache.compile(program()).outcome, CacheOutcome::memory_hit) << "the same input is still a hit";
 }
 
