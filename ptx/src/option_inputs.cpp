@@ -159,7 +159,17 @@ OptionInputs option_inputs(const std::vector<std::string>& options) {
     }
     switch (known->role) {
       case Role::plain: break;
-      case Role::include_dir: out.include_dirs.push_back(value); break;
+      case Role::include_dir: {
+        // NVRTC trims blanks around a directory ("-I inc" as one option reads inc/): the
+        // trimmed spelling is looked up first, the one as given after it (a key can only be
+        // stricter for it).
+        const auto first = value.find_first_not_of(" \t");
+        const auto last = value.find_last_not_of(" \t");
+        const std::string trimmed = first == std::string::npos ? std::string() : value.substr(first, last - first + 1);
+        if (trimmed != value && !trimmed.empty()) out.include_dirs.push_back(trimmed);
+        out.include_dirs.push_back(value);
+        break;
+      }
       case Role::pre_include: out.pre_includes.push_back(value); break;
       case Role::no_source: out.source_include = false; break;
       case Role::ptxas:

@@ -196,6 +196,28 @@ TEST(CompileCache, EditingAHeaderUnderAnIncludePathMissesEvenWhenNested) {
   EXPECT_EQ(c.key, a.key);
 }
 
+TEST(CompileCache, AnIncludeOptionWithABlankBeforeItsDirectoryIsKeyedByWhatNvrtcReads) {
+  // "-I inc" as one option: NVRTC trims the blank and reads inc/; the key must see the header.
+  TempDir dir;
+  fs::create_directories(dir / "inc");
+  write_all(dir / "inc/v.h", "constexpr int kValue = 1;\n");
+  settle();
+  KernelSource p;
+  p.source = "#include \"v.h\"\n__global__ void k(int* p) { p[0] = kValue; }\n";
+  p.name = "blank.cu";
+  p.options.arch = "compute_90";
+  p.options.extra = {"-I " + (dir / "inc")};
+  CompileCache cache(load_nvrtc(), in(dir / "c"));
+  const auto a = cache.compile(p);
+  ASSERT_EQ(a.outcome, CacheOutcome::compiled) << a.miss_reason;
+  EXPECT_EQ(a.miss_reason.rfind("uncached", 0), std::string::npos) << a.miss_reason;
+  write_all(dir / "inc/v.h", "constexpr int kValue = 2;\n");
+  settle();
+  const auto b = cache.compile(p);
+  EXPECT_EQ(b.outcome, CacheOutcome::compiled) << "the header NVRTC reads changed";
+  EXPECT_NE(b.result.image, a.result.image);
+}
+
 // Issue 18, defect 5: every way NVRTC finds a header (checked against NVRTC
 // 13.0) is keyed by the header's content. Each header is edited in place,
 // same size, modification time put back: the next compile must see it.
