@@ -171,6 +171,8 @@ void hash_headers(const HeaderMemo& memo, Sha256& key, const KernelSource& progr
   std::map<std::string, std::string> resolved;  // what each lookup contributed, sorted for the key
   std::set<std::string> wrappers;
   std::vector<std::pair<MacroLookup, std::optional<std::string>>> macro_lookups;
+  std::vector<std::pair<std::string, std::string>> forwards;      // F forwards to G
+  std::vector<std::pair<std::string, std::string>> opaque_calls;  // callee, where
 
   // One lookup; returns the files found that the preprocessor would read.
   auto lookup = [&](const std::string& name, bool quoted, IncludeRef::Kind kind,
@@ -224,6 +226,8 @@ void hash_headers(const HeaderMemo& memo, Sha256& key, const KernelSource& progr
     }
     wrappers.insert(p.scan->wrappers.begin(), p.scan->wrappers.end());
     for (const auto& m : p.scan->macro_lookups) macro_lookups.emplace_back(m, p.dir);
+    forwards.insert(forwards.end(), p.scan->forwards.begin(), p.scan->forwards.end());
+    opaque_calls.insert(opaque_calls.end(), p.scan->opaque_calls.begin(), p.scan->opaque_calls.end());
     for (const auto& ref : p.scan->refs) {
       for (auto& [path, info] : lookup(ref.name, ref.quoted, ref.kind, p.dir)) {
         if (ref.kind == IncludeRef::Kind::embed) continue;  // read, not preprocessed
@@ -234,6 +238,20 @@ void hash_headers(const HeaderMemo& memo, Sha256& key, const KernelSource& progr
   }
   // Macros that wrap __has_include (CCCL's _CCCL_HAS_INCLUDE) are known only
   // once every file was read: their uses anywhere are lookups.
+  // A macro that passes its parameter to a wrapper is a wrapper too (H2(x) -> H1(x) ->
+  // __has_include(x)), however deep.
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (const auto& [from, to] : forwards) {
+      if (wrappers.count(to) != 0 && wrappers.insert(from).second) grew = true;
+    }
+  }
+  for (const auto& [callee, where] : opaque_calls) {
+    if (wrappers.count(callee) != 0 && out.unknowable.empty()) {
+      out.unknowable =
+          where + " asks __has_include (through " + callee + ") about a name only the preprocessor can know";
+    }
+  }
   for (const auto& [m, dir] : macro_lookups) {
     if (wrappers.count(m.macro) != 0) (void)lookup(m.name, m.quoted, IncludeRef::Kind::has_include, dir);
   }

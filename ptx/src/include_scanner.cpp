@@ -360,13 +360,24 @@ class Scanner {
     }
     for (std::size_t i = 0; i < line_.size(); ++i) {
       const Token& t = line_[i];
-      if (t.kind != Token::Kind::ident || i + 1 >= line_.size() || !is_punct(line_[i + 1], '(')) continue;
+      if (t.kind != Token::Kind::ident) continue;
+      // The name a #define defines, and its parameter list, are no calls.
+      if (name == "define" && (i == 2 || (body > 0 && i < body))) continue;
       const std::string_view id = text(t);
+      const bool has_include = id == "__has_include" || id == "__has_include_next";
+      if (i + 1 >= line_.size() || !is_punct(line_[i + 1], '(')) {
+        // `#define HAS __has_include`: an alias the scanner cannot follow. `defined(__has_include)`,
+        // `defined __has_include` and `#ifdef __has_include` only ask whether it exists.
+        const bool asks = name == "ifdef" || name == "ifndef" || (i >= 1 && is_ident(line_[i - 1], "defined")) ||
+                          (i >= 2 && is_punct(line_[i - 1], '(') && is_ident(line_[i - 2], "defined"));
+        if (has_include && !asks) unknowable(t, t.end);
+        continue;
+      }
       std::string header;
       bool quoted = false;
       std::size_t last = 0;
       const bool literal = header_argument(i + 2, header, quoted, last);
-      if (id == "__has_include" || id == "__has_include_next") {
+      if (has_include) {
         if (literal) {
           out_.refs.push_back(
               {header, quoted,
@@ -379,8 +390,48 @@ class Scanner {
         } else {
           unknowable(t, i + 3 < line_.size() ? line_[i + 3].end : line_.back().end);
         }
-      } else if (literal && last + 1 < line_.size() && is_punct(line_[last + 1], ')')) {
-        out_.macro_lookups.push_back({std::string(id), header, quoted});
+        continue;
+      }
+      // Any other call: each argument that is a header name is a lookup should `id` wrap
+      // __has_include; an argument made of a parameter of the macro being defined makes that
+      // macro forward to `id`; any other argument cannot be known if `id` is a wrapper.
+      bool forwards = false;
+      bool opaque = false;
+      std::size_t k = i + 2;
+      for (;;) {
+        std::size_t arg_end = k;
+        int depth = 0;
+        bool param = false;
+        while (arg_end < line_.size()) {
+          const Token& a = line_[arg_end];
+          if (depth == 0 && (is_punct(a, ',') || is_punct(a, ')'))) break;
+          if (is_punct(a, '(')) ++depth;
+          if (is_punct(a, ')')) --depth;
+          if (a.kind == Token::Kind::ident && i >= body && body > 0 &&
+              std::find(params.begin(), params.end(), text(a)) != params.end()) {
+            param = true;
+          }
+          ++arg_end;
+        }
+        std::string arg_header;
+        bool arg_quoted = false;
+        std::size_t arg_last = 0;
+        if (header_argument(k, arg_header, arg_quoted, arg_last) && arg_last + 1 == arg_end) {
+          out_.macro_lookups.push_back({std::string(id), arg_header, arg_quoted});
+        } else if (param) {
+          forwards = true;
+        } else if (arg_end > k) {
+          opaque = true;
+        }
+        if (arg_end >= line_.size() || is_punct(line_[arg_end], ')')) break;
+        k = arg_end + 1;
+      }
+      if (forwards) out_.forwards.push_back({std::string(defined), std::string(id)});
+      if (opaque && std::none_of(out_.opaque_calls.begin(), out_.opaque_calls.end(),
+                                 [&](const auto& c) { return c.first == id; })) {
+        const std::string_view shown = text(t.begin, line_.back().end).substr(0, 80);
+        out_.opaque_calls.push_back(
+            {std::string(id), "`" + std::string(shown) + "` on line " + std::to_string(line_number(t.begin))});
       }
     }
     line_.clear();
@@ -432,6 +483,8 @@ IncludeScan scan_includes(std::string_view text) {
   append_new(strict.refs, lenient.refs);
   append_new(strict.wrappers, lenient.wrappers);
   append_new(strict.macro_lookups, lenient.macro_lookups);
+  append_new(strict.forwards, lenient.forwards);
+  append_new(strict.opaque_calls, lenient.opaque_calls);
   if (strict.unknowable.empty()) strict.unknowable = lenient.unknowable;
   return strict;
 }

@@ -17,6 +17,7 @@
 // macros that wrap `__has_include` (CCCL's `_CCCL_HAS_INCLUDE(<x>)`).
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace drvshim::detail {
@@ -48,6 +49,12 @@ struct IncludeScan {
   std::vector<IncludeRef> refs;
   std::vector<std::string> wrappers;  // function-like macros whose body applies __has_include to a parameter
   std::vector<MacroLookup> macro_lookups;
+  // `#define F(x) G(x)`: F wraps __has_include when G does (in this file or another).
+  std::vector<std::pair<std::string, std::string>> forwards;
+  // Calls in directives with an argument that is neither a header name nor a parameter
+  // (`W(HEADER_MACRO)`, `W(1, x)`): unknowable should the callee wrap __has_include. Each
+  // with where it is, for the message.
+  std::vector<std::pair<std::string, std::string>> opaque_calls;
   // The first construct whose file name cannot be known without preprocessing
   // ("#include HEADER_MACRO" on line 12); empty when there is none.
   std::string unknowable;

@@ -97,6 +97,26 @@ TEST(CompileCacheIncludeScanner, HasIncludeIsALookupAndItsWrapperMacrosAreFollow
   EXPECT_EQ(scan_includes("#if __has_include(NAME)\n#endif\n").unknowable, "`__has_include(NAME)` on line 1");
 }
 
+TEST(CompileCacheIncludeScanner, HasIncludeThroughAliasesForwardersAndOddArgumentsIsNeverMissed) {
+  // An alias of __has_include cannot be followed: unknowable.
+  EXPECT_EQ(scan_includes("#define HAS __has_include\n#if HAS(\"w.h\")\n#endif\n").unknowable,
+            "`__has_include` on line 1");
+  // A macro passing its parameter on forwards to the callee (a wrapper once the callee is one).
+  const auto nested = scan_includes("#define H1(x) __has_include(x)\n#define H2(y) H1(y)\n#if H2(\"w.h\")\n#endif\n");
+  EXPECT_EQ(nested.wrappers, (std::vector<std::string>{"H1"}));
+  EXPECT_EQ(nested.forwards, (std::vector<std::pair<std::string, std::string>>{{"H2", "H1"}}));
+  EXPECT_EQ(nested.macro_lookups, (std::vector<MacroLookup>{{"H2", "w.h", true}}));
+  EXPECT_TRUE(nested.unknowable.empty()) << nested.unknowable;
+  // The header as a later argument is a lookup too; a macro as the argument is opaque.
+  const auto args =
+      scan_includes("#define W(a, x) __has_include(x)\n#if W(1, <w.h>)\n#endif\n#if W(1, HEADER)\n#endif\n");
+  EXPECT_EQ(args.wrappers, (std::vector<std::string>{"W"}));
+  EXPECT_EQ(args.macro_lookups, (std::vector<MacroLookup>{{"W", "w.h", false}}));
+  ASSERT_EQ(args.opaque_calls.size(), 1u);
+  EXPECT_EQ(args.opaque_calls[0].first, "W");
+  EXPECT_EQ(args.opaque_calls[0].second, "`W(1, <w.h>)` on line 2");
+}
+
 TEST(CompileCacheOptionInputs, IncludeDirectoriesAndPreIncludesInEverySpelling) {
   const auto o =
       option_inputs({"--gpu-architecture=compute_90", "--std=c++17", "-DX=1", "-D", "Y", "-Ia", "-I", "b",
