@@ -365,22 +365,38 @@ TEST(TraceModel, TheRecordedCurrentContextCorrectsTheModel) {
 }
 
 TEST(TraceModel, CallsOfOtherThreadsAfterAnExecBelongToTheImageThatMadeThem) {
-  // A worker thread execs while the main thread goes on calling until the kernel ends it.
+  // A worker thread execs while the main thread goes on calling until the kernel ends it. The
+  // old image's recorder numbers its records on; the new one starts again at 1 (its thread
+  // record first), and the audit module's note for it carries no number.
   Stream s;
   s.event(Kind::process, "process", "exe=/bin/a; ppid=1; driver=/lib/libcuda.so.1; mode=full; cmdline=a")
       .call(kMain, "cuInit", "0x0")
       .event(Kind::process, "exec", "path=/bin/b; traced=1", kWorker)
       .call(kMain, "cuDriverGetVersion", "->13000")
+      .event(Kind::event, "libcuda-redirected", "the program asked for /x/libcuda.so.1")
+      .event(Kind::thread, "thread", "b")
       .call(kMain, "cuDriverGetVersion", "->13000")
       .event(Kind::process, "process", "exe=/bin/b; ppid=1; driver=/lib/libcuda.so.1; mode=full; cmdline=b")
-      .call(kMain, "cuInit", "0x0");
-  const auto a = analyse(s.records());
+      .call(kMain, "cuInit", "0x0")
+      .event(Kind::process, "trace-end", "reason=exit");
+  auto records = s.records();
+  // As the recorders numbered them: 1-4 the old image, then 0 (the note), 1 (thread), 5 (the old
+  // main thread's last call), 2 and 3 the new image.
+  const std::uint64_t seqs[] = {1, 2, 3, 4, 0, 1, 5, 2, 3, 4};
+  for (std::size_t k = 0; k < records.size(); ++k) records[k].seq = seqs[k];
+  const auto a = analyse(records);
   ASSERT_EQ(a.processes.size(), 2u);
-  EXPECT_EQ(a.processes[0].exe, "/bin/a");
-  EXPECT_EQ(a.processes[0].end_record - a.processes[0].first_record, 5u) << "the main thread's late calls";
-  EXPECT_EQ(a.processes[1].exe, "/bin/b");
-  EXPECT_EQ(a.processes[1].end_record - a.processes[1].first_record, 2u);
-  EXPECT_EQ(a.records[a.processes[1].first_record].api, "process");
+  const ProcessInfo& first = a.processes[0];
+  const ProcessInfo& second = a.processes[1];
+  EXPECT_EQ(first.exe, "/bin/a");
+  EXPECT_EQ(first.end_record - first.first_record, 5u) << "the main thread's two late calls";
+  EXPECT_EQ(second.exe, "/bin/b");
+  EXPECT_EQ(second.end_record - second.first_record, 5u) << "the note, the thread record and the new image";
+  EXPECT_EQ(a.records[second.first_record].api, "libcuda-redirected");
+  EXPECT_EQ(second.threads.at(kMain).name, "b");
+  // The old image ended in its exec, not abruptly.
+  const std::string report = format_report(a, {});
+  EXPECT_EQ(report.find("ends without a final record"), std::string::npos) << report;
 }
 
 TEST(TraceModel, AnExecStartsANewImageOfTheSamePid) {

@@ -408,6 +408,20 @@ TEST(Tracer, TheRealDriverNamedLibcudaIsNotReportedAsASecondDriver) {
   }
 }
 
+TEST(Tracer, CallsThroughUntracedEntryPointsAreCountedAlsoWhenTheProgramEndsWithUnderscoreExit) {
+  const TraceRun run = trace({}, {kScenarios, "untraced", "_exit"}, "", DRVSHIM_TEST_GL_DRIVER);
+  ASSERT_EQ(run.code, 0) << run.err;
+  std::vector<std::string> called;
+  bool summary = false;
+  for (const auto& r : run.records) {
+    if (r.api == "untraced-entry-point-called") called.push_back(r.args);
+    summary = summary || r.api == "untraced-summary";
+  }
+  ASSERT_EQ(called.size(), 1u);
+  EXPECT_EQ(called[0].rfind("cuGLInit@2000 flags 0: 4 call(s)", 0), 0u) << called[0];
+  EXPECT_TRUE(summary);
+}
+
 TEST(Tracer, EntryPointsTheDriverResolvesButDoesNotExportAreFoldedIntoOneLineUnlessCalled) {
   // As on the H200 under PyTorch: the driver resolves cuGL*/cuEGL*/cuVDPAU* that it does not
   // export, and every library looking them up used to add a timeline line each.

@@ -135,9 +135,20 @@ void note_trace_end(State& s) {
   if (how == nullptr || s.ending_written) return;
   s.ending_written = true;
   const int value = s.ending_value.load(std::memory_order_relaxed);
+  const std::int64_t ts = s.ending_ns.load(std::memory_order_relaxed) - s.epoch;
+  const std::uint64_t tid = s.ending_tid.load(std::memory_order_relaxed);
+  if (auto make = s.ending_records.load(std::memory_order_acquire); make != nullptr) {
+    std::vector<Record> more;
+    make(more);
+    for (auto& m : more) {
+      m.ts_ns = ts;
+      m.tid = tid;
+      s.extras.push_back(std::move(m));
+    }
+  }
   Record r;
-  r.ts_ns = s.ending_ns.load(std::memory_order_relaxed) - s.epoch;
-  r.tid = s.ending_tid.load(std::memory_order_relaxed);
+  r.ts_ns = ts;
+  r.tid = tid;
   r.kind = Kind::process;
   r.api = "trace-end";
   if (std::strcmp(how, "signal") == 0) {
@@ -216,6 +227,10 @@ void drain_locked(State& s) noexcept {
       note_dropped(s, log->tid, oom, "out-of-memory");
       note_dropped(s, log->tid, reentrant, "reentrant");
     }
+    if (s.unwritable > 0) {
+      note_dropped(s, thread_id(), s.unwritable, "unwritable");
+      s.unwritable = 0;
+    }
     if (const std::uint64_t orphan = s.reentrant_without_log.exchange(0, std::memory_order_relaxed); orphan > 0) {
       s.dropped += orphan;
       note_dropped(s, 0, orphan, "reentrant");
@@ -251,7 +266,12 @@ void drain_locked(State& s) noexcept {
         const auto unwritten = static_cast<std::size_t>(
             std::count(s.lines.begin() + static_cast<std::ptrdiff_t>(written), s.lines.end(), '\n'));
         if (!to_memory) s.dropped += unwritten;
-        write_truncation_notice(s, s.refs.empty() ? now_ns() - s.epoch : s.refs.back().ts - s.epoch, pid, unwritten);
+        if (s.file.stopped()) {
+          write_truncation_notice(s, s.refs.empty() ? now_ns() - s.epoch : s.refs.back().ts - s.epoch, pid, unwritten);
+        } else {
+          // The program's descriptors got in the way of this batch only: said with the next one.
+          s.unwritable += unwritten;
+        }
       }
     } else if (!to_file && s.file.is_open() && !to_memory) {
       s.dropped += s.refs.size();  // after the file stopped

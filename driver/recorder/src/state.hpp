@@ -38,7 +38,8 @@ struct State {
   Record scratch;                                      // the entry being written out
   std::string lines;
   std::uint64_t next_seq = 0;
-  std::uint64_t dropped = 0;  // drained from logs and lost at the sinks
+  std::uint64_t dropped = 0;     // drained from logs and lost at the sinks
+  std::uint64_t unwritable = 0;  // records a batch could not write (said by the next one)
   TraceFile file;
   CallerNames callers;
   bool final_done = false;
@@ -74,6 +75,7 @@ struct State {
   std::atomic<std::uint64_t> ending_tid{0};
   std::atomic<std::int64_t> ending_ns{0};
   bool ending_written = false;  // under consumer_mutex
+  std::atomic<void (*)(std::vector<Record>&)> ending_records{nullptr};
 };
 
 // Set while the calling thread is inside the recorder (making a record or draining): a

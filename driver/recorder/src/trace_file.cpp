@@ -34,7 +34,7 @@ std::size_t whole_lines_within(std::string_view lines, std::size_t limit) noexce
 std::string TraceFile::open(const std::string& path, std::uint64_t max_bytes) {
   std::string absolute = path;
   if (!path.empty() && path.front() != '/') {
-    // Every write opens the file again: a later chdir() of the program must not move it.
+    // The file is opened again by this path: a later chdir() of the program must not move it.
     char cwd[PATH_MAX];
     if (::getcwd(cwd, sizeof cwd) == nullptr) {
       return fmt::format("cannot resolve the relative path \"{}\": {}", path, std::strerror(errno));
@@ -66,6 +66,8 @@ std::string TraceFile::open(const std::string& path, std::uint64_t max_bytes) {
   }
   ::close(fd);
   if (!why.empty()) return why;
+  if (fd_ >= 0 && still_ours(fd_)) ::close(fd_);
+  fd_ = -1;
   path_ = std::move(absolute);
   dev_ = st.st_dev;
   ino_ = st.st_ino;
@@ -78,6 +80,7 @@ std::string TraceFile::open(const std::string& path, std::uint64_t max_bytes) {
 }
 
 void TraceFile::swap(TraceFile& other) noexcept {
+  std::swap(fd_, other.fd_);
   std::swap(path_, other.path_);
   std::swap(dev_, other.dev_);
   std::swap(ino_, other.ino_);
@@ -89,6 +92,8 @@ void TraceFile::swap(TraceFile& other) noexcept {
 }
 
 void TraceFile::close() noexcept {
+  if (fd_ >= 0 && still_ours(fd_)) ::close(fd_);
+  fd_ = -1;
   std::string().swap(path_);
   capped_ = false;
   stopped_ = false;
@@ -122,34 +127,58 @@ bool TraceFile::still_ours(int fd) const noexcept {
 }
 
 int TraceFile::reopen() noexcept {
-  int fd = -1;
+  int low = -1;
   do {
-    fd = ::open(path_.c_str(), kOpenFlags);
-  } while (fd < 0 && errno == EINTR);
-  if (fd >= 0) {
-    static const int floor = high_descriptor_floor();
-    if (const int high = ::fcntl(fd, F_DUPFD_CLOEXEC, floor); high >= 0) {
-      ::close(fd);
-      fd = high;
-    }
-  }
-  if (fd < 0) {
+    low = ::open(path_.c_str(), kOpenFlags);
+  } while (low < 0 && errno == EINTR);
+  if (low < 0) {
+    if (errno == EMFILE || errno == ENFILE) return kTransient;  // the program's descriptors: later, maybe
     fail("the trace file could not be opened again", errno);
     return -1;
   }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_dev != dev_ || st.st_ino != ino_) {
-    ::close(fd);
-    fail("the trace file was removed or replaced by another file", 0);
-    return -1;
+  if (!still_ours(low)) {
+    // Either the path names another file now (the trace was replaced), or another thread of
+    // the program closed this number and reused it already: then it is the program's.
+    struct stat st {};
+    if (::stat(path_.c_str(), &st) != 0 || st.st_dev != dev_ || st.st_ino != ino_) {
+      if (::fstat(low, &st) == 0 && (st.st_dev != dev_ || st.st_ino != ino_) && ::stat(path_.c_str(), &st) == 0 &&
+          st.st_dev == dev_ && st.st_ino == ino_) {
+        return kTransient;
+      }
+      fail("the trace file was removed or replaced by another file", 0);
+    }
+    return kTransient;
+  }
+  int fd = low;
+  static const int floor = high_descriptor_floor();
+  if (floor > low) {
+    if (const int high = ::fcntl(low, F_DUPFD_CLOEXEC, floor); high >= 0) {
+      if (!still_ours(high)) {
+        ::close(high);  // a duplicate of what the program put at `low` meanwhile: ours to close
+        return kTransient;
+      }
+      if (still_ours(low)) ::close(low);  // never a number the program took meanwhile
+      fd = high;
+    }
   }
   if (const int fl = ::fcntl(fd, F_GETFL); fl >= 0) (void)::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
   return fd;
 }
 
+int TraceFile::usable_descriptor() noexcept {
+  if (fd_ >= 0 && still_ours(fd_)) return fd_;
+  fd_ = -1;  // closed or reused by the program: not ours to close
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    const int fd = reopen();
+    if (fd >= 0) return fd_ = fd;
+    if (fd != kTransient || failed()) return -1;
+  }
+  return -1;
+}
+
 std::size_t TraceFile::write_lines(std::string_view lines) noexcept {
   if (stopped() || lines.empty()) return 0;
-  int fd = reopen();
+  int fd = usable_descriptor();
   if (fd < 0) return 0;
   std::string_view todo = lines;
   struct stat before {};
@@ -164,7 +193,6 @@ std::size_t TraceFile::write_lines(std::string_view lines) noexcept {
     }
   }
   std::size_t written = 0;
-  int reopened = 0;
   while (written < todo.size()) {
     std::string_view group = todo.substr(written);
     if (group.size() > kWriteGroup) {
@@ -179,11 +207,7 @@ std::size_t TraceFile::write_lines(std::string_view lines) noexcept {
       // Another thread of the program may have closed this descriptor, and its number may
       // now be one of the program's files: checked before every write, reopened when so.
       if (done == 0 && !still_ours(fd)) {
-        if (++reopened > 3) {
-          fail("the trace file's descriptor kept being closed by the program", 0);
-          return written;
-        }
-        fd = reopen();
+        fd = usable_descriptor();
         if (fd < 0) return written;
       }
       const ssize_t n = ::write(fd, group.data() + done, group.size() - done);
@@ -202,6 +226,7 @@ std::size_t TraceFile::write_lines(std::string_view lines) noexcept {
             (void)::ftruncate(fd, static_cast<off_t>(static_cast<std::uint64_t>(st.st_size) - done));
           }
           ::close(fd);
+          fd_ = -1;
         }
         fail("writing the trace file failed", err);
         return written;
@@ -210,7 +235,6 @@ std::size_t TraceFile::write_lines(std::string_view lines) noexcept {
     }
     written += done;
   }
-  if (still_ours(fd)) ::close(fd);  // never a descriptor the program reused meanwhile
   return written;
 }
 

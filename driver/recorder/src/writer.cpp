@@ -77,6 +77,10 @@ void note_ending(const char* how, int value) noexcept {
   s.ending_how.store(how, std::memory_order_release);
 }
 
+void set_ending_records(void (*make)(std::vector<Record>& out)) noexcept {
+  detail::state().ending_records.store(make, std::memory_order_release);
+}
+
 bool flush_now(int timeout_ms, bool from_signal) noexcept {
   using namespace detail;
   State& s = state();

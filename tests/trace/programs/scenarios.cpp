@@ -350,6 +350,29 @@ int close_fds(const char* file) {
   return 0;
 }
 
+// A thread closes every descriptor above 2 in a loop (as daemons and sandboxes do) while the
+// main thread calls the driver. Prints how many calls it made.
+int close_range_loop() {
+  CHECK(cuInit(0));
+  std::atomic<bool> stop{false};
+  std::thread closer([&] {
+    while (!stop.load()) {
+      for (int fd = 3; fd < 2048; ++fd) (void)close(fd);
+    }
+  });
+  long calls = 0;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  int version = 0;
+  while (std::chrono::steady_clock::now() < end && calls < 100000) {
+    CHECK(cuDriverGetVersion(&version));
+    ++calls;
+  }
+  stop.store(true);
+  closer.join();
+  std::printf("calls=%ld\n", calls);
+  return 0;
+}
+
 // A signal handler that calls the driver, interrupting a thread that records calls as fast as
 // it can. Prints how many calls each made. Both use entry points the fake lacks, and the driver
 // is never initialised: the interposer records each as a failed call without entering the fake
@@ -543,7 +566,7 @@ int set_mode() {
 // Entry points the driver resolves but does not export (run with the test driver
 // trace_gl_driver): cuGLInit looked up twice and called four times through the pointer,
 // the others looked up and never called.
-int untraced() {
+int untraced(bool end_by_exit_call) {
   void* lib = dlopen("libcuda.so.1", RTLD_NOW);
   auto gpa = lib != nullptr ? reinterpret_cast<Gpa2>(dlsym(lib, "cuGetProcAddress_v2")) : nullptr;
   if (gpa == nullptr) return fail("cuGetProcAddress_v2", 0);
@@ -568,6 +591,10 @@ int untraced() {
   auto calls = fake_fn<int (*)()>("trace_gl_driver_init_calls");
   if (calls == nullptr) return fail("trace_gl_driver_init_calls", 0);
   std::printf("gl_init_calls=%d\n", calls());
+  if (end_by_exit_call) {
+    std::fflush(stdout);
+    _exit(0);  // as a fork worker or os._exit: no exit handlers
+  }
   return 0;
 }
 
@@ -582,6 +609,7 @@ int main(int argc, char** argv) {
   if (mode == "fork-worker") return fork_worker();
   if (mode == "close-fds") return argc > 2 ? close_fds(argv[2]) : fail("close-fds: file?", 0);
   if (mode == "signal-reentry") return signal_reentry();
+  if (mode == "close-range-loop") return close_range_loop();
   if (mode == "disk-full") return disk_full(argc > 2 ? std::atol(argv[2]) : 65536);
   if (mode == "leak") return basic(true);
   if (mode == "proc-address") return proc_address();
@@ -599,7 +627,7 @@ int main(int argc, char** argv) {
   if (mode == "proc-shim") return proc_shim();
   if (mode == "counted") return counted();
   if (mode == "set-mode") return set_mode();
-  if (mode == "untraced") return untraced();
+  if (mode == "untraced") return untraced(argc > 2 && std::string(argv[2]) == "_exit");
   std::fprintf(stderr, "scenario: unknown mode \"%s\"\n", mode.c_str());
   return 2;
 }

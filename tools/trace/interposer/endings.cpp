@@ -98,6 +98,7 @@ void on_fatal_signal(int sig, siginfo_t*, void*) {
 }  // namespace
 
 void install_endings() noexcept {
+  recorder::set_ending_records(&untraced_call_records);
   using Register = void (*)(const DrvshimTraceHooks*);
   if (auto reg = reinterpret_cast<Register>(::dlsym(RTLD_DEFAULT, "drvshim_trace_preload_register")); reg != nullptr) {
     reg(&kHooks);

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 // The wrappers' addresses by id (generated, wrappers.cpp).
 extern void* const drvshim_trace_wrapper_table[];
@@ -86,6 +87,9 @@ struct UntracedEntry {
 UntracedEntry untraced_entry(const void* real, const char* symbol, int version, unsigned long long flags) noexcept;
 // At exit: an event for each entry called through what was handed out, and the summary.
 void report_untraced_calls() noexcept;
+// The same as records, made by the recorder's consumer when an image ends by _exit or a
+// signal (the ending thread may not allocate).
+void untraced_call_records(std::vector<recorder::Record>& out);
 // A forked child counts its own calls.
 void reset_untraced_calls() noexcept;
 

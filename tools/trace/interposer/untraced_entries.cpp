@@ -109,23 +109,37 @@ UntracedEntry untraced_entry(const void* real, const char* symbol, int version, 
   return {stub != nullptr ? stub : const_cast<void*>(real), true};
 }
 
-void report_untraced_calls() noexcept {
+void untraced_call_records(std::vector<recorder::Record>& out) {
   const std::size_t seen = std::min(g_claimed.load(std::memory_order_acquire), kSlots);
   std::size_t entries = 0;
+  auto add = [&](const char* api, std::string args) {
+    recorder::Record r;
+    r.kind = recorder::Kind::event;
+    r.api = api;
+    r.args = std::move(args);
+    out.push_back(std::move(r));
+  };
   for (std::size_t i = 0; i < seen; ++i) {
     if (!g_slots[i].ready.load(std::memory_order_acquire)) continue;
     ++entries;
     const std::uint64_t calls = __atomic_load_n(&drvshim_trace_untraced_calls[i], __ATOMIC_RELAXED);
     if (calls == 0) continue;
-    recorder::event(recorder::Kind::event, "untraced-entry-point-called",
-                    fmt::format("{}: {} call(s) through the pointer handed out for it; their arguments and results "
-                                "are not traced",
-                                key_of(g_slots[i]), calls));
+    add("untraced-entry-point-called",
+        fmt::format("{}: {} call(s) through the pointer handed out for it; their arguments and results are not traced",
+                    key_of(g_slots[i]), calls));
   }
   if (const auto lookups = g_untraced.load(); lookups > 0) {
-    recorder::event(recorder::Kind::event, "untraced-summary",
-                    fmt::format("{} entry point(s) handed out untraced ({} lookup(s)){}", entries, lookups,
-                                DRVSHIM_TRACE_HAVE_STUBS ? "" : "; calls through them are not counted here"));
+    add("untraced-summary", fmt::format("{} entry point(s) handed out untraced ({} lookup(s)){}", entries, lookups,
+                                        DRVSHIM_TRACE_HAVE_STUBS ? "" : "; calls through them are not counted here"));
+  }
+}
+
+void report_untraced_calls() noexcept {
+  try {
+    std::vector<recorder::Record> records;
+    untraced_call_records(records);
+    for (const auto& r : records) recorder::event(r.kind, r.api, r.args);
+  } catch (...) {
   }
 }
 

@@ -197,7 +197,8 @@ void write_note(const char* kind, const char* api, const char* path, const char*
   l.put("\",\"args\":\"path=");
   l.text(path);
   l.put("; traced=0; parent=");
-  l.num(static_cast<unsigned long long>(::getppid()));
+  // For an exec the process's parent; for a spawned child, the process that spawned it.
+  l.num(static_cast<unsigned long long>(std::strcmp(api, "exec") == 0 ? ::getppid() : ::getpid()));
   l.put("; why=");
   l.text(why);
   l.put("\",\"result\":0,\"result_name\":\"\",\"ctx\":\"0x0\"}\n");

@@ -127,6 +127,10 @@ bool flush_now(int timeout_ms, bool from_signal) noexcept;
 /// literal naming the exit path ("_exit", `value` the status). Async-signal-
 /// safe: stores only; the record is made by the next drain (flush_now()).
 void note_ending(const char* how, int value) noexcept;
+/// Records the consumer adds before the trace-end of such an ending, made by
+/// `make` on the writer thread (where allocating is safe): what a normal exit
+/// would have recorded at its end.
+void set_ending_records(void (*make)(std::vector<Record>& out)) noexcept;
 
 namespace detail {
 // One counter slot of a thread: written by that thread only, read by the consumer.

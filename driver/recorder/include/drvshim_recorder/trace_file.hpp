@@ -13,17 +13,19 @@ class TraceFile {
   TraceFile() = default;
   TraceFile(const TraceFile&) = delete;
   TraceFile& operator=(const TraceFile&) = delete;
-  ~TraceFile() = default;
+  ~TraceFile() { close(); }
   // Exchanges the files of two objects.
   void swap(TraceFile& other) noexcept;
 
   /// Checks that `path` can be the trace file: opened for appending with
   /// O_NOFOLLOW (a symbolic link is refused, not followed), created 0600, and
   /// refused unless it is a regular file owned by this user. Returns "" or why
-  /// not. No descriptor is kept: every write opens the file again by its
-  /// absolute path and checks it is still that file (same device and inode), so
-  /// a program that closes or reuses descriptors never receives trace lines and
-  /// a write never goes to a file that replaced the trace.
+  /// not. No descriptor of the program's range is kept: writes open the file
+  /// again by its absolute path when needed, and check before every write that its
+  /// descriptor (kept far above the numbers programs reuse) is still that file
+  /// (same device and inode), so a program that closes or reuses descriptors
+  /// never receives trace lines and a write never goes to a file that replaced
+  /// the trace.
   std::string open(const std::string& path, std::uint64_t max_bytes);
   void close() noexcept;
   bool is_open() const noexcept { return !path_.empty(); }
@@ -48,12 +50,18 @@ class TraceFile {
   std::uint64_t max_bytes() const noexcept { return max_bytes_; }
 
  private:
-  // The trace file opened again for one batch of writes; -1 (failed()) when it is gone or replaced.
+  // The trace file opened again, moved to a high descriptor: the descriptor, -1 (failed())
+  // when it is gone or replaced, or kTransient when the program's descriptors got in the way.
   int reopen() noexcept;
+  static constexpr int kTransient = -2;
+  // The cached descriptor while it is still the trace file, else a new one (a few tries);
+  // -1 when there is none for now.
+  int usable_descriptor() noexcept;
   // Whether `fd` is still the trace file (same device and inode).
   bool still_ours(int fd) const noexcept;
   void fail(const char* what, int err) noexcept;
   std::string path_;
+  int fd_ = -1;  // kept between batches, far above the program's low numbers; checked before use
   dev_t dev_ = 0;
   ino_t ino_ = 0;
   std::uint64_t max_bytes_ = 0;

@@ -418,17 +418,18 @@ Analysis analyse(std::vector<Record> records) {
       while (end < j) {
         const Record& r = a.records[end++];
         if (r.kind == Kind::process && r.api == "exec" && end < j && !exec_failed(a.records, end - 1, j)) {
-          // Threads other than the one that exec'd go on recording until the kernel ends them:
-          // their records after the exec belong to this image, not to the next, which starts
-          // with its own process record (before it, only notes written for it by the audit
-          // module or the preload library).
+          // Threads other than the one that exec'd go on recording until the kernel ends them.
+          // Their records come after the exec record but belong to this image: its recorder
+          // numbered them after it (a higher seq), while the next image's recorder starts again
+          // at 1 and notes written for it by the audit module or the preload library carry none.
+          // Up to the next image's process record, those are moved before the boundary.
+          const std::uint64_t exec_seq = r.seq;
           std::size_t next = end;
           while (next < j && !(a.records[next].kind == Kind::process && a.records[next].api == "process")) ++next;
-          const auto old_image = std::stable_partition(
-              a.records.begin() + static_cast<std::ptrdiff_t>(end),
-              a.records.begin() + static_cast<std::ptrdiff_t>(next), [](const Record& x) {
-                return x.kind != Kind::process && !(x.kind == Kind::event && x.api == "libcuda-redirected");
-              });
+          const auto old_image =
+              std::stable_partition(a.records.begin() + static_cast<std::ptrdiff_t>(end),
+                                    a.records.begin() + static_cast<std::ptrdiff_t>(next),
+                                    [&](const Record& x) { return exec_seq != 0 && x.seq > exec_seq; });
           end = static_cast<std::size_t>(old_image - a.records.begin());
           break;
         }

@@ -70,11 +70,17 @@ std::string dropped_line(const ProcessInfo& p) {
 // records could not be written).
 std::string ending(const Analysis& a, const ProcessInfo& p) {
   std::string out;
-  // An exec that is the image's last record succeeded (a failed one is followed by exec-failed).
-  const bool ends_in_exec = p.end_record > p.first_record && a.records[p.end_record - 1].kind == Kind::process &&
-                            a.records[p.end_record - 1].api == "exec";
-  if (ends_in_exec) {
-    const Record& r = a.records[p.end_record - 1];
+  // The image's last exec record, when the exec succeeded (exec_path is then set): other threads'
+  // records may follow it until the kernel ended them.
+  std::size_t exec_index = p.end_record;
+  for (std::size_t k = p.end_record; k > p.first_record && !p.exec_path.empty(); --k) {
+    if (a.records[k - 1].kind == Kind::process && a.records[k - 1].api == "exec") {
+      exec_index = k - 1;
+      break;
+    }
+  }
+  if (exec_index < p.end_record) {
+    const Record& r = a.records[exec_index];
     const std::string path = p.exec_path.empty() ? "?" : p.exec_path;
     const auto why = r.args.find("why=");
     if (r.args.find("traced=0") != std::string::npos) {
