@@ -227,7 +227,7 @@ void hash_headers(const HeaderMemo& memo, Sha256& key, const KernelSource& progr
     wrappers.insert(p.scan->wrappers.begin(), p.scan->wrappers.end());
     for (const auto& m : p.scan->macro_lookups) macro_lookups.emplace_back(m, p.dir);
     forwards.insert(forwards.end(), p.scan->forwards.begin(), p.scan->forwards.end());
-    opaque_calls.insert(opaque_calls.end(), p.scan->opaque_calls.begin(), p.scan->opaque_calls.end());
+    for (const auto& [callee, where] : p.scan->opaque_calls) opaque_calls.emplace_back(callee, p.where + ": " + where);
     for (const auto& ref : p.scan->refs) {
       for (auto& [path, info] : lookup(ref.name, ref.quoted, ref.kind, p.dir)) {
         if (ref.kind == IncludeRef::Kind::embed) continue;  // read, not preprocessed

@@ -355,6 +355,20 @@ TEST(CompileCache, ProgramsWhoseInputsCannotBeKnownAreCompiledAndNeverStored) {
                     std::string(kValueKernel);
        },
        "uncached: prog.cu: `__has_include(HEADER)` on line 2 names a file"},
+      {"an alias of __has_include",
+       [](KernelSource& p) {
+         p.source =
+             "#define HAS __has_include\n#if HAS(\"v.h\")\n#include \"v.h\"\n#endif\n" + std::string(kValueKernel);
+       },
+       "uncached: prog.cu: `__has_include` on line 1 names a file"},
+      {"a wrapper of __has_include given a macro",
+       [](KernelSource& p) {
+         p.source =
+             "#define HAS(x) __has_include(x)\n#define HEADER \"v.h\"\n#if HAS(HEADER)\n#include \"v.h\"\n"
+             "#endif\n" +
+             std::string(kValueKernel);
+       },
+       "uncached: prog.cu: `HAS(HEADER)` on line 3 asks __has_include (through HAS)"},
       {"a precompiled header",
        [](KernelSource& p) {
          p.source = "#include \"v.h\"\n" + std::string(kValueKernel);
@@ -381,6 +395,32 @@ TEST(CompileCache, ProgramsWhoseInputsCannotBeKnownAreCompiledAndNeverStored) {
     EXPECT_EQ(cache.disk_bytes(), 0u);
     EXPECT_TRUE(log.has(std::string("compile cache: not caching prog.cu: ") + c.reason)) << log.all();
   }
+}
+
+TEST(CompileCache, AHeaderAskedForThroughAMacroForwardingToAWrapperIsKeyed) {
+  // H2(y) -> H1(y) -> __has_include(y): once w.h (asked about, never included) appears, the
+  // program includes v.h instead of its own value.
+  TempDir dir;
+  fs::create_directories(dir / "inc");
+  write_all(dir / "inc/v.h", value_header(5));
+  KernelSource p;
+  p.source =
+      "#define H1(x) __has_include(x)\n#define H2(y) H1(y)\n#if H2(\"w.h\")\n#include \"v.h\"\n#else\n"
+      "constexpr int kValue = 731007;\n#endif\n" +
+      std::string(kValueKernel);
+  p.name = "prog.cu";
+  p.options.arch = "compute_90";
+  p.options.include_paths = {dir / "inc"};
+  settle();
+  CompileCache cache(load_nvrtc(), in(dir / "c"));
+  const auto a = cache.compile(p);
+  ASSERT_EQ(a.outcome, CacheOutcome::compiled) << a.miss_reason;
+  EXPECT_EQ(value_in(a.result.image), 7);
+  write_all(dir / "inc/w.h", "\n");
+  settle();
+  const auto b = cache.compile(p);
+  EXPECT_EQ(b.outcome, CacheOutcome::compiled) << "the header the wrapper asks about appeared";
+  EXPECT_EQ(value_in(b.result.image), 5);
 }
 
 // Defect 5 (and 9's stress test): a header that changed moments before a
