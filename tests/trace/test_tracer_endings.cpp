@@ -209,6 +209,20 @@ TEST(TracerEndings, TheTraceNeverLandsInAFileTheProgramOpenedOnItsDescriptor) {
   EXPECT_EQ(std::count(calls.begin(), calls.end(), "cuDriverGetVersion"), 400);
 }
 
+TEST(TracerEndings, ADriverCopyInAnotherLinkMapNamespaceIsItsOwnProcess) {
+  const TracedRun run = trace({}, {kScenarios, "dlmopen"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  ASSERT_EQ(run.analysis.processes.size(), 2u) << run.report;
+  const ProcessInfo& main_ns = run.analysis.processes[0];
+  const ProcessInfo& copy = run.analysis.processes[1];
+  EXPECT_EQ(main_ns.pid, copy.pid);
+  EXPECT_EQ(main_ns.ns, 0u);
+  EXPECT_NE(copy.ns, 0u);
+  EXPECT_EQ(copy.inits.size(), 1u) << "the copy's own cuInit";
+  EXPECT_EQ(main_ns.inits.size(), 1u);
+  EXPECT_NE(run.report.find("link-map namespace"), std::string::npos) << run.report;
+}
+
 TEST(TracerEndings, AThreadClosingEveryDescriptorInALoopLosesNoRecordSilently) {
   const TracedRun run = trace({}, {kScenarios, "close-range-loop"});
   ASSERT_EQ(run.code, 0) << run.err;

@@ -179,6 +179,7 @@ void emit_one(State& s, Record& r, std::uint32_t pid, bool to_file, bool to_memo
   if (!to_file && made_here) return;
   r.seq = ++s.next_seq;
   r.pid = pid;
+  r.ns = s.ns;
   if (to_file) {
     append_json(s.lines, r);
     s.lines += '\n';

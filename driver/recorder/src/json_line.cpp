@@ -120,6 +120,7 @@ void append_json(std::string& out, const Record& r) {
   if (!r.lib.empty()) append_string_field(out, "lib", r.lib);
   if (r.rt != 0) append_number(out, ",\"rt\":", r.rt);
   if (r.kind == Kind::counts) append_number(out, ",\"count\":", r.count);
+  if (r.ns != 0) append_number(out, ",\"ns\":", r.ns);
   out += '}';
 }
 

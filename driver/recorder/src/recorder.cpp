@@ -102,6 +102,7 @@ using namespace detail;
 // ---- configuration -----------------------------------------------------------------
 
 void set_epoch(std::int64_t absolute_ns) noexcept { state().epoch = absolute_ns; }
+void set_namespace(std::uint32_t ns) noexcept { state().ns = ns; }
 std::int64_t epoch() noexcept { return state().epoch; }
 
 void set_memory(bool on) noexcept {

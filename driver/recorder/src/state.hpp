@@ -54,6 +54,7 @@ struct State {
   const CallDesc* counter_descs = nullptr;
   std::size_t counter_slots = 0;
   std::atomic<std::uint32_t> pid{0};
+  std::uint32_t ns = 0;  // set_namespace()
   // Records made by a signal handler that interrupted its thread's first record (no log yet).
   std::atomic<std::uint64_t> reentrant_without_log{0};
 

@@ -350,6 +350,24 @@ int close_fds(const char* file) {
   return 0;
 }
 
+// A second copy of the driver in a link-map namespace of its own (dlmopen), as plugin hosts
+// and some Python environments load one: its calls are its own process in the analysis.
+int dlmopen_copy() {
+  CHECK(cuInit(0));
+  void* copy = dlmopen(LM_ID_NEWLM, "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (copy == nullptr) {
+    std::fprintf(stderr, "scenario: dlmopen: %s\n", dlerror());
+    return 1;
+  }
+  auto init = reinterpret_cast<CUresult (*)(unsigned)>(dlsym(copy, "cuInit"));
+  auto version = reinterpret_cast<CUresult (*)(int*)>(dlsym(copy, "cuDriverGetVersion"));
+  if (init == nullptr || version == nullptr) return fail("dlsym in the copy", 0);
+  CHECK(init(0));
+  int v = 0;
+  CHECK(version(&v));
+  return 0;
+}
+
 // A thread closes every descriptor above 2 in a loop (as daemons and sandboxes do) while the
 // main thread calls the driver. Prints how many calls it made.
 int close_range_loop() {
@@ -610,6 +628,7 @@ int main(int argc, char** argv) {
   if (mode == "close-fds") return argc > 2 ? close_fds(argv[2]) : fail("close-fds: file?", 0);
   if (mode == "signal-reentry") return signal_reentry();
   if (mode == "close-range-loop") return close_range_loop();
+  if (mode == "dlmopen") return dlmopen_copy();
   if (mode == "disk-full") return disk_full(argc > 2 ? std::atol(argv[2]) : 65536);
   if (mode == "leak") return basic(true);
   if (mode == "proc-address") return proc_address();

@@ -53,6 +53,18 @@ std::string own_library() {
   return info.dli_fname;
 }
 bool g_follow_children = true;
+
+// The link-map namespace this library was loaded into.
+bool own_namespace(Lmid_t& lmid) {
+  Dl_info info{};
+  if (::dladdr(reinterpret_cast<void*>(&own_namespace), &info) == 0 || info.dli_fname == nullptr) return false;
+  // Opened from here, the name resolves in this library's own namespace: this library.
+  void* self = ::dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+  if (self == nullptr) return false;
+  const bool ok = ::dlinfo(self, RTLD_DI_LMID, &lmid) == 0;
+  ::dlclose(self);
+  return ok;
+}
 std::atomic<bool> g_missing_reported[kFnCount] = {};
 
 std::string read_file(const char* path, std::size_t max) {
@@ -156,6 +168,11 @@ __attribute__((constructor)) void start() noexcept {
         recorder::set_epoch(static_cast<std::int64_t>(epoch));
       }
       recorder::set_counters(kDescs, kFnCount);
+      // Loaded with dlmopen into a namespace of its own: its records are kept apart from those
+      // of the copy in the main namespace (same pid, another driver instance).
+      if (Lmid_t lmid = LM_ID_BASE; own_namespace(lmid) && lmid != LM_ID_BASE) {
+        recorder::set_namespace(static_cast<std::uint32_t>(lmid));
+      }
       const std::string file_error =
           recorder::set_file(out, env_u64("DRVSHIM_TRACE_MAX_BYTES", std::uint64_t{1} << 30));
       if (!file_error.empty()) {

@@ -35,6 +35,7 @@ struct Record {
   std::string lib;          // file name of the calling library ("" unknown)
   std::uint64_t rt = 0;     // correlation id of the enclosing Runtime-API call (0: none)
   std::uint64_t count = 0;  // counts records: number of calls folded
+  std::uint32_t ns = 0;     // the link-map namespace (dlmopen) of the recording library; 0: the main one
 };
 
 }  // namespace drvshim::recorder

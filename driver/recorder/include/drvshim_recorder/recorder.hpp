@@ -40,6 +40,11 @@ inline bool active() noexcept { return g_active.load(std::memory_order_relaxed);
 void set_epoch(std::int64_t absolute_ns) noexcept;
 std::int64_t epoch() noexcept;
 
+/// The link-map namespace the recording library was loaded into (dlmopen),
+/// written with every record so two copies in one process stay apart. 0 (the
+/// default): the main namespace.
+void set_namespace(std::uint32_t ns) noexcept;
+
 /// Keeps records in memory (records()) or stops keeping new ones.
 void set_memory(bool on) noexcept;
 bool memory() noexcept;

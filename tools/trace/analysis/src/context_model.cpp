@@ -395,6 +395,7 @@ Analysis analyse(std::vector<Record> records) {
   Analysis a;
   std::stable_sort(records.begin(), records.end(), [](const Record& x, const Record& y) {
     if (x.pid != y.pid) return x.pid < y.pid;
+    if (x.ns != y.ns) return x.ns < y.ns;  // a driver copy loaded with dlmopen is its own process
     if (x.ts_ns != y.ts_ns) return x.ts_ns < y.ts_ns;
     return x.seq < y.seq;
   });
@@ -404,7 +405,7 @@ Analysis analyse(std::vector<Record> records) {
   bool any = false;
   for (std::size_t i = 0; i < a.records.size();) {
     std::size_t j = i;
-    while (j < a.records.size() && a.records[j].pid == a.records[i].pid) ++j;
+    while (j < a.records.size() && a.records[j].pid == a.records[i].pid && a.records[j].ns == a.records[i].ns) ++j;
     if (!any || a.records[i].ts_ns < earliest) {
       earliest = a.records[i].ts_ns;
       a.root_pid = a.records[i].pid;
@@ -436,6 +437,7 @@ Analysis analyse(std::vector<Record> records) {
       }
       ProcessInfo& p = a.processes.emplace_back();
       p.pid = a.records[first].pid;
+      p.ns = a.records[first].ns;
       p.first_record = first;
       p.end_record = end;
       p.image = image;

@@ -37,6 +37,7 @@ bool parse_line(std::string_view line, recorder::Record& r, std::string& why) {
     r.ctx = parse_hex(j.value("ctx", std::string("0x0")));
     r.lib = j.value("lib", std::string());
     r.rt = j.value("rt", std::uint64_t{0});
+    r.ns = j.value("ns", std::uint32_t{0});
     r.count = j.value("count", std::uint64_t{0});
     return true;
   } catch (const std::exception& e) {

@@ -253,9 +253,15 @@ std::string format_report(const Analysis& a, const ReportOptions& options) {
     std::string cmdline = p.cmdline;
     std::replace(cmdline.begin(), cmdline.end(), '\n', ' ');
     if (cmdline.size() > 200) cmdline = cmdline.substr(0, 200) + "...";
-    const std::string how = p.image > 0           ? fmt::format(" (image {}, exec'd by image {})", p.image + 1, p.image)
-                            : p.pid == a.root_pid ? std::string()
-                                                  : fmt::format(" (parent {})", p.ppid);
+    std::string how = p.image > 0           ? fmt::format(" (image {}, exec'd by image {})", p.image + 1, p.image)
+                      : p.pid == a.root_pid ? std::string()
+                                            : fmt::format(" (parent {})", p.ppid);
+    if (p.ns != 0) {
+      how += fmt::format(
+          " (link-map namespace {}: a copy of the driver loaded with dlmopen, apart from the "
+          "process's other calls)",
+          p.ns);
+    }
     out += fmt::format("== pid {}{}: {}{}\n", p.pid, how, p.exe.empty() ? "?" : p.exe,
                        cmdline.empty() ? "" : "  [" + cmdline + "]");
     if (!p.driver.empty()) out += fmt::format("   driver {}, mode {}\n", p.driver, p.mode);

@@ -103,6 +103,7 @@ struct UntracedEntryInfo {
 // One program image of a process: a pid that exec's has one per program it ran, in order.
 struct ProcessInfo {
   std::uint32_t pid = 0;
+  std::uint32_t ns = 0;  // the link-map namespace of a driver copy loaded with dlmopen (0: the main one)
   std::uint32_t ppid = 0;
   std::size_t first_record = 0, end_record = 0;  // its records: [first_record, end_record) of Analysis::records
   int image = 0;                                 // 0: the pid's first image; 1 after its first exec, ...
