@@ -56,17 +56,19 @@ bool take_budget(State& s, ThreadLog& log) noexcept {
 unsigned char* begin_entry(State& s, ThreadLog*& log, std::uint32_t bytes) noexcept {
   log = current_log();
   if (log == nullptr || !take_budget(s, *log)) return nullptr;
-  // A forked child (or a file opened late) starts its writer with its first record, so a
-  // process that never fills a chunk still has its records written within a period.
-  if (!s.writer_started.load(std::memory_order_relaxed)) [[unlikely]]
-    ensure_writer(s);
   const bool grows = log->pos + bytes > log->tail->capacity;
   unsigned char* p = log->reserve(bytes);
   if (p == nullptr) {
     log->dropped_oom.fetch_add(1, std::memory_order_relaxed);
     return nullptr;
   }
-  if (grows) wake_writer(s);  // a full chunk: the writer has work
+  if (grows) {
+    // A full chunk: the writer has work. A forked child starts its writer only now: a thread
+    // started in the child of a threaded parent is best left to children that record much
+    // (the others are written at their exit, _exit or exec).
+    if (!s.writer_started.load(std::memory_order_relaxed)) ensure_writer(s);
+    wake_writer(s);
+  }
   return p;
 }
 

@@ -77,6 +77,8 @@ void note_ending(const char* how, int value) noexcept {
   s.ending_how.store(how, std::memory_order_release);
 }
 
+bool writer_running() noexcept { return detail::state().writer_started.load(std::memory_order_acquire); }
+
 void set_ending_records(void (*make)(std::vector<Record>& out)) noexcept {
   detail::state().ending_records.store(make, std::memory_order_release);
 }

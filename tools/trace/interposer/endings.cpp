@@ -55,10 +55,12 @@ void hook_exec_failed(int err) {
 
 void hook_before_exit(const char* how, int status) {
   if (!traced_now() || !own_image()) return;
-  // Nothing allocated here: _exit is often called from a signal handler that may have
-  // interrupted malloc. The writer makes the trace-end record.
+  // Nothing allocated here when a writer exists: _exit is often called from a signal handler
+  // that may have interrupted malloc. The writer makes the trace-end record.
   recorder::note_ending(how != nullptr && std::strcmp(how, "_Exit") == 0 ? "_Exit" : "_exit", status);
-  (void)recorder::flush_now(kEndTimeoutMs, true);
+  // Without a writer (a forked worker that recorded little) this thread drains: the worker's
+  // records are lost otherwise, and _exit is rarely called from a handler that interrupted malloc.
+  (void)recorder::flush_now(kEndTimeoutMs, recorder::writer_running());
 }
 
 int hook_child_untraced(const char* path, const char* why) {

@@ -132,6 +132,10 @@ bool flush_now(int timeout_ms, bool from_signal) noexcept;
 /// literal naming the exit path ("_exit", `value` the status). Async-signal-
 /// safe: stores only; the record is made by the next drain (flush_now()).
 void note_ending(const char* how, int value) noexcept;
+/// Whether this process has a writer thread (a forked child starts one only
+/// once it fills a chunk): without one, flush_now() from a signal handler
+/// cannot write anything.
+bool writer_running() noexcept;
 /// Records the consumer adds before the trace-end of such an ending, made by
 /// `make` on the writer thread (where allocating is safe): what a normal exit
 /// would have recorded at its end.
