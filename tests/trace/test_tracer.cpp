@@ -10,6 +10,8 @@
 #include <drvshim_trace/records_io.hpp>
 #include <nlohmann/json.hpp>
 
+#include "traced_run.hpp"
+
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -25,54 +27,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-struct TraceRun {
-  int code = -1;
-  std::string out;     // the program's stdout
-  std::string err;     // stderr (the program's and the tracer's messages)
-  std::string report;  // --report
-  std::vector<Record> records;
-  Analysis analysis;
-  nlohmann::json chrome;
-  std::size_t bad_lines = 0;
-};
-
-// Runs `command` under drvshim-trace with the fake behind the interposer.
-TraceRun trace(const std::vector<std::string>& tracer_args, const std::vector<std::string>& command,
-               const std::string& env = "", const std::string& libcuda = DRVSHIM_TEST_FAKE_PATH) {
-  static int counter = 0;
-  const fs::path dir =
-      fs::path(DRVSHIM_TEST_WORK_DIR) / "runs" / (std::to_string(::getpid()) + "-" + std::to_string(++counter));
-  fs::create_directories(dir);
-  const std::string json = (dir / "trace.jsonl").string();
-  const std::string chrome = (dir / "trace.json").string();
-  const std::string report = (dir / "report.txt").string();
-  std::string cmd = env + " " DRVSHIM_TEST_TRACER " --libcuda " + libcuda + " --json " + json + " --chrome " + chrome +
-                    " --report " + report;
-  for (const auto& a : tracer_args) cmd += " " + a;
-  cmd += " --";
-  for (const auto& c : command) cmd += " " + c;
-  cmd += " >" + (dir / "out.txt").string() + " 2>" + (dir / "err.txt").string();
-  const int status = std::system(cmd.c_str());
-  TraceRun run;
-  run.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  run.out = slurp((dir / "out.txt").string());
-  run.err = slurp((dir / "err.txt").string());
-  run.report = slurp(report);
-  std::ifstream in(json);
-  auto parsed = parse_jsonl(in);
-  run.bad_lines = parsed.bad_lines;
-  run.records = parsed.records;
-  run.analysis = analyse(std::move(parsed.records));
-  if (fs::exists(chrome)) run.chrome = nlohmann::json::parse(slurp(chrome), nullptr, false);
-  return run;
-}
+using trace_tests::slurp;
+using trace_tests::trace;
+using trace_tests::TraceRun;
 
 std::vector<std::string> calls_from(const TraceRun& run, const std::string& lib, std::uint32_t pid = 0) {
   std::vector<std::string> out;

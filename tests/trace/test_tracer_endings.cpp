@@ -9,6 +9,8 @@
 #include <drvshim_trace/model.hpp>
 #include <drvshim_trace/records_io.hpp>
 
+#include "traced_run.hpp"
+
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -23,48 +25,9 @@ namespace fs = std::filesystem;
 namespace endings_tests {
 namespace {
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-struct TracedRun {
-  int code = -1;
-  std::string out, err, report;
-  std::vector<Record> records;
-  Analysis analysis;
-  std::size_t bad_lines = 0;
-  fs::path dir;
-};
-
-TracedRun trace(const std::vector<std::string>& tracer_args, const std::vector<std::string>& command) {
-  static int counter = 0;
-  TracedRun run;
-  run.dir =
-      fs::path(DRVSHIM_TEST_WORK_DIR) / "endings" / (std::to_string(::getpid()) + "-" + std::to_string(++counter));
-  fs::create_directories(run.dir);
-  const std::string json = (run.dir / "trace.jsonl").string();
-  // A hang is a failure, not a stuck test run.
-  std::string cmd = "timeout -s KILL 60 " DRVSHIM_TEST_TRACER " --libcuda " DRVSHIM_TEST_FAKE_PATH " --json " + json +
-                    " --report " + (run.dir / "report.txt").string();
-  for (const auto& a : tracer_args) cmd += " " + a;
-  cmd += " --";
-  for (const auto& c : command) cmd += " " + c;
-  cmd += " >" + (run.dir / "out.txt").string() + " 2>" + (run.dir / "err.txt").string();
-  const int status = std::system(cmd.c_str());
-  run.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  run.out = slurp((run.dir / "out.txt").string());
-  run.err = slurp((run.dir / "err.txt").string());
-  run.report = slurp((run.dir / "report.txt").string());
-  std::ifstream in(json);
-  auto parsed = parse_jsonl(in);
-  run.bad_lines = parsed.bad_lines;
-  run.records = parsed.records;
-  run.analysis = analyse(std::move(parsed.records));
-  return run;
-}
+using TracedRun = trace_tests::TraceRun;
+using trace_tests::slurp;
+using trace_tests::trace;
 
 const std::string kScenarios = DRVSHIM_TEST_SCENARIOS;
 
