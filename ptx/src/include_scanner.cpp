@@ -4,6 +4,8 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <set>
+#include <string>
 
 namespace drvshim::detail {
 namespace {
@@ -288,8 +290,15 @@ class Scanner {
   }
 
   std::size_t line_number(std::size_t offset) const {
-    const auto newlines =
-        static_cast<std::size_t>(std::count(s_.begin(), s_.begin() + static_cast<std::ptrdiff_t>(offset), '\n'));
+    // Asked in increasing order while scanning: counted on from the last answer, not from the start.
+    if (offset < counted_to_) {
+      counted_to_ = 0;
+      newlines_ = 0;
+    }
+    newlines_ += static_cast<std::size_t>(std::count(s_.begin() + static_cast<std::ptrdiff_t>(counted_to_),
+                                                     s_.begin() + static_cast<std::ptrdiff_t>(offset), '\n'));
+    counted_to_ = offset;
+    const std::size_t newlines = newlines_;
     const auto joined =
         static_cast<std::size_t>(std::upper_bound(splices_.begin(), splices_.end(), offset) - splices_.begin());
     return 1 + newlines + joined;
@@ -355,6 +364,17 @@ class Scanner {
       body = i + 1;
     }
     if (!directive) {
+      line_.clear();
+      return;
+    }
+    // Each call's arguments are read to their end: a directive of thousands of tokens (nested
+    // calls) would take quadratic time. Such a line is left uncached rather than read slowly.
+    constexpr std::size_t kMaxDirectiveTokens = 4096;
+    if (line_.size() > kMaxDirectiveTokens) {
+      if (out_.unknowable.empty()) {
+        out_.unknowable = "a directive of " + std::to_string(line_.size()) + " tokens on line " +
+                          std::to_string(line_number(line_[0].begin)) + " (longer than the scanner reads)";
+      }
       line_.clear();
       return;
     }
@@ -427,8 +447,7 @@ class Scanner {
         k = arg_end + 1;
       }
       if (forwards) out_.forwards.push_back({std::string(defined), std::string(id)});
-      if (opaque && std::none_of(out_.opaque_calls.begin(), out_.opaque_calls.end(),
-                                 [&](const auto& c) { return c.first == id; })) {
+      if (opaque && opaque_seen_.insert(std::string(id)).second) {
         const std::string_view shown = text(t.begin, line_.back().end).substr(0, 80);
         out_.opaque_calls.push_back(
             {std::string(id), "`" + std::string(shown) + "` on line " + std::to_string(line_number(t.begin))});
@@ -440,6 +459,9 @@ class Scanner {
   std::string owned_;
   std::string_view s_;
   std::vector<std::size_t> splices_;
+  mutable std::size_t counted_to_ = 0;  // line_number()'s memo
+  mutable std::size_t newlines_ = 0;
+  std::set<std::string, std::less<>> opaque_seen_;
   std::size_t pos_ = 0;
   std::vector<Token> line_;
   IncludeScan out_;

@@ -4,6 +4,8 @@
 // expects was checked against NVRTC 13.0 where NVRTC has a say.
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include "include_scanner.hpp"
 #include "option_inputs.hpp"
 
@@ -115,6 +117,25 @@ TEST(CompileCacheIncludeScanner, HasIncludeThroughAliasesForwardersAndOddArgumen
   ASSERT_EQ(args.opaque_calls.size(), 1u);
   EXPECT_EQ(args.opaque_calls[0].first, "W");
   EXPECT_EQ(args.opaque_calls[0].second, "`W(1, <w.h>)` on line 2");
+}
+
+TEST(CompileCacheIncludeScanner, AVeryLongDirectiveIsLeftUncachedInsteadOfReadInQuadraticTime) {
+  std::string text = "#if ";
+  for (int i = 0; i < 3000; ++i) text += "f(";
+  text += "x";
+  for (int i = 0; i < 3000; ++i) text += ")";
+  text += "\n#endif\n";
+  const auto start = std::chrono::steady_clock::now();
+  const auto s = scan_includes(text);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(s.unknowable, "a directive of 9003 tokens on line 1 (longer than the scanner reads)");
+  EXPECT_LT(seconds, 1.0);
+  // Many distinct calls with opaque arguments on many lines: each callee is listed once.
+  std::string calls;
+  for (int i = 0; i < 5000; ++i) calls += "#if F" + std::to_string(i % 50) + "(X)\n#endif\n";
+  const auto many = scan_includes(calls);
+  EXPECT_EQ(many.opaque_calls.size(), 50u);
+  EXPECT_EQ(many.opaque_calls[49].second, "`F49(X)` on line 99");
 }
 
 TEST(CompileCacheOptionInputs, IncludeDirectoriesAndPreIncludesInEverySpelling) {
