@@ -1,0 +1,124 @@
+// Launching kernels: the argument check of the typed launch and launch_raw.
+#include <drvshim/module.hpp>
+
+#include "devices/context_scope.hpp"
+#include "seam/core_of.hpp"
+#include "log_internal.hpp"
+#include "modules/module_internal.hpp"
+#include "support/view_checks.hpp"
+
+namespace drvshim {
+namespace {
+
+using detail::core_of;
+using detail::fn;
+
+}  // namespace
+
+namespace detail {
+
+void check_launch_args(const Kernel& kernel, std::span<const std::size_t> sizes) {
+  const auto& params = kernel.params();
+  if (!params) return;  // layout unknown to this driver: nothing to check against
+  if (params->size() != sizes.size()) {
+    throw InvalidArgumentError(
+        "launch", fmt::format("kernel {} takes {} argument(s), {} given", kernel.name(), params->size(), sizes.size()));
+  }
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    if ((*params)[i].size != sizes[i]) {
+      throw InvalidArgumentError("launch",
+                                 fmt::format("kernel {}: argument {} has {} bytes, the kernel expects {} bytes",
+                                             kernel.name(), i, sizes[i], (*params)[i].size),
+                                 "pass the type the kernel declares (device buffers as their DevicePtr address)");
+    }
+  }
+}
+
+}  // namespace detail
+
+namespace {
+
+[[noreturn]] void throw_empty_dimension(const Kernel& kernel, const char* which, const char* axis, const Dim3& d) {
+  throw InvalidArgumentError("launch",
+                             fmt::format("kernel {}: the {}'s {} dimension is 0 ({} {}x{}x{})", kernel.name(), which,
+                                         axis, which, d.x, d.y, d.z),
+                             "every grid and block dimension must be at least 1 (Dim3's default)");
+}
+
+void check_dimensions(const Kernel& kernel, const char* which, const Dim3& d) {
+  if (d.x == 0) throw_empty_dimension(kernel, which, "x", d);
+  if (d.y == 0) throw_empty_dimension(kernel, which, "y", d);
+  if (d.z == 0) throw_empty_dimension(kernel, which, "z", d);
+}
+
+}  // namespace
+
+void launch_raw(const Kernel& kernel, const LaunchConfig& config, void** args) {
+  const auto threads = config.block.count();
+  if (threads == 0 || config.grid.count() == 0) [[unlikely]] {
+    check_dimensions(kernel, "grid", config.grid);
+    check_dimensions(kernel, "block", config.block);
+  }
+  if (threads > static_cast<std::uint64_t>(kernel.max_threads_per_block())) {
+    throw InvalidArgumentError(
+        "launch",
+        fmt::format("kernel {}: a block of {} threads ({}x{}x{}) exceeds the kernel's limit of {}", kernel.name(),
+                    threads, config.block.x, config.block.y, config.block.z, kernel.max_threads_per_block()),
+        "use smaller blocks (the limit depends on the kernel's register use)");
+  }
+  if (config.stream) detail::check_stream_view(*config.stream, "launch");
+  const ContextRef& ctx = kernel.context();
+  const auto& core = core_of(ctx);
+  if (config.stream && config.stream->context().address() != ctx.address()) [[unlikely]] {
+    // A kernel belongs to its module's context (one device); the driver would
+    // answer only CUDA_ERROR_INVALID_HANDLE.
+    throw InvalidArgumentError(
+        "launch",
+        fmt::format("kernel {} belongs to context 0x{:x} on device {}; {} belongs to context 0x{:x} on device {}",
+                    kernel.name(), ctx.address(), ctx.device().ordinal(), config.stream->name(),
+                    config.stream->context().address(), config.stream->context().device().ordinal()),
+        "launch on a stream of the kernel's context: load the module in each device's context (or take the kernel "
+        "for that context from a Library: Library::kernel(context, name))");
+  }
+  // No StreamRef copy on the hot path: the handle is all the launch needs.
+  const auto cu_stream = config.stream ? reinterpret_cast<CUstream>(config.stream->native()) : CU_STREAM_LEGACY;
+  detail::ContextScope scope(core, ctx.address(), "launch");
+  const auto objects = [&] {
+    return fmt::format("kernel {}, grid {}x{}x{}, block {}x{}x{}, {} shared bytes, {}", kernel.name(), config.grid.x,
+                       config.grid.y, config.grid.z, config.block.x, config.block.y, config.block.z,
+                       config.shared_bytes,
+                       config.stream ? config.stream->name() : StreamRef::legacy_default(ctx).name());
+  };
+  if (config.cluster) {
+    core.require_function(detail::Api::k_cuLaunchKernelEx, "launch with cluster dimensions");
+    CUlaunchAttribute attrs[2]{};
+    attrs[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attrs[0].value.clusterDim.x = config.cluster->x;
+    attrs[0].value.clusterDim.y = config.cluster->y;
+    attrs[0].value.clusterDim.z = config.cluster->z;
+    attrs[1].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    attrs[1].value.cooperative = 1;
+    CUlaunchConfig lc{};
+    lc.gridDimX = config.grid.x;
+    lc.gridDimY = config.grid.y;
+    lc.gridDimZ = config.grid.z;
+    lc.blockDimX = config.block.x;
+    lc.blockDimY = config.block.y;
+    lc.blockDimZ = config.block.z;
+    lc.sharedMemBytes = config.shared_bytes;
+    lc.hStream = cu_stream;
+    lc.attrs = attrs;
+    lc.numAttrs = config.cooperative ? 2 : 1;
+    DRVSHIM_TRY(core, cuLaunchKernelEx, objects(), &lc, fn(kernel), args, nullptr);
+  } else if (config.cooperative) {
+    core.require_function(detail::Api::k_cuLaunchCooperativeKernel, "cooperative launch");
+    DRVSHIM_TRY(core, cuLaunchCooperativeKernel, objects(), fn(kernel), config.grid.x, config.grid.y, config.grid.z,
+                config.block.x, config.block.y, config.block.z, config.shared_bytes, cu_stream, args);
+  } else {
+    DRVSHIM_TRY(core, cuLaunchKernel, objects(), fn(kernel), config.grid.x, config.grid.y, config.grid.z,
+                config.block.x, config.block.y, config.block.z, config.shared_bytes, cu_stream, args, nullptr);
+  }
+  detail::after_submit(core, cu_stream, "launch", objects);
+}
+
+}  // namespace drvshim

@@ -1,0 +1,196 @@
+// NVRTC and what surrounds it, learnt without loading it: its fingerprint
+// (file size and time), its builtins libraries, the toolkit include
+// directory, and its architectures, kept in a toolchain memo
+// (v1/toolchain/<hash of NVRTC's fingerprint>) so a disk hit neither loads
+// NVRTC nor searches for what surrounds it.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <random>
+
+#include "cache/cache_core.hpp"
+#include "cache/cache_environment.hpp"
+#include "cache/cache_log.hpp"
+#include "env.hpp"
+#include "nvrtc/nvrtc_internal.hpp"
+
+namespace drvshim::detail {
+namespace {
+
+// A library's fingerprint: size and modification time of the file (a patch
+// update changes them; a version number alone would not). Not its path or
+// name: the same file reached through a link (libnvrtc.so.13 or
+// libnvrtc.so.13.0.88), or a toolkit mounted elsewhere in a container, is the
+// same compiler.
+std::string fingerprint(const std::string& path) {
+  struct stat st {};
+  if (path.empty() || ::stat(path.c_str(), &st) != 0) return "missing";
+  return fmt::format("{}:{}", st.st_size, mtime_ns(st));
+}
+
+// The toolkit include directory as NVRTC::load() finds it: beside the
+// library's real path (a readlink per component: done only without a memo).
+std::string include_beside(const std::string& nvrtc_path, bool use_environment) {
+  char resolved[PATH_MAX];
+  const bool ok = ::realpath(nvrtc_path.c_str(), resolved) != nullptr;
+  return find_cuda_include(ok ? std::string(resolved) : nvrtc_path, use_environment);
+}
+
+// The builtins libraries NVRTC loads from beside itself
+// (libnvrtc-builtins.so.<major>.<minor>). The minor is not known without
+// loading NVRTC, so the few possible names are asked for; the toolchain memo
+// spares later processes even that.
+std::vector<std::pair<std::string, std::string>> probe_builtins(const std::string& nvrtc_path) {
+  std::vector<std::pair<std::string, std::string>> found;
+  const std::string dir = nvrtc_path.substr(0, nvrtc_path.rfind('/'));
+  const std::string file = nvrtc_path.substr(nvrtc_path.rfind('/') + 1);
+  const auto so = file.find(".so.");
+  const std::string major =
+      so == std::string::npos ? std::string() : file.substr(so + 4, file.find('.', so + 4) - so - 4);
+  for (int minor = 0; minor < 10 && !major.empty(); ++minor) {
+    std::string builtins = fmt::format("{}/libnvrtc-builtins.so.{}.{}", dir, major, minor);
+    if (::access(builtins.c_str(), F_OK) == 0) {
+      std::string print = fingerprint(builtins);
+      found.emplace_back(std::move(builtins), std::move(print));
+    }
+  }
+  return found;
+}
+
+// Memo fields are lines and ';' / '|' separated lists.
+bool memo_safe(std::string_view text) { return text.find_first_of("\n;|") == std::string_view::npos; }
+
+}  // namespace
+
+const Nvrtc& CacheCore::compiler() const {
+  std::lock_guard<std::mutex> lock(nvrtc_mutex);
+  if (!nvrtc) {
+    const auto t0 = std::chrono::steady_clock::now();
+    nvrtc.emplace(Nvrtc::load(load_options));
+    cache_log(log::Level::debug, "compile cache: loaded NVRTC {}.{} from {} for a miss ({:.1f} ms)",
+              nvrtc->version_major(), nvrtc->version_minor(), nvrtc->loaded_path(),
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    if (fingerprint(nvrtc->loaded_path()) != nvrtc_print) {
+      cache_log(log::Level::warn,
+                "compile cache: NVRTC was expected at {} but loaded from {}; entries are keyed by the former",
+                nvrtc_path.empty() ? std::string("(not found without loading)") : nvrtc_path, nvrtc->loaded_path());
+    }
+    if (archs.empty()) {
+      archs = nvrtc->supported_architectures();
+      write_toolchain_memo();
+    }
+  }
+  return *nvrtc;
+}
+
+const std::vector<int>& CacheCore::targets() const {
+  {
+    std::lock_guard<std::mutex> lock(nvrtc_mutex);
+    if (!archs.empty()) return archs;
+  }
+  (void)compiler();
+  return archs;
+}
+
+// The toolchain memo, named by NVRTC's fingerprint: its builtins libraries
+// (with their fingerprints, checked against the files on every read), the
+// toolkit include directory and NVRTC's architectures, so that a disk hit
+// neither loads NVRTC nor searches for what surrounds it. Four lines:
+// "<nvrtc fingerprint>\n<path>|<fingerprint>;...\n<include dir>\n<arch> <arch> ...\n".
+std::optional<CacheCore::Memo> CacheCore::read_toolchain_memo() const {
+  if (!disk || !toolchain) return std::nullopt;
+  const std::string name = memo_name();
+  // Non-blocking: a FIFO put where the memo belongs must not hang the cache's opening.
+  Fd fd(::openat(toolchain.fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  struct stat st {};
+  if (!fd || ::fstat(fd.fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > 16384 || st.st_uid != me() ||
+      (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    return std::nullopt;
+  }
+  std::string text(static_cast<std::size_t>(st.st_size), '\0');
+  if (::pread(fd.fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size())) return std::nullopt;
+  std::vector<std::string_view> lines;
+  for (std::size_t pos = 0; pos < text.size();) {
+    const auto nl = text.find('\n', pos);
+    if (nl == std::string::npos) return std::nullopt;
+    lines.emplace_back(text.data() + pos, nl - pos);
+    pos = nl + 1;
+  }
+  if (lines.size() != 4 || lines[0] != nvrtc_print) return std::nullopt;
+  Memo m;
+  for (std::size_t pos = 0; pos < lines[1].size();) {
+    const auto end = std::min(lines[1].find(';', pos), lines[1].size());
+    const std::string_view item = lines[1].substr(pos, end - pos);
+    const auto bar = item.find('|');
+    if (bar == std::string_view::npos) return std::nullopt;
+    m.builtins.emplace_back(std::string(item.substr(0, bar)), std::string(item.substr(bar + 1)));
+    // A builtins library replaced since the memo was written: the memo is stale.
+    if (fingerprint(m.builtins.back().first) != m.builtins.back().second) return std::nullopt;
+    pos = end + 1;
+  }
+  m.cuda_include = std::string(lines[2]);
+  const std::string archs_text(lines[3]);
+  const char* p = archs_text.c_str();
+  while (*p != '\0') {
+    char* end = nullptr;
+    const long v = std::strtol(p, &end, 10);
+    if (end == p || v <= 0 || v > 1000) return std::nullopt;
+    m.archs.push_back(static_cast<int>(v));
+    p = end;
+    while (*p == ' ') ++p;
+  }
+  if (m.archs.empty()) return std::nullopt;
+  return m;
+}
+
+void CacheCore::write_toolchain_memo() const {
+  if (!disk || !toolchain || options.read_only || archs.empty()) return;
+  // The include directory as found from NVRTC's place, whatever DRVSHIM_CUDA_INCLUDE says in this process.
+  const std::string include = include_beside(nvrtc_path, false);
+  std::string text = nvrtc_print + "\n";
+  for (std::size_t i = 0; i < builtins.size(); ++i) {
+    if (!memo_safe(builtins[i].first) || !memo_safe(builtins[i].second)) return;
+    text += (i == 0 ? "" : ";") + builtins[i].first + "|" + builtins[i].second;
+  }
+  if (!memo_safe(include)) return;
+  text += "\n" + include + "\n";
+  for (const int a : archs) text += std::to_string(a) + " ";
+  text.back() = '\n';
+  const Fd& staging = tmp_dir();
+  if (!staging) return;
+  std::random_device rd;
+  const std::string tmp_name = fmt::format("{:08x}{:08x}.memo", rd(), rd());
+  Fd fd(::openat(staging.fd, tmp_name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd) return;
+  const bool ok = ::write(fd.fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  fd.reset();
+  if (!ok || ::renameat(staging.fd, tmp_name.c_str(), toolchain.fd, memo_name().c_str()) != 0) {
+    (void)::unlinkat(staging.fd, tmp_name.c_str(), 0);
+  }
+}
+
+void CacheCore::learn_toolchain() {
+  nvrtc_print = fingerprint(nvrtc_path);
+  const bool include_known = !cuda_include.empty();
+  const bool env_include = env::raw("DRVSHIM_CUDA_INCLUDE").has_value();
+  std::optional<Memo> memo = read_toolchain_memo();
+  if (memo) {
+    builtins = memo->builtins;
+    if (!include_known) cuda_include = env_include ? include_beside(nvrtc_path, true) : memo->cuda_include;
+    if (archs.empty()) archs = memo->archs;
+  } else {
+    builtins = probe_builtins(nvrtc_path);
+    if (!include_known) cuda_include = include_beside(nvrtc_path, true);
+  }
+  identity = "nvrtc " + nvrtc_print;
+  for (const auto& [path, print] : builtins) identity += "; builtins " + print;
+  // Written once per NVRTC, by whichever process knows the targets first.
+  if (!archs.empty() && (!memo || memo->archs != archs)) write_toolchain_memo();
+}
+
+}  // namespace drvshim::detail
