@@ -17,7 +17,7 @@
 #include <thread>
 
 #include "fake_control.h"
-#include "test_hooks.hpp"
+#include "support/test_hooks.hpp"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // Error names and descriptions (cuGetErrorName, cuGetErrorString), from the
-// table generated from cuda.h (driver/internal/cu_errors.inc), so they match the driver's.
+// table generated from cuda.h (common/cu_errors.inc), so they match the driver's.
 #include "fake_engine.hpp"
 
 namespace drvshim::fake {

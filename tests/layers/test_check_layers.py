@@ -17,11 +17,11 @@ CHECK = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else
 CLEAN = {
     "driver/include/drvshim/log.hpp": "#pragma once\n",
     "driver/include/drvshim/device.hpp": "#pragma once\n#include <drvshim/log.hpp>\n#include <vector>\n",
-    "driver/internal/log_internal.hpp": "#pragma once\n#include <drvshim/log.hpp>\n#include <fmt/format.h>\n",
-    "driver/internal/cu_errors.inc": "// table\n",
-    "driver/recorder/include/drvshim_recorder/recorder.hpp": "#pragma once\n",
-    "driver/recorder/src/state.hpp": "#pragma once\n#include <drvshim_recorder/recorder.hpp>\n",
-    "driver/recorder/src/result_names.cpp": '#include "cu_errors.inc"\n#include "state.hpp"\n',
+    "common/log_internal.hpp": "#pragma once\n#include <drvshim/log.hpp>\n#include <fmt/format.h>\n",
+    "common/cu_errors.inc": "// table\n",
+    "recorder/include/drvshim_recorder/recorder.hpp": "#pragma once\n",
+    "recorder/src/state.hpp": "#pragma once\n#include <drvshim_recorder/recorder.hpp>\n",
+    "recorder/src/result_names.cpp": '#include "cu_errors.inc"\n#include "state.hpp"\n',
     "driver/src/core.hpp": "#pragma once\n#include <drvshim/device.hpp>\n",
     "driver/src/device.cpp": '#include <drvshim/device.hpp>\n#include "core.hpp"\n#include "log_internal.hpp"\n',
     "ptx/include/drvshim/nvrtc.hpp": "#pragma once\n#include <drvshim/device.hpp>\n",
@@ -86,8 +86,8 @@ class LayerCheck(unittest.TestCase):
 
     def test_internal_including_a_driver_private_header_fails(self):
         self.assert_violation(
-            with_file("driver/internal/env.cpp", '#include "log_internal.hpp"\n#include "core.hpp"\n'),
-            "driver/internal/env.cpp:2: internal includes core.hpp, private to driver")
+            with_file("common/env.cpp", '#include "log_internal.hpp"\n#include "core.hpp"\n'),
+            "common/env.cpp:2: internal includes core.hpp, private to driver")
 
     def test_runtime_compat_including_a_ptx_private_header_fails(self):
         self.assert_violation(
@@ -113,7 +113,7 @@ class LayerCheck(unittest.TestCase):
             "tools/bench/bench_other.cpp:1: tools includes sha256.hpp, private to ptx")
 
     def test_a_private_header_name_in_two_layers_resolves_to_the_includers_own(self):
-        # runtime_compat/src/state.hpp and driver/recorder/src/state.hpp: each layer's own
+        # runtime_compat/src/state.hpp and recorder/src/state.hpp: each layer's own
         # "state.hpp" is fine (CLEAN), another layer's is not.
         self.assert_violation(
             with_file("ptx/src/cache.cpp", '#include "state.hpp"\n'),
@@ -122,7 +122,7 @@ class LayerCheck(unittest.TestCase):
     def test_the_recorders_private_headers_are_its_own(self):
         self.assert_violation(
             with_file("driver/src/trace.cpp", '#include <drvshim_recorder/recorder.hpp>\n#include "state.hpp"\n'),
-            "driver/src/trace.cpp:2: driver includes state.hpp, private to recorder (driver/recorder/src/state.hpp)")
+            "driver/src/trace.cpp:2: driver includes state.hpp, private to recorder (recorder/src/state.hpp)")
 
     def test_every_violation_is_reported(self):
         files = dict(CLEAN)

@@ -25,7 +25,7 @@
 #include <thread>
 
 #include "fixture.hpp"
-#include "sha256.hpp"
+#include "cache/sha256.hpp"
 
 extern char** environ;
 

@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "cache_entry.hpp"
+#include "cache/cache_entry.hpp"
 
 using drvshim::detail::decode;
 using drvshim::detail::encode;

@@ -24,11 +24,11 @@
 #include <thread>
 #include <vector>
 
-#include "cpu_budget.hpp"
+#include "staging/cpu_budget.hpp"
 #include "fixture.hpp"
 #include "in_child.hpp"
 #include "staging_test_support.hpp"
-#include "test_hooks.hpp"
+#include "support/test_hooks.hpp"
 
 using namespace drvshim;
 using namespace drvshim_test;

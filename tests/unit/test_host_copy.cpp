@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "host_copy.hpp"
+#include "staging/host_copy.hpp"
 
 using namespace drvshim::detail;
 

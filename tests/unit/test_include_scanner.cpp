@@ -6,8 +6,8 @@
 
 #include <chrono>
 
-#include "include_scanner.hpp"
-#include "option_inputs.hpp"
+#include "cache/include_scanner.hpp"
+#include "cache/option_inputs.hpp"
 
 using drvshim::detail::IncludeRef;
 using drvshim::detail::MacroLookup;

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "fixture.hpp"
-#include "jit_capture.hpp"
+#include "modules/jit_capture.hpp"
 
 using namespace drvshim;
 using namespace drvshim_test;

@@ -13,7 +13,7 @@
 
 #include "fixture.hpp"
 #include "peer_contract_cases.hpp"
-#include "test_hooks.hpp"
+#include "support/test_hooks.hpp"
 #include "two_devices.hpp"
 
 using namespace drvshim;

@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "ring_plan.hpp"
-#include "staging_job.hpp"
+#include "staging/ring_plan.hpp"
+#include "staging/staging_job.hpp"
 
 using drvshim::StagingOptions;
 using drvshim::detail::host_dma_ends;

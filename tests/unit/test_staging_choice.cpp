@@ -9,7 +9,7 @@
 #include <tuple>
 #include <utility>
 
-#include "staging_choice.hpp"
+#include "staging/staging_choice.hpp"
 
 using drvshim::StagingOptions;
 using namespace drvshim::detail;

@@ -25,11 +25,11 @@
 #include <set>
 #include <thread>
 
-#include "cpu_budget.hpp"
+#include "staging/cpu_budget.hpp"
 #include "fixture.hpp"
 #include "staging_test_support.hpp"
 #include "stream_order_cases.hpp"
-#include "test_hooks.hpp"
+#include "support/test_hooks.hpp"
 
 using namespace drvshim;
 using namespace drvshim_test;

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "sha256.hpp"
+#include "cache/sha256.hpp"
 
 namespace {
 

@@ -37,7 +37,7 @@ def main(pages):
                 name = name[: -len("/.cpp")]
             if name in NOT_PATHS or not re.search(EXT + "$", name) and "/" in name and "." not in name.split("/")[-1] and not os.path.isdir(name):
                 # a/b prose ("conductor/crew") and directories named without a trailing slash
-                if not any(part in ("driver", "ptx", "runtime_compat", "recorder", "tools", "tests", "docs", "examples") for part in name.split("/")[:1]):
+                if not any(part in ("driver", "ptx", "runtime_compat", "common", "recorder", "tools", "tests", "docs", "examples") for part in name.split("/")[:1]):
                     continue
             if os.path.exists(name) or ("/" not in name and name in tree):
                 continue

@@ -9,8 +9,8 @@
   installed, and nothing it includes from src/ or internal/ would be.
 - What the layers truly share (logging, the environment reader, the trace's
   internal entry points, the library loader, the CUresult table) lives in
-  driver/internal/, reachable from every layer through the drvshim_internal
-  target; the trace recorder in driver/recorder/ (drvshim_recorder), whose
+  common/, reachable from every layer through the drvshim_internal
+  target; the trace recorder in recorder/ (drvshim_recorder), whose
   public headers are its include/ and whose src/ is its own. Both are the
   driver layer's shared part, so they rank with the driver: they may use the
   driver's public headers (log_internal.hpp declares its functions over
@@ -35,8 +35,8 @@ SOURCE_EXTENSIONS = (".cpp", ".cc", ".cxx", ".c", ".hpp", ".hh", ".hxx", ".h", "
 # Where each layer's files live, and its rank (lowest first; equal ranks may
 # use each other's public headers).
 LAYERS = [
-    ("internal", 0, ["driver/internal"]),
-    ("recorder", 0, ["driver/recorder"]),
+    ("internal", 0, ["common"]),
+    ("recorder", 0, ["recorder"]),
     ("driver", 0, ["driver/include", "driver/src"]),
     ("ptx", 1, ["ptx/include", "ptx/src"]),
     ("runtime_compat", 2, ["runtime_compat/include", "runtime_compat/src"]),

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Generate runtime_compat/src/cudart_errors.inc from the toolkit.
 
-Two tables, as the other generated tables (driver/internal/cu_errors.inc):
+Two tables, as the other generated tables (common/cu_errors.inc):
 
   DRVSHIM_CUDART_ERROR(number, "cudaErrorName", "text")
       every cudaError_t of driver_types.h; the text is what the toolkit's own

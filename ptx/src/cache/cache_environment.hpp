@@ -1,6 +1,6 @@
 #pragma once
 // What the environment says about the compile cache: DRVSHIM_CACHE_* (read
-// through the one environment reader, driver/internal/env.hpp) and where the cache
+// through the one environment reader, common/env.hpp) and where the cache
 // lives by default.
 #include <string>
 

@@ -1,7 +1,7 @@
 // Everything the compile cache takes from below its own layer besides the
 // driver's public API, in one place: the logger (log_internal.hpp) and a
 // device's driver version (driver_version.hpp), both from the drvshim_internal
-// target (driver/internal/).
+// target (common/).
 #include <drvshim/device.hpp>
 
 #include "cache/cache_log.hpp"
