@@ -1,6 +1,6 @@
 #pragma once
 // The driver version behind a Device, for the layers above the driver: the
-// compile cache keys SASS the driver linked by it (ptx/src/driver_bridge.cpp).
+// compile cache keys SASS the driver linked by it (ptx/src/cache/from_driver_layer.cpp).
 // The driver layer implements it (driver/src/driver_version.cpp), so no other
 // layer reaches into DriverCore (core.hpp, private to the driver).
 

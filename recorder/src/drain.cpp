@@ -12,7 +12,7 @@
 #include <string>
 
 #include "entry.hpp"
-#include "state.hpp"
+#include "recorder_state.hpp"
 
 namespace drvshim::recorder::detail {
 namespace {

@@ -6,7 +6,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
-#include "state.hpp"
+#include "recorder_state.hpp"
 
 namespace drvshim::recorder::detail {
 namespace {

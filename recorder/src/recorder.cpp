@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "entry.hpp"
-#include "state.hpp"
+#include "recorder_state.hpp"
 
 namespace drvshim::recorder {
 

@@ -6,7 +6,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "state.hpp"
+#include "recorder_state.hpp"
 
 namespace drvshim::recorder::detail {
 

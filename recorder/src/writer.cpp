@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "state.hpp"
+#include "recorder_state.hpp"
 
 namespace drvshim::recorder::detail {
 namespace {

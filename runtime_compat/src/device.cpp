@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "state.hpp"
+#include "runtime.hpp"
 
 using namespace drvshim;
 using namespace drvshim::rt::impl;

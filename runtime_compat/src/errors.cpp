@@ -1,7 +1,7 @@
 // Errors: names and texts of every cudaError_t (generated from the toolkit,
 // tools/dev/gen_cudart_errors.py), the driver's errors and drvshim's
 // exceptions as cudaError_t, and the calling thread's last error.
-#include "state.hpp"
+#include "runtime.hpp"
 
 namespace drvshim::rt::impl {
 namespace {

@@ -4,7 +4,7 @@
 // managed-memory hints.
 #include <cstring>
 
-#include "state.hpp"
+#include "runtime.hpp"
 
 using namespace drvshim;
 using namespace drvshim::rt::impl;

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <utility>
 
-#include "state.hpp"
+#include "runtime.hpp"
 
 using namespace drvshim;
 using namespace drvshim::rt::impl;

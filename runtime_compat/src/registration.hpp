@@ -2,7 +2,7 @@
 // What nvcc's generated code registers (fatbins, kernels, variables) and how
 // the rest of the runtime reaches it: a kernel handle for a host stub, bound
 // to a context on demand; a variable's address in a context.
-#include "state.hpp"
+#include "runtime.hpp"
 
 namespace drvshim::rt::impl {
 

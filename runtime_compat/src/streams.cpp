@@ -4,7 +4,7 @@
 // legacy and per-thread-default-stream (_ptsz) form.
 #include <cstring>
 
-#include "state.hpp"
+#include "runtime.hpp"
 
 using namespace drvshim;
 using namespace drvshim::rt::impl;

@@ -1,7 +1,7 @@
 #pragma once
 // The compile cache's logging, and the one other thing it needs from the
 // driver layer's internals (the driver version of a device, for keys of SASS
-// the driver linked). Both are reached through driver_bridge.cpp, the only
+// the driver linked). Both are reached through from_driver_layer.cpp, the only
 // file of the cache that includes driver/src headers.
 #include <drvshim/log.hpp>
 

@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "driver_search.hpp"
-#include "launch.hpp"
+#include "traced_process.hpp"
 
 namespace fs = std::filesystem;
 using namespace drvshim;

@@ -2,7 +2,7 @@
 // context, the calling thread's current device, the registries (the calling
 // thread's last error and the error numbers are errors.cpp's). The only runtime_compat file that includes a drvshim
 // internal header (log_internal.hpp: the runtime logs through drvshim's logger).
-#include "state.hpp"
+#include "runtime.hpp"
 
 #include <pthread.h>
 

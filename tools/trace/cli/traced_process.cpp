@@ -1,4 +1,4 @@
-#include "launch.hpp"
+#include "traced_process.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
