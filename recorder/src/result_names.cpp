@@ -9,7 +9,7 @@ const char* result_name(int code) noexcept {
 #define DRVSHIM_CU_ERROR(value, name, text) \
   case value:                               \
     return name;
-#include "cu_errors.inc"
+#include "generated/cu_errors.inc"
 #undef DRVSHIM_CU_ERROR
     default: return "unknown CUresult";
   }

@@ -13,7 +13,7 @@ struct ErrorText {
 };
 constexpr ErrorText kErrors[] = {
 #define DRVSHIM_CUDART_ERROR(code, name, text) {code, name, text},
-#include "cudart_errors.inc"
+#include "generated/cudart_errors.inc"
 #undef DRVSHIM_CUDART_ERROR
 };
 
@@ -33,7 +33,7 @@ namespace {
 
 constexpr std::pair<int, int> kDriverToRuntime[] = {
 #define DRVSHIM_CU_TO_CUDART(cu, rt) {cu, rt},
-#include "cudart_errors.inc"
+#include "generated/cudart_errors.inc"
 #undef DRVSHIM_CU_TO_CUDART
 };
 

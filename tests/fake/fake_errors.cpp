@@ -1,5 +1,5 @@
 // Error names and descriptions (cuGetErrorName, cuGetErrorString), from the
-// table generated from cuda.h (common/cu_errors.inc), so they match the driver's.
+// table generated from cuda.h (common/generated/cu_errors.inc), so they match the driver's.
 #include "fake_engine.hpp"
 
 namespace drvshim::fake {
@@ -12,7 +12,7 @@ struct ErrorEntry {
 };
 constexpr ErrorEntry kErrors[] = {
 #define DRVSHIM_CU_ERROR(code, name, description) {code, name, description},
-#include "cu_errors.inc"
+#include "generated/cu_errors.inc"
 #undef DRVSHIM_CU_ERROR
 };
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Generate common/cu_errors.inc from the toolkit's cuda.h.
+"""Generate common/generated/cu_errors.inc from the toolkit's cuda.h.
 
 The table gives every CUresult a name and a one-sentence description, so an
 error can be explained even when no usable driver is loaded (absent, stub).
-Run: python3 tools/dev/gen_cuda_errors.py /usr/local/cuda/include/cuda.h > common/cu_errors.inc
+Run: python3 tools/dev/gen_cuda_errors.py /usr/local/cuda/include/cuda.h > common/generated/cu_errors.inc
 """
 import re
 import sys

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Generate runtime_compat/src/cudart_errors.inc from the toolkit.
+"""Generate runtime_compat/src/generated/cudart_errors.inc from the toolkit.
 
-Two tables, as the other generated tables (common/cu_errors.inc):
+Two tables, as the other generated tables (common/generated/cu_errors.inc):
 
   DRVSHIM_CUDART_ERROR(number, "cudaErrorName", "text")
       every cudaError_t of driver_types.h; the text is what the toolkit's own
@@ -15,7 +15,7 @@ Two tables, as the other generated tables (common/cu_errors.inc):
       cudaError_t with the same number (cudart aligned its numbering with the
       driver's), and the few driver results without one to those below.
 
-Run: python3 tools/dev/gen_cudart_errors.py /usr/local/cuda > runtime_compat/src/cudart_errors.inc
+Run: python3 tools/dev/gen_cudart_errors.py /usr/local/cuda > runtime_compat/src/generated/cudart_errors.inc
 """
 import ctypes
 import os

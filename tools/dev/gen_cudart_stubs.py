@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Generate runtime_compat/src/unsupported.cpp: every function the toolkit's
+"""Generate runtime_compat/src/generated/unsupported.cpp: every function the toolkit's
 cuda_runtime_api.h declares that runtime_compat does not implement, defined
 to log an error naming it and return cudaErrorNotSupported, so a program
 using one links (and a -cudart shared program loads) and fails at that call
 with a clear error, never with a crash or an unresolved symbol.
 
-Run: python3 tools/dev/gen_cudart_stubs.py /usr/local/cuda/include runtime_compat/src > runtime_compat/src/unsupported.cpp
-A test (runtime_compat_generated_files) regenerates it and fails when it differs.
+Run: python3 tools/dev/gen_cudart_stubs.py /usr/local/cuda/include runtime_compat/src > runtime_compat/src/generated/unsupported.cpp
+A test (generated_files_current) regenerates it and fails when it differs.
 """
 import os
 import sys

@@ -18,7 +18,7 @@ struct ResultEntry {
 
 constexpr ResultEntry kResults[] = {
 #define DRVSHIM_CU_ERROR(code, name, description) {code, name, description},
-#include "cu_errors.inc"
+#include "generated/cu_errors.inc"
 #undef DRVSHIM_CU_ERROR
 };
 
