@@ -1,6 +1,6 @@
 #pragma once
 // Loading a shared library from a list of candidates: the one way drvshim
-// opens libcuda (driver.cpp) and libnvrtc (ptx/src/nvrtc.cpp).
+// opens libcuda (driver.cpp) and libnvrtc (ptx/src/nvrtc/nvrtc.cpp).
 #include <string>
 #include <vector>
 

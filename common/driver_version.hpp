@@ -1,7 +1,7 @@
 #pragma once
 // The driver version behind a Device, for the layers above the driver: the
 // compile cache keys SASS the driver linked by it (ptx/src/cache/from_driver_layer.cpp).
-// The driver layer implements it (driver/src/driver_version.cpp), so no other
+// The driver layer implements it (driver/src/seam/driver_version.cpp), so no other
 // layer reaches into DriverCore (core.hpp, private to the driver).
 
 namespace drvshim {

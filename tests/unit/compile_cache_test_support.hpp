@@ -24,8 +24,8 @@
 #include <sstream>
 #include <thread>
 
-#include "fixture.hpp"
 #include "cache/sha256.hpp"
+#include "fixture.hpp"
 
 extern char** environ;
 

@@ -24,9 +24,9 @@
 #include <thread>
 #include <vector>
 
-#include "staging/cpu_budget.hpp"
 #include "fixture.hpp"
 #include "in_child.hpp"
+#include "staging/cpu_budget.hpp"
 #include "staging_test_support.hpp"
 #include "support/test_hooks.hpp"
 

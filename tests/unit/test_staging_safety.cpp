@@ -25,8 +25,8 @@
 #include <set>
 #include <thread>
 
-#include "staging/cpu_budget.hpp"
 #include "fixture.hpp"
+#include "staging/cpu_budget.hpp"
 #include "staging_test_support.hpp"
 #include "stream_order_cases.hpp"
 #include "support/test_hooks.hpp"

@@ -45,7 +45,7 @@ LAYERS = [
 RANK = {name: rank for name, rank, _ in LAYERS}
 
 # file -> the private headers of a lower layer it measures. bench_cache_key
-# times the compile cache's key hash (ptx/src/sha256.hpp) against OpenSSL's:
+# times the compile cache's key hash (ptx/src/cache/sha256.hpp) against OpenSSL's:
 # the hash is hidden inside libdrvshim, so the benchmark compiles it in, as
 # the unit tests do (tools/CMakeLists.txt).
 BENCHMARKS_OF_INTERNALS = {

@@ -23,7 +23,7 @@ namespace drvshim {
 
 namespace detail {
 struct DriverCore;
-struct Access;  // the library's door to private members (driver/src/access.hpp)
+struct Access;  // the library's door to private members (driver/src/seam/access.hpp)
 }  // namespace detail
 
 class Device;

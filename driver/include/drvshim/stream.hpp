@@ -18,7 +18,7 @@ namespace drvshim {
 class EventRef;
 namespace detail {
 struct StreamTraits;
-struct Access;  // the library's door to private members (driver/src/access.hpp)
+struct Access;  // the library's door to private members (driver/src/seam/access.hpp)
 }  // namespace detail
 
 /// What cuStreamQuery says about a stream.

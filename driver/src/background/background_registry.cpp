@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "seam/access.hpp"
 #include "background/background_state.hpp"
+#include "seam/access.hpp"
 
 namespace drvshim::detail {
 

@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "background/background_wait.hpp"
-#include "seam/core.hpp"
 #include "log_internal.hpp"
+#include "seam/core.hpp"
 #include "trace_internal.hpp"
 
 namespace drvshim::detail {

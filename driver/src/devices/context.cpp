@@ -2,10 +2,10 @@
 
 #include <utility>
 
-#include "seam/access.hpp"
 #include "devices/context_scope.hpp"
-#include "seam/core.hpp"
 #include "log_internal.hpp"
+#include "seam/access.hpp"
+#include "seam/core.hpp"
 #include "support/test_hooks.hpp"
 #include "trace_internal.hpp"
 

@@ -4,8 +4,8 @@
 
 #include <cstdint>
 
-#include "seam/core.hpp"
 #include "log_internal.hpp"
+#include "seam/core.hpp"
 
 namespace drvshim::detail {
 

@@ -3,8 +3,8 @@
 #include <drvshim/driver.hpp>
 
 #include "background/background_wait.hpp"
-#include "seam/core.hpp"
 #include "log_internal.hpp"
+#include "seam/core.hpp"
 #include "trace_internal.hpp"
 
 namespace drvshim {

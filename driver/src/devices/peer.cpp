@@ -8,11 +8,11 @@
 #include <tuple>
 #include <utility>
 
-#include "seam/access.hpp"
 #include "devices/context_scope.hpp"
+#include "log_internal.hpp"
+#include "seam/access.hpp"
 #include "seam/core.hpp"
 #include "support/fork_guarded.hpp"
-#include "log_internal.hpp"
 #include "support/test_hooks.hpp"
 #include "trace_internal.hpp"
 

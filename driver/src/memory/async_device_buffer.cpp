@@ -3,12 +3,12 @@
 
 #include <utility>
 
-#include "seam/access.hpp"
 #include "devices/context_scope.hpp"
-#include "seam/core.hpp"
-#include "seam/core_of.hpp"
 #include "log_internal.hpp"
 #include "memory/memory_errors.hpp"
+#include "seam/access.hpp"
+#include "seam/core.hpp"
+#include "seam/core_of.hpp"
 #include "support/view_checks.hpp"
 
 namespace drvshim {

@@ -4,10 +4,10 @@
 #include <algorithm>
 #include <iterator>
 
-#include "seam/access.hpp"
 #include "devices/context_scope.hpp"
-#include "seam/core.hpp"
 #include "log_internal.hpp"
+#include "seam/access.hpp"
+#include "seam/core.hpp"
 
 namespace drvshim {
 

@@ -4,10 +4,10 @@
 #include <utility>
 
 #include "devices/context_scope.hpp"
-#include "seam/core.hpp"
-#include "seam/core_of.hpp"
 #include "log_internal.hpp"
 #include "memory/memory_errors.hpp"
+#include "seam/core.hpp"
+#include "seam/core_of.hpp"
 
 namespace drvshim {
 

@@ -2,9 +2,9 @@
 #include <drvshim/module.hpp>
 
 #include "devices/context_scope.hpp"
-#include "seam/core_of.hpp"
 #include "log_internal.hpp"
 #include "modules/module_internal.hpp"
+#include "seam/core_of.hpp"
 #include "support/view_checks.hpp"
 
 namespace drvshim {

@@ -4,9 +4,9 @@
 #include <utility>
 
 #include "devices/context_scope.hpp"
-#include "seam/core_of.hpp"
 #include "log_internal.hpp"
 #include "modules/module_internal.hpp"
+#include "seam/core_of.hpp"
 #include "trace_internal.hpp"
 
 namespace drvshim {

@@ -13,11 +13,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "seam/access.hpp"
 #include "devices/context_scope.hpp"
-#include "seam/core_of.hpp"
 #include "log_internal.hpp"
 #include "modules/module_internal.hpp"
+#include "seam/access.hpp"
+#include "seam/core_of.hpp"
 #include "trace_internal.hpp"
 
 namespace drvshim {

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "seam/core.hpp"
 #include "modules/jit_capture.hpp"
+#include "seam/core.hpp"
 #include "support/view_checks.hpp"
 
 namespace drvshim::detail {

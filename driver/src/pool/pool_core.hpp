@@ -26,12 +26,12 @@
 
 #include <pthread.h>
 
-#include "seam/core.hpp"
 #include "pool/hot_slot.hpp"
 #include "pool/membarrier.hpp"
 #include "pool/pool_entry.hpp"
-#include "seam/process.hpp"
 #include "pool/spin_lock.hpp"
+#include "seam/core.hpp"
+#include "seam/process.hpp"
 #include "support/test_hooks.hpp"
 
 namespace drvshim::detail {

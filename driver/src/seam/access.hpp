@@ -2,7 +2,7 @@
 // The one door from library code to what the public types keep private: the
 // driver core a Device or Driver shares, a Kernel's state, a StreamRef's keys.
 // The public headers name detail::Access a friend and nothing else, so none
-// of it is part of the API (issue 23: no public member documented "Internal").
+// of it is part of the API (no public member documented "Internal").
 #include <drvshim/device.hpp>
 #include <drvshim/driver.hpp>
 #include <drvshim/module.hpp>

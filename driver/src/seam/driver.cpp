@@ -9,10 +9,10 @@
 #include <cstdlib>
 
 #include "background/background_wait.hpp"
-#include "seam/core.hpp"
 #include "dl_open.hpp"
 #include "env.hpp"
 #include "log_internal.hpp"
+#include "seam/core.hpp"
 #include "trace_internal.hpp"
 
 namespace drvshim {

@@ -1,8 +1,8 @@
 #include <drvshim/device.hpp>
 
+#include "driver_version.hpp"
 #include "seam/access.hpp"
 #include "seam/core.hpp"
-#include "driver_version.hpp"
 
 namespace drvshim::detail {
 

@@ -7,10 +7,10 @@
 #include <thread>
 #include <vector>
 
-#include "staging/backoff.hpp"
-#include "support/cpu_pause.hpp"
 #include "seam/process.hpp"
+#include "staging/backoff.hpp"
 #include "staging/staging_job.hpp"
+#include "support/cpu_pause.hpp"
 #include "support/threads.hpp"
 
 namespace drvshim::detail {

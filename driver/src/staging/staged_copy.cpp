@@ -14,9 +14,9 @@
 #include <span>
 #include <vector>
 
+#include "devices/context_scope.hpp"
 #include "seam/access.hpp"
 #include "staging/backoff.hpp"
-#include "devices/context_scope.hpp"
 #include "staging/host_copy.hpp"
 #include "staging/ring_plan.hpp"
 #include "staging/staged_copy.hpp"

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "seam/access.hpp"
-#include "staging/copy_crew.hpp"
 #include "seam/core.hpp"
+#include "staging/copy_crew.hpp"
 #include "staging/cpu_budget.hpp"
 #include "staging/staging_choice.hpp"
 

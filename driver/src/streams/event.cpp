@@ -4,9 +4,9 @@
 #include <utility>
 
 #include "devices/context_scope.hpp"
+#include "log_internal.hpp"
 #include "seam/core.hpp"
 #include "seam/core_of.hpp"
-#include "log_internal.hpp"
 #include "support/view_checks.hpp"
 
 namespace drvshim {

@@ -6,10 +6,10 @@
 #include <memory>
 #include <utility>
 
-#include "seam/access.hpp"
 #include "devices/context_scope.hpp"
-#include "seam/core.hpp"
 #include "log_internal.hpp"
+#include "seam/access.hpp"
+#include "seam/core.hpp"
 #include "support/view_checks.hpp"
 
 namespace drvshim {

@@ -8,8 +8,8 @@
 #include <unordered_set>
 #include <vector>
 
-#include "support/fork_guarded.hpp"
 #include "log_internal.hpp"
+#include "support/fork_guarded.hpp"
 
 namespace drvshim::detail {
 namespace {
