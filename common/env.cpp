@@ -12,13 +12,6 @@ extern char** environ;
 namespace drvshim::detail::env {
 namespace {
 
-const Variable* find(std::string_view name) noexcept {
-  for (const auto& v : variables()) {
-    if (name == v.name) return &v;
-  }
-  return nullptr;
-}
-
 std::size_t edit_distance(std::string_view a, std::string_view b) {
   std::vector<std::size_t> row(b.size() + 1);
   for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
@@ -36,52 +29,11 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 
 }  // namespace
 
-const std::vector<Variable>& variables() noexcept {
-  static const std::vector<Variable> table = {
-      {"DRVSHIM_LIBCUDA", "a path to the driver library", "libcuda.so.1 as the loader finds it", true},
-      {"DRVSHIM_LIBNVRTC", "a path to the NVRTC library", "libnvrtc.so.<major> as the loader finds it", true},
-      {"DRVSHIM_CUDA_INCLUDE", "the toolkit's include directory", "found next to NVRTC, else /usr/local/cuda/include",
-       true},
-      {"DRVSHIM_LOG", "off, error, warn, info, debug, trace", "warn", false},
-      {"DRVSHIM_TRACE", "1/true/yes/on or 0/false/no/off", "off", false},
-      {"DRVSHIM_TRACE_FILE", "a path to append the trace to", "no trace file", true},
-      {"DRVSHIM_SYNC_EACH_OP", "1/true/yes/on or 0/false/no/off", "off", false},
-      {"DRVSHIM_CACHE_DIR", "an absolute path", "$XDG_CACHE_HOME/drvshim, else ~/.cache/drvshim", true},
-      {"DRVSHIM_CACHE_DISABLE", "1/true/yes/on or 0/false/no/off", "off (the cache is used)", false},
-      {"DRVSHIM_CACHE_READONLY", "1/true/yes/on or 0/false/no/off", "off", false},
-      {"DRVSHIM_CACHE_MAXSIZE", "a byte count such as 1073741824, 512M or 2G", "1 GiB", false},
-      {"DRVSHIM_STAGING_STORES", "auto, stream, demote, plain", "auto", false},
-      {"DRVSHIM_RT_POLICY", "lazy, eager, background", "lazy", false},
-      {"DRVSHIM_RT_TRACE", "1/true/yes/on or 0/false/no/off", "off", false},
-      {"DRVSHIM_TRACE_MAX_BYTES", "a byte count such as 1G or 512M; 0 for no cap", "1 GiB", false},
-      // Set by drvshim-trace for the interposer and the programs it traces (tools/trace).
-      {"DRVSHIM_TRACE_OUT", "set by drvshim-trace", "-", true},
-      {"DRVSHIM_TRACE_MODE", "set by drvshim-trace", "-", false},
-      {"DRVSHIM_TRACE_CHILDREN", "set by drvshim-trace", "-", false},
-      {"DRVSHIM_TRACE_CUPTI", "set by drvshim-trace", "-", false},
-      {"DRVSHIM_TRACE_CUPTI_LIB", "set by drvshim-trace", "-", true},
-      {"DRVSHIM_TRACE_EPOCH_NS", "set by drvshim-trace", "-", false},
-      {"DRVSHIM_TRACE_INTERPOSER", "set by drvshim-trace", "-", true},
-      {"DRVSHIM_TRACE_REAL_LIBCUDA", "set by drvshim-trace", "-", true},
-      {"DRVSHIM_TRACE_ROOT_PID", "set by drvshim-trace", "-", false},
-      // The fake driver's own (tests/fake), listed so they are not reported as unknown.
-      {"DRVSHIM_FAKE_PROFILE", "discrete, tx1, dual, trio, none, stub, old", "discrete", false},
-      {"DRVSHIM_FAKE_FAIL", "api:nth:code[,api:nth:code...]", "no injected failure", false},
-      {"DRVSHIM_FAKE_CC", "a compute capability such as 90 or 101", "the profile's", false},
-      {"DRVSHIM_FAKE_FAIL", "api:nth:code[,...]", "none", false},
-      {"DRVSHIM_FAKE_INIT_DELAY_MS", "milliseconds", "0", false},
-      {"DRVSHIM_FAKE_PROC_SHIMS", "1", "off", false},
-      {"DRVSHIM_FAKE_REPORT", "a path", "none", false},
-  };
-  return table;
-}
-
 std::optional<std::string> raw(std::string_view name) {
-  const Variable* v = find(name);
   const std::string key(name);
-  const char* value = v != nullptr && v->secure ? ::secure_getenv(key.c_str()) : std::getenv(key.c_str());
-  if (value == nullptr || *value == '\0') return std::nullopt;
-  return std::string(value);
+  const char* text = value(key.c_str());
+  if (text == nullptr) return std::nullopt;
+  return std::string(text);
 }
 
 void complain(const char* name, std::string_view value, std::string_view why) {

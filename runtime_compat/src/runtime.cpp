@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "env.hpp"
 #include "log_internal.hpp"
 
 namespace drvshim::rt::impl {
@@ -150,10 +151,9 @@ constexpr const char* kPolicyNames[] = {"lazy", "eager", "background"};
 // DRVSHIM_RT_POLICY, read once: lazy, eager or background in any case; anything
 // else is reported (the value and what is accepted) and the lazy default applies.
 int policy_from_environment() noexcept {
-  const char* env = std::getenv("DRVSHIM_RT_POLICY");
-  if (env == nullptr || *env == '\0') return 0;
-  std::string value(env);
-  for (char& c : value) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const char* env = drvshim::detail::env::value("DRVSHIM_RT_POLICY");
+  if (env == nullptr) return 0;
+  const std::string value = drvshim::detail::env::lower(env);
   for (int i = 0; i < 3; ++i) {
     if (value == kPolicyNames[i]) return i;
   }
@@ -460,8 +460,17 @@ namespace {
 // driver-call timeline to stderr at exit (no driver call is made then).
 struct TraceAtExit {
   TraceAtExit() {
-    const char* env = std::getenv("DRVSHIM_RT_TRACE");
-    if (env == nullptr || *env == '\0' || std::strcmp(env, "0") == 0) return;
+    const char* env = drvshim::detail::env::value("DRVSHIM_RT_TRACE");
+    if (env == nullptr) return;
+    const auto on = drvshim::detail::env::parse_flag(env);
+    if (!on) {
+      drvshim::detail::logf(
+          drvshim::log::Level::warn,
+          "DRVSHIM_RT_TRACE=\"{}\" is not a switch; accepted: 1/true/yes/on or 0/false/no/off; using the default: off",
+          env);
+      return;
+    }
+    if (!*on) return;
     drvshim::trace::enable(true);
     std::atexit([] {
       std::fprintf(stderr, "\nlibdrvshim_cudart: driver-call timeline (drvshim trace)\n%s",

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "env.hpp"
 #include "fake_engine.hpp"
 
 namespace drvshim::fake {
@@ -14,7 +15,8 @@ CUresult fake_cuInit(unsigned flags) {
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
   // DRVSHIM_FAKE_INIT_DELAY_MS: a slow first initialisation, as a real driver's, so
   // callers on several threads overlap (drvshim-trace's init-race test).
-  if (const char* delay = std::getenv("DRVSHIM_FAKE_INIT_DELAY_MS"); delay != nullptr && !e.initialized) {
+  if (const char* delay = drvshim::detail::env::value("DRVSHIM_FAKE_INIT_DELAY_MS");
+      delay != nullptr && !e.initialized) {
     lock.unlock();
     std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(delay)));
     lock.lock();

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "env.hpp"
 #include "fake_engine.hpp"
 
 namespace drvshim::fake {
@@ -88,12 +89,20 @@ void ensure_profile_from_env() {
   std::call_once(once, [] {
     Engine& e = engine();
     std::lock_guard<std::mutex> lock(e.mutex);
-    const char* env = std::getenv("DRVSHIM_FAKE_PROFILE");
-    if (env == nullptr || !apply_profile(e, env)) apply_profile(e, "discrete");
+    const char* env = drvshim::detail::env::value("DRVSHIM_FAKE_PROFILE");
+    if (env == nullptr) {
+      apply_profile(e, "discrete");
+    } else if (!apply_profile(e, env)) {
+      // A misspelt profile must not quietly test another machine than the one asked for.
+      const auto* v = drvshim::detail::env::find("DRVSHIM_FAKE_PROFILE");
+      std::fprintf(stderr, "drvshim fake driver: DRVSHIM_FAKE_PROFILE=\"%s\" is not a profile; accepted: %s\n", env,
+                   v != nullptr ? v->accepts : "?");
+      std::abort();
+    }
     reset_state(e);
     // DRVSHIM_FAKE_FAIL=api:nth:code[,api:nth:code...]: failures injected from the
     // start (as drvshim_fake_fail_call), for testing whole programs such as the probe.
-    if (const char* fail = std::getenv("DRVSHIM_FAKE_FAIL"); fail != nullptr) {
+    if (const char* fail = drvshim::detail::env::value("DRVSHIM_FAKE_FAIL"); fail != nullptr) {
       std::string spec(fail);
       for (size_t start = 0; start < spec.size();) {
         const size_t end = std::min(spec.find(',', start), spec.size());
@@ -146,7 +155,7 @@ namespace {
 
 struct ExitReport {
   ~ExitReport() {
-    const char* path = std::getenv("DRVSHIM_FAKE_REPORT");
+    const char* path = drvshim::detail::env::value("DRVSHIM_FAKE_REPORT");
     if (path == nullptr || *path == '\0') return;
     Engine& e = engine();
     std::FILE* f = std::fopen(path, "w");

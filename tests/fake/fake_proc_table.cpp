@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "env.hpp"
 #include "fake_engine.hpp"
 
 namespace drvshim::fake {
@@ -73,7 +74,8 @@ CUresult get_proc(const char* symbol, void** pfn, int version, cuuint64_t flags,
   }
   *pfn = best->fn;
   if (best->fn == erase_fn(&fake_cuDeviceGetCount) && version >= 12000) {
-    if (const char* shims = std::getenv("DRVSHIM_FAKE_PROC_SHIMS"); shims != nullptr && std::strcmp(shims, "1") == 0) {
+    if (const char* shims = drvshim::detail::env::value("DRVSHIM_FAKE_PROC_SHIMS");
+        shims != nullptr && std::strcmp(shims, "1") == 0) {
       *pfn = erase_fn(&fake_cuDeviceGetCount_shim);
     }
   }

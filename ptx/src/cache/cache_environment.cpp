@@ -12,9 +12,8 @@ namespace detail {
 std::string default_directory() {
   if (auto d = env::absolute_path("DRVSHIM_CACHE_DIR")) return *d;
   // Where the cache writes: read as DRVSHIM_CACHE_DIR is (ignored in set-uid programs).
-  if (const char* x = ::secure_getenv("XDG_CACHE_HOME"); x != nullptr && x[0] == '/')
-    return std::string(x) + "/drvshim";
-  if (const char* h = ::secure_getenv("HOME"); h != nullptr && *h != '\0') return std::string(h) + "/.cache/drvshim";
+  if (const char* x = env::value("XDG_CACHE_HOME"); x != nullptr && x[0] == '/') return std::string(x) + "/drvshim";
+  if (const char* h = env::value("HOME"); h != nullptr) return std::string(h) + "/.cache/drvshim";
   return {};
 }
 

@@ -1,4 +1,5 @@
 #include "cache/cache_key.hpp"
+#include "env.hpp"
 
 #include <fcntl.h>
 #include <time.h>
@@ -15,8 +16,6 @@
 #include <set>
 
 #include "cache/option_inputs.hpp"
-
-extern char** environ;
 
 namespace drvshim::detail {
 namespace {
@@ -136,7 +135,7 @@ void hash_headers(const HeaderMemo& memo, Sha256& key, const KernelSource& progr
     out.unknowable = opts.unknowable;
     return;
   }
-  if (const char* append = std::getenv("NVRTC_APPEND_FLAGS"); append != nullptr && *append != '\0') {
+  if (env::value("NVRTC_APPEND_FLAGS") != nullptr) {
     out.unknowable = "NVRTC_APPEND_FLAGS is set: NVRTC adds flags the cache cannot see";
     return;
   }
@@ -267,9 +266,12 @@ void hash_headers(const HeaderMemo& memo, Sha256& key, const KernelSource& progr
 // runtime's, which differ between otherwise identical jobs) are left out.
 std::vector<std::string> nvrtc_environment() {
   std::vector<std::string> out;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    if (std::strncmp(*e, "NV", 2) == 0 && std::strncmp(*e, "NVIDIA_", 7) != 0) out.emplace_back(*e);
-  }
+  env::for_each_with_prefix(
+      "NV",
+      [](std::string_view entry, void* user) {
+        if (entry.substr(0, 7) != "NVIDIA_") static_cast<std::vector<std::string>*>(user)->emplace_back(entry);
+      },
+      &out);
   std::sort(out.begin(), out.end());
   return out;
 }

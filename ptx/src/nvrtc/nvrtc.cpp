@@ -101,7 +101,7 @@ std::string locate_nvrtc(const NvrtcLoadOptions& options) {
     if (c.find('/') != std::string::npos) {
       dirs.emplace_back();
     } else {
-      if (const char* lp = std::getenv("LD_LIBRARY_PATH"); lp != nullptr) {
+      if (const char* lp = detail::env::value("LD_LIBRARY_PATH"); lp != nullptr) {
         std::string all = lp;
         for (std::size_t pos = 0; pos <= all.size();) {
           const auto end = std::min(all.find(':', pos), all.size());

@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include "env.hpp"
 
 namespace {
 
@@ -29,7 +30,7 @@ namespace {
 constexpr uintptr_t kInterposerMark = 0x64727673;  // "drvs"
 
 const char* interposer() noexcept {
-  const char* p = std::getenv("DRVSHIM_TRACE_INTERPOSER");
+  const char* p = drvshim::detail::env::value("DRVSHIM_TRACE_INTERPOSER");
   return p != nullptr && *p != '\0' ? p : nullptr;
 }
 
@@ -41,9 +42,9 @@ bool is_libcuda(const char* name) noexcept {
 
 // Whether this process writes to the trace: not a descendant of the program under --no-children.
 bool traced_process() noexcept {
-  const char* children = std::getenv("DRVSHIM_TRACE_CHILDREN");
+  const char* children = drvshim::detail::env::value("DRVSHIM_TRACE_CHILDREN");
   if (children == nullptr || std::strcmp(children, "0") != 0) return true;
-  const char* root = std::getenv("DRVSHIM_TRACE_ROOT_PID");
+  const char* root = drvshim::detail::env::value("DRVSHIM_TRACE_ROOT_PID");
   if (root == nullptr || *root == '\0') return true;
   char* end = nullptr;
   const unsigned long long root_pid = std::strtoull(root, &end, 10);
@@ -52,14 +53,14 @@ bool traced_process() noexcept {
 
 void note_redirect(const char* from, const char* to) noexcept {
   try {
-    const char* out = std::getenv("DRVSHIM_TRACE_OUT");
+    const char* out = drvshim::detail::env::value("DRVSHIM_TRACE_OUT");
     if (out == nullptr || *out == '\0' || !traced_process()) return;
     drvshim::recorder::TraceFile file;
     if (!file.open(out, 0).empty()) return;
     timespec ts{};
     ::clock_gettime(CLOCK_MONOTONIC, &ts);
     const long long now = static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
-    const char* epoch = std::getenv("DRVSHIM_TRACE_EPOCH_NS");
+    const char* epoch = drvshim::detail::env::value("DRVSHIM_TRACE_EPOCH_NS");
     drvshim::recorder::Record r;
     r.ts_ns = now - (epoch != nullptr ? std::atoll(epoch) : 0);
     r.pid = static_cast<std::uint32_t>(::getpid());

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "driver_search.hpp"
+#include "env.hpp"
 #include "traced_process.hpp"
 
 namespace fs = std::filesystem;
@@ -134,7 +135,7 @@ bool copy_trace(const std::string& from, const std::string& to, std::string& why
 // The private directory for the trace, absolute: every traced process opens the trace by this
 // path from its own current directory.
 std::string temp_dir() {
-  const char* env = std::getenv("TMPDIR");
+  const char* env = drvshim::detail::env::value("TMPDIR");
   std::string base = env != nullptr && *env != '\0' ? env : "/tmp";
   if (base.front() != '/') {
     std::error_code ec;
@@ -238,7 +239,7 @@ int main(int argc, char** argv) {
       return 127;
     }
     if (libcuda.empty()) {
-      if (const char* env = ::secure_getenv("DRVSHIM_LIBCUDA"); env != nullptr) libcuda = env;
+      if (const char* env = drvshim::detail::env::value("DRVSHIM_LIBCUDA"); env != nullptr) libcuda = env;
     }
     std::string why;
     const std::string real = trace_tool::find_real_driver(libcuda, interposer, why);

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "driver_search.hpp"
+#include "env.hpp"
 
 extern char** environ;
 
@@ -153,7 +154,7 @@ std::string library_dir(const std::string& override_dir) {
 }
 
 std::string find_real_driver(const std::string& explicit_path, const std::string& interposer, std::string& why) {
-  const char* llp = std::getenv("LD_LIBRARY_PATH");
+  const char* llp = drvshim::detail::env::value("LD_LIBRARY_PATH");
   const auto candidates = driver_candidates(explicit_path, llp != nullptr ? llp : "", ldconfig_paths(), interposer);
   if (!explicit_path.empty()) {
     if (candidates.empty() || candidates.front().source != std::string("DRVSHIM_LIBCUDA")) {

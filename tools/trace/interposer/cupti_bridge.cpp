@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 
+#include "env.hpp"
 #include "interposer.hpp"
 
 namespace drvshim::trace_interposer {
@@ -66,7 +67,7 @@ void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId c
 }
 
 void* open_cupti(std::string& tried) {
-  const char* named = ::secure_getenv("DRVSHIM_TRACE_CUPTI_LIB");
+  const char* named = drvshim::detail::env::value("DRVSHIM_TRACE_CUPTI_LIB");
   const char* candidates[] = {named, "libcupti.so.13", "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13",
                               "/usr/local/cuda/lib64/libcupti.so.13", "/usr/local/cuda/lib/libcupti.so.13"};
   for (const char* c : candidates) {
@@ -120,7 +121,7 @@ void start_once() noexcept {
 }  // namespace
 
 void cupti_start() noexcept {
-  const char* want = std::getenv("DRVSHIM_TRACE_CUPTI");
+  const char* want = drvshim::detail::env::value("DRVSHIM_TRACE_CUPTI");
   if (want == nullptr || std::string_view(want) != "1" || g_mode.load() == kOff) return;
   static std::once_flag once;
   // CUPTI may call cuInit itself while subscribing: that nested call finds the flag taken and goes on.

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "driver_search.hpp"
+#include "env.hpp"
 #include "interposer.hpp"
 
 namespace drvshim::trace_interposer {
@@ -28,7 +29,7 @@ std::string own_path() {
 
 std::string load_real_driver(std::string& path_out) {
   const std::string self = trace_tool::real_path(own_path());
-  const char* named = ::secure_getenv("DRVSHIM_TRACE_REAL_LIBCUDA");
+  const char* named = drvshim::detail::env::value("DRVSHIM_TRACE_REAL_LIBCUDA");
   std::vector<trace_tool::DriverCandidate> candidates;
   if (named != nullptr && *named != '\0') {
     if (!self.empty() && trace_tool::real_path(named) == self) {
@@ -37,7 +38,7 @@ std::string load_real_driver(std::string& path_out) {
     }
     candidates.push_back({named, "DRVSHIM_TRACE_REAL_LIBCUDA"});
   } else {
-    const char* llp = std::getenv("LD_LIBRARY_PATH");
+    const char* llp = drvshim::detail::env::value("LD_LIBRARY_PATH");
     candidates = trace_tool::driver_candidates("", llp != nullptr ? llp : "", {}, self);
   }
   std::string tried;

@@ -23,6 +23,7 @@
 #include <string>
 
 #include "driver_search.hpp"
+#include "env.hpp"
 #include "interposer.hpp"
 
 namespace drvshim::trace_interposer {
@@ -98,7 +99,7 @@ std::string executable() {
 }
 
 std::uint64_t env_u64(const char* name, std::uint64_t fallback) {
-  const char* text = std::getenv(name);
+  const char* text = drvshim::detail::env::value(name);
   if (text == nullptr || *text == '\0') return fallback;
   char* end = nullptr;
   errno = 0;
@@ -131,8 +132,8 @@ void on_fork_child() noexcept {
 
 __attribute__((constructor)) void start() noexcept {
   try {
-    const char* out = ::secure_getenv("DRVSHIM_TRACE_OUT");
-    const char* mode_text = std::getenv("DRVSHIM_TRACE_MODE");
+    const char* out = drvshim::detail::env::value("DRVSHIM_TRACE_OUT");
+    const char* mode_text = drvshim::detail::env::value("DRVSHIM_TRACE_MODE");
     int mode = kFull;
     if (mode_text != nullptr && *mode_text != '\0') {
       const std::string m = mode_text;
@@ -148,7 +149,7 @@ __attribute__((constructor)) void start() noexcept {
       }
     }
     if (out == nullptr || *out == '\0') mode = kOff;  // placed on the path by hand: forward only
-    const char* children = std::getenv("DRVSHIM_TRACE_CHILDREN");
+    const char* children = drvshim::detail::env::value("DRVSHIM_TRACE_CHILDREN");
     g_follow_children = !(children != nullptr && std::strcmp(children, "0") == 0);
     const auto root = env_u64("DRVSHIM_TRACE_ROOT_PID", 0);
     if (!g_follow_children && root != 0 && root != static_cast<std::uint64_t>(::getpid())) mode = kOff;

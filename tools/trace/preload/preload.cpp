@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "env.hpp"
 #include "preload_hooks.h"
 
 extern char** environ;
@@ -102,11 +103,11 @@ bool list_has(const char* list, const char* item, std::size_t item_len, bool as_
 // Why an image started with `envp` (from `path`) is not traced, or nullptr when it is.
 const char* why_untraced(const char* path, char* const* envp) noexcept {
   const char* out = env_in(envp, "DRVSHIM_TRACE_OUT");
-  const char* mine = std::getenv("DRVSHIM_TRACE_OUT");
+  const char* mine = drvshim::detail::env::value("DRVSHIM_TRACE_OUT");
   if (out == nullptr || *out == '\0' || mine == nullptr || std::strcmp(out, mine) != 0) {
     return "its environment has no DRVSHIM_TRACE_OUT of this trace (the environment was replaced or cleaned)";
   }
-  const char* interposer = std::getenv("DRVSHIM_TRACE_INTERPOSER");
+  const char* interposer = drvshim::detail::env::value("DRVSHIM_TRACE_INTERPOSER");
   bool reaches = false;
   if (interposer != nullptr) {
     const char* slash = std::strrchr(interposer, '/');
@@ -115,7 +116,7 @@ const char* why_untraced(const char* path, char* const* envp) noexcept {
           list_has(env_in(envp, "LD_LIBRARY_PATH"), interposer, static_cast<std::size_t>(slash - interposer), true);
     }
   }
-  if (const char* audit = std::getenv("LD_AUDIT"); !reaches && audit != nullptr && *audit != '\0') {
+  if (const char* audit = drvshim::detail::env::value("LD_AUDIT"); !reaches && audit != nullptr && *audit != '\0') {
     const char* colon = std::strchr(audit, ':');
     reaches = list_has(env_in(envp, "LD_AUDIT"), audit,
                        colon != nullptr ? static_cast<std::size_t>(colon - audit) : std::strlen(audit), true);
@@ -168,16 +169,17 @@ struct Line {
 };
 
 long long epoch_ns() noexcept {
-  const char* e = std::getenv("DRVSHIM_TRACE_EPOCH_NS");
+  const char* e = drvshim::detail::env::value("DRVSHIM_TRACE_EPOCH_NS");
   return e != nullptr ? std::strtoll(e, nullptr, 10) : 0;
 }
 
 // Appends one record (kind `kind`, name `api`) for this process to the trace file.
 void write_note(const char* kind, const char* api, const char* path, const char* why) noexcept {
-  const char* out = std::getenv("DRVSHIM_TRACE_OUT");
+  const char* out = drvshim::detail::env::value("DRVSHIM_TRACE_OUT");
   if (out == nullptr || *out == '\0') return;
-  if (const char* children = std::getenv("DRVSHIM_TRACE_CHILDREN"); children != nullptr && children[0] == '0') {
-    const char* root = std::getenv("DRVSHIM_TRACE_ROOT_PID");
+  if (const char* children = drvshim::detail::env::value("DRVSHIM_TRACE_CHILDREN");
+      children != nullptr && children[0] == '0') {
+    const char* root = drvshim::detail::env::value("DRVSHIM_TRACE_ROOT_PID");
     if (root == nullptr || std::strtoll(root, nullptr, 10) != ::getpid()) return;
   }
   timespec ts{};
@@ -214,7 +216,7 @@ void write_note(const char* kind, const char* api, const char* path, const char*
 // Before an exec of `path` with `envp`: the interposer writes its records; an untraced
 // new image is said in the trace either way.
 void before_exec(const char* path, char* const* envp) noexcept {
-  if (std::getenv("DRVSHIM_TRACE_OUT") == nullptr) return;
+  if (drvshim::detail::env::value("DRVSHIM_TRACE_OUT") == nullptr) return;
   const int saved = errno;
   const char* why = why_untraced(path, envp);
   const DrvshimTraceHooks* hooks = g_hooks.load(std::memory_order_acquire);
@@ -230,7 +232,7 @@ void after_exec(int err) noexcept {
 }
 
 void before_spawn(const char* path, char* const* envp) noexcept {
-  if (std::getenv("DRVSHIM_TRACE_OUT") == nullptr) return;
+  if (drvshim::detail::env::value("DRVSHIM_TRACE_OUT") == nullptr) return;
   const int saved = errno;
   if (const char* why = why_untraced(path, envp); why != nullptr) {
     const DrvshimTraceHooks* hooks = g_hooks.load(std::memory_order_acquire);

@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""The environment check fails on each kind of violation and passes a clean tree."""
+import os
+import subprocess
+import sys
+import tempfile
+
+CHECK = sys.argv[1]
+TABLE = '// table\nconstexpr Variable kVariables[] = {\n    {"DRVSHIM_LOG", "a", "b", false, Group::library, "c"},\n};\n'
+CLEAN = {
+    "common/env_table.cpp": TABLE + "const char* value(const char* n) { return std::getenv(n); }\nextern char** environ;\n",
+    "driver/src/seam/log.cpp": 'const char* v = env::value("DRVSHIM_LOG");  // not getenv("X")\n',
+    "tests/unit/test_x.cpp": 'const char* v = std::getenv("ANYTHING");\n',
+    "tools/bench/bench_x.cpp": 'const char* v = std::getenv("BENCH_ANYTHING");\n',
+}
+
+
+def run(extra):
+    with tempfile.TemporaryDirectory() as root:
+        for rel, text in {**CLEAN, **extra}.items():
+            os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
+            with open(os.path.join(root, rel), "w") as f:
+                f.write(text)
+        r = subprocess.run([sys.executable, CHECK, root], capture_output=True, text=True)
+        return r.returncode, r.stdout
+
+
+failures = 0
+
+
+def expect(name, extra, code, needle=None):
+    global failures
+    rc, out = run(extra)
+    if rc != code or (needle and needle not in out):
+        failures += 1
+        print(f"FAIL {name}: exit {rc}, output:\n{out}")
+    else:
+        print(f"ok   {name}")
+
+
+expect("a clean tree passes", {}, 0)
+expect("getenv in the driver", {"driver/src/a.cpp": 'auto v = std::getenv("HOME");\n'}, 1, "driver/src/a.cpp:1: reads")
+expect("secure_getenv in the fake", {"tests/fake/f.cpp": 'auto v = ::secure_getenv("X");\n'}, 1, "tests/fake/f.cpp:1:")
+expect("getenv in drvshim-trace", {"tools/trace/cli/m.cpp": "x = getenv (name);\n"}, 1, "tools/trace/cli/m.cpp:1:")
+expect("environ in the compile cache", {"ptx/src/cache/k.cpp": "for (char** e = environ; *e; ++e) {}\n"}, 1,
+       "ptx/src/cache/k.cpp:1: uses environ")
+expect("an unknown DRVSHIM_ name", {"runtime_compat/src/r.cpp": 'env::value("DRVSHIM_LGO");\n'}, 1,
+       "DRVSHIM_LGO is not in")
+expect("a read inside a block comment is not a read",
+       {"driver/src/b.cpp": "/* getenv(\"X\")\n environ */ int x;\n"}, 0)
+sys.exit(1 if failures else 0)

@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""The environment check: every read of the environment goes through the one reader.
+
+drvshim's components read environment variables only through
+common/env_table.cpp (drvshim::detail::env::value and the helpers over it),
+whose table lists every variable with what it accepts, its default and its
+effect (README.md's "Environment" is generated from it). This check fails on:
+
+- a call of getenv or secure_getenv anywhere else in the components
+  (driver, ptx, runtime_compat, common, recorder, the probe, drvshim-trace,
+  the examples, and the fake driver in tests/fake; the tests and benchmarks
+  may set and read what they like);
+- a use of `environ` outside the files ENVIRON_USERS names with their reason;
+- a "DRVSHIM_..." string literal naming a variable the table does not list
+  (a typo there would be read as an unset variable).
+
+Usage: tools/dev/check_env.py [ROOT]   (exit 1 and one line per violation)
+tests/layers/test_check_env.py checks that it fails on violating trees.
+"""
+import os
+import re
+import sys
+
+ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", ".."))
+# Benchmarks (tools/bench) are measurements like the tests: they set up the
+# environment of what they measure and are not scanned.
+COMPONENTS = ["driver", "ptx", "runtime_compat", "common", "recorder", "tools/probe", "tools/trace", "examples",
+              "tests/fake"]
+READER = {"common/env_table.cpp"}
+# Files that hand the whole environment on rather than read a variable from it.
+ENVIRON_USERS = {
+    "common/env_table.cpp": "the reader itself",
+    "common/env.cpp": "names DRVSHIM_* variables that are not in the table",
+    "tools/trace/cli/traced_process.cpp": "builds the traced program's environment from drvshim-trace's own",
+    "tools/trace/preload/preload.cpp": "passes the program's environment on to the exec it wraps",
+}
+SOURCE_EXTENSIONS = (".cpp", ".cc", ".c", ".hpp", ".h", ".inc", ".cu", ".cuh")
+GETENV = re.compile(r"\b(?:secure_)?getenv\s*\(")
+ENVIRON = re.compile(r"\b_*environ\b")
+LITERAL = re.compile(r'"(DRVSHIM_[A-Z0-9_]*[A-Z0-9])"')
+TABLE_ENTRY = re.compile(r'^\s*\{"([A-Z_][A-Z0-9_]*)",', re.M)
+
+
+def strip_comments(line, in_block):
+    """The line without comments (and the new block-comment state); strings are kept."""
+    out = []
+    i = 0
+    while i < len(line):
+        if in_block:
+            end = line.find("*/", i)
+            if end < 0:
+                return "".join(out), True
+            i = end + 2
+            in_block = False
+        elif line.startswith("//", i):
+            break
+        elif line.startswith("/*", i):
+            in_block = True
+            i += 2
+        elif line[i] == '"':
+            j = i + 1
+            while j < len(line) and line[j] != '"':
+                j += 2 if line[j] == "\\" else 1
+            out.append(line[i:j + 1])
+            i = j + 1
+        else:
+            out.append(line[i])
+            i += 1
+    return "".join(out), in_block
+
+
+def main():
+    table_path = os.path.join(ROOT, "common/env_table.cpp")
+    known = set(TABLE_ENTRY.findall(open(table_path, encoding="utf-8").read()))
+    problems = []
+    if not known:
+        problems.append("common/env_table.cpp: no table entries found")
+    for comp in COMPONENTS:
+        for dirpath, dirs, files in os.walk(os.path.join(ROOT, comp)):
+            dirs.sort()
+            for f in sorted(files):
+                if not f.endswith(SOURCE_EXTENSIONS):
+                    continue
+                rel = os.path.relpath(os.path.join(dirpath, f), ROOT).replace(os.sep, "/")
+                in_block = False
+                with open(os.path.join(dirpath, f), encoding="utf-8", errors="replace") as fh:
+                    for lineno, raw in enumerate(fh, 1):
+                        code, in_block = strip_comments(raw.rstrip("\n"), in_block)
+                        if rel not in READER and GETENV.search(code):
+                            problems.append(f"{rel}:{lineno}: reads the environment directly ({code.strip()}); "
+                                            "use drvshim::detail::env::value (common/env.hpp) and list the variable "
+                                            "in common/env_table.cpp")
+                        if rel not in ENVIRON_USERS and ENVIRON.search(code.replace('"', " ")):
+                            problems.append(f"{rel}:{lineno}: uses environ; read variables through common/env.hpp "
+                                            "(or name this file and why in tools/dev/check_env.py)")
+                        for name in LITERAL.findall(code):
+                            if name not in known:
+                                problems.append(f"{rel}:{lineno}: {name} is not in common/env_table.cpp's table")
+    for p in problems:
+        print(p)
+    print(f"environment check: {len(problems)} violation(s)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
