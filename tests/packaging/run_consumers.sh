@@ -26,6 +26,14 @@ echo "-- consumer 2: add_subdirectory(drvshim)"
 cmake -S "$src/tests/packaging/subdir" -B "$work/c2" -DDRVSHIM_SOURCE_DIR="$src" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$work/c2" -j"$(nproc)" --target consumer >/dev/null
 "$work/c2/consumer"
+# Consumer defaults: a vendoring project gets neither warnings as errors on
+# drvshim's targets nor drvshim's install rules.
+for want in "DRVSHIM_WARNINGS_AS_ERRORS:BOOL=OFF" "DRVSHIM_INSTALL:BOOL=OFF"; do
+  grep -qx "$want" "$work/c2/CMakeCache.txt" || { echo "add_subdirectory: expected $want in the cache"; exit 1; }
+done
+if grep -rq "libdrvshim" --include=cmake_install.cmake "$work/c2/drvshim"; then
+  echo "add_subdirectory: drvshim's install rules were generated for a vendoring project"; exit 1
+fi
 
 echo "-- consumer 3: g++ with pkg-config flags only"
 export PKG_CONFIG_PATH=$libdir/pkgconfig
