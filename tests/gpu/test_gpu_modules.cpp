@@ -51,7 +51,7 @@ int illegal_address_child() {
     } catch (const ContextPoisonedError& e) {
       std::printf("[ child    ] %s\n", e.what());
     }
-    // ScopedCurrentContext refuses the poisoned context as make_current() does (issue 19).
+    // ScopedCurrentContext refuses the poisoned context as make_current() does.
     try {
       ScopedCurrentContext guard(primary.ref());
       return 6;
@@ -292,7 +292,7 @@ TEST_F(GpuModules, AnIllegalAddressPoisonsTheContextInItsOwnProcess) {
   EXPECT_EQ(WEXITSTATUS(status), 0) << "failed at step " << WEXITSTATUS(status);
 }
 
-// ---- issue 19: kernels keep their code loaded, the parameter probe, JIT outputs on the real driver ----
+// ---- kernels keep their code loaded, the parameter probe, JIT outputs on the real driver -------
 
 class GpuModuleLifetime : public drvshim_gpu::GpuContextTest {};
 

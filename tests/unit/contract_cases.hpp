@@ -73,7 +73,7 @@ inline std::vector<ContractResult> run_contract_cases(const drvshim::Driver& drv
     {
       PrimaryContext second = dev.retain_primary_context();
       add("second retain: same context", second.ref().address() == p.ref().address() ? "same" : "different", "same");
-      // drvshim's own first retain activated it: the second is not an adoption (issue 19).
+      // drvshim's own first retain activated it: the second is not an adoption.
       add("second retain: not adopted (drvshim activated it)", second.adopted() ? "adopted" : "activated", "activated");
     }
     add("one of two retains released: still active", state_text(dev.primary_context_state()), "active,sched_auto");
@@ -99,7 +99,7 @@ inline std::vector<ContractResult> run_contract_cases(const drvshim::Driver& drv
   }
   {
     // CU_JIT_WALL_TIME is written into the option's value slot (a float) by
-    // the module loader and by the linker at cuLinkComplete (issue 19).
+    // the module loader and by the linker at cuLinkComplete.
     PrimaryContext p = dev.retain_primary_context();
     const std::string ptx = fresh_ptx();
     const auto image = std::as_bytes(std::span<const char>(ptx.data(), ptx.size()));

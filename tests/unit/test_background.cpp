@@ -1,4 +1,4 @@
-// Background initialisation (drvshim::BackgroundInit, issue 24) against the
+// Background initialisation (drvshim::BackgroundInit) against the
 // fake: the steps and what they make, callers waiting for a step in progress
 // (the wait logged and traced), failures injected into cuInit and the retain
 // surfacing at the handle and at the first call that needs the step,

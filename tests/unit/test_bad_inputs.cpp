@@ -1,4 +1,4 @@
-// The table of bad inputs (issue 19): each row is one bad call on the public
+// The table of bad inputs: each row is one bad call on the public
 // API against the fake driver, the error kind it must raise and words its
 // message must hold. Every row runs in its own fixture, whose TearDown checks
 // that nothing leaked, the context stack is as it was, and the driver saw no
@@ -431,7 +431,7 @@ INSTANTIATE_TEST_SUITE_P(Table, BadInputs, ::testing::ValuesIn(rows()),
                          [](const ::testing::TestParamInfo<BadInput>& row) { return std::string(row.param.name); });
 
 // ScopedCurrentContext and make_current() agree on a poisoned context: both
-// refuse it, before the driver. Before: the guard pushed it (issue 19).
+// refuse it, before the driver. Before: the guard pushed it.
 class PoisonedGuard : public FakeDriverTest {};
 
 TEST_F(PoisonedGuard, AScopedGuardRefusesAPoisonedContextAsMakeCurrentDoes) {

@@ -218,7 +218,7 @@ TEST(CompileCache, AnIncludeOptionWithABlankBeforeItsDirectoryIsKeyedByWhatNvrtc
   EXPECT_NE(b.result.image, a.result.image);
 }
 
-// Issue 18, defect 5: every way NVRTC finds a header (checked against NVRTC
+// Every way NVRTC finds a header (checked against NVRTC
 // 13.0) is keyed by the header's content. Each header is edited in place,
 // same size, modification time put back: the next compile must see it.
 TEST(CompileCache, AHeaderFoundThroughAnyOfNvrtcsLookupsIsKeyedByItsContent) {

@@ -61,7 +61,7 @@ TEST_F(Primary, AnAlreadyActiveContextIsAdoptedLoggedAndMarkedInTheTrace) {
 }
 
 // Before: every retain of an active context said "another component activated
-// it", also drvshim's own second retain (issue 19).
+// it", also drvshim's own second retain.
 TEST_F(Primary, DrvshimsOwnSecondRetainIsNotAnAdoption) {
   Driver drv = load_and_init();
   const Device dev = drv.device(0);

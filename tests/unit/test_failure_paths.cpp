@@ -1,4 +1,4 @@
-// Failure paths outside the pool and the engine (issue 19): host functions
+// Failure paths outside the pool and the engine: host functions
 // never make driver calls, a forked child never deadlocks and is told why
 // CUDA fails there, a poisoned context can be recovered as the error message
 // recommends, a sticky error blames the right context, and the environment

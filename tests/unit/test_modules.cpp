@@ -243,7 +243,7 @@ TEST_F(OldModules, ContextIndependentLoadingNeedsACuda12Driver) {
 
 }  // namespace
 
-// ---- issue 19: kernels keep their code loaded; the parameter probe; JIT outputs ----------------
+// ---- kernels keep their code loaded; the parameter probe; JIT outputs -------------------------
 
 namespace {
 

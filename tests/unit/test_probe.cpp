@@ -145,7 +145,7 @@ TEST(Probe, BandwidthTraceAndBadArguments) {
   EXPECT_EQ(run_probe(fake_env("discrete"), "--help").code, 0);
 }
 
-// ---- issue 19, item 8: what the probe did wrong, each checked against its old behaviour ----
+// ---- what the probe once did wrong, each checked against its old behaviour -------------------
 
 TEST(Probe, PathsThatAreNotUtf8GiveValidJsonWithTheBytesSpelledOut) {
   // Before: nlohmann's dump threw on the invalid UTF-8 and the probe aborted (exit 134).

@@ -2,7 +2,7 @@
 // call (what the H200 showed cudart doing: shared/design/BASELINE.md), the
 // eager policy, per-thread last error and current device, error numbers and
 // texts, implicit steps in the log and the trace, registration and launch as
-// nvcc emits them, and the regressions of issue 21.
+// nvcc emits them, and past regressions of the drop-in.
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -424,7 +424,7 @@ TEST_F(RuntimeCompat, DevicePropertiesCarryEveryFieldTheDriverGives) {
     EXPECT_EQ(static_cast<unsigned char>(p.uuid.bytes[0]), 0x10) << "the fake's device 0 UUID starts 0x10";
     EXPECT_EQ(p.clusterLaunch, 1);
     int value = 0;
-    EXPECT_EQ(cudaDeviceGetAttribute(&value, cudaDevAttrComputeMode, 0), cudaSuccess) << "issue 21: the usual helper";
+    EXPECT_EQ(cudaDeviceGetAttribute(&value, cudaDevAttrComputeMode, 0), cudaSuccess) << "the usual helper";
     EXPECT_EQ(value, 0);
     EXPECT_EQ(cudaDeviceGetAttribute(&value, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0), cudaSuccess);
     EXPECT_EQ(value, 232448);

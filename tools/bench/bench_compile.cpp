@@ -1,4 +1,4 @@
-// Compile-cache benchmark (issue 7): one templated kernel, up to a launchable
+// Compile-cache benchmark: one templated kernel, up to a launchable
 // kernel on device 0, timed
 //   cold  : cache cleared, NVRTC compile + load + kernel lookup (NVRTC already mapped)
 //   memory: the in-process tier + load + lookup

@@ -1,4 +1,4 @@
-// Staging engine and pinned pool benchmark (issue 11), one run, side by side:
+// Staging engine and pinned pool benchmark, one run, side by side:
 //   copies  : staged pageable vs the driver's direct pageable copy vs pinned
 //             memory (the ceiling), H2D and D2H, 1 MiB .. 1 GiB, interleaved
 //             rounds, medians; each staged size checked both ways first.

@@ -1,4 +1,4 @@
-// Start-up to first result (issue 24): a host that spends T ms of its own work
+// Start-up to first result: a host that spends T ms of its own work
 // before its first kernel, timed from the process's start (the parent's clock
 // just before posix_spawn; CLOCK_MONOTONIC is one clock for every process) to
 // the moment the first kernel's result is back on the host, one fresh process
@@ -14,7 +14,7 @@
 //   bench_startup [--samples N] [--t 0,100,300] [--devices 1[,2]] [--work busy|sleep]
 //                 [--modes m1,m2,...] [--cudart PATH] [--rt PATH] [--out FILE.md]
 //
-// The goal (issue 24): background <= 1.05 x max(T, initialisation) + one launch,
+// The goal: background <= 1.05 x max(T, initialisation) + one launch,
 // where initialisation + one launch is drvshim-explicit at T = 0 and one launch
 // is its measured first-kernel share; at T = 0, background no slower than
 // explicit by more than 1 ms. Against the fake driver (DRVSHIM_LIBCUDA=<fake>,

@@ -27,7 +27,7 @@
 //    paired overhead per repetition (same repetition's untraced process), its
 //    median and range. This one also sees costs outside the call (the audit
 //    module, the writer thread); it is the only method for cudart:PATH.
-// Goals (issue 20, on the H200): summary <= 3 %, full <= 10 % over untraced.
+// Goals (on the H200): summary <= 3 %, full <= 10 % over untraced.
 //
 // --instructions (self only; valgrind's callgrind, for the fake driver): the
 // instructions executed per launch inside the timed loop, untraced / summary /

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Lists the repository paths a Markdown page names that do not exist.
 
-Usage: tools/dev/check_doc_paths.py [PAGE ...]   (default: docs/DESIGN.md)
-Run from the repository root. A path is a word with a slash (driver/src/core.hpp) or a file name
+Usage: tools/dev/check_doc_paths.py [PAGE ...]   (default: every user page: README.md,
+CONTRIBUTING.md, CHANGELOG.md, docs/*.md, lab/README.md)
+Run from the repository root. A path is a word with a slash (driver/src/seam/core.hpp) or a file name
 with a source or doc extension (core.hpp); a bare file name passes when a file of that name
 exists anywhere in the tree. Exit status 1 when something is missing.
 """
@@ -12,8 +13,12 @@ import sys
 
 EXT = r"\.(?:cpp|hpp|h|md|py|sh|inc|cu|txt|cmake)"
 PATH = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)+[\w.-]*|[\w-]+" + EXT + r")(?![\w])")
-# Names that are not repository paths: the toolkit's headers, prose with slashes.
-NOT_PATHS = {"cuda.h", "cudaProfiler.h", "cudaTypedefs.h", "cuda_fp16.h", "driver_types.h"}
+# Names that are not repository paths: the toolkit's headers, the user's own
+# files in examples of use, the loader's $ORIGIN.
+NOT_PATHS = {"cuda.h", "cudaProfiler.h", "cudaTypedefs.h", "cuda_fp16.h", "driver_types.h", "cuda_runtime_api.h",
+             "cuda_profiler_api.h", "app.cpp", "prog.cu", "train.py", "a.cu", "b.cu", "ORIGIN/.."}
+# Where an include spelling (drvshim/drvshim.hpp) names a public header.
+INCLUDE_DIRS = ("driver/include", "ptx/include", "runtime_compat/include", "recorder/include")
 
 
 def names_in_tree():
@@ -39,6 +44,8 @@ def main(pages):
                 # a/b prose ("conductor/crew") and directories named without a trailing slash
                 if not any(part in ("driver", "ptx", "runtime_compat", "common", "recorder", "tools", "tests", "docs", "examples") for part in name.split("/")[:1]):
                     continue
+            if any(os.path.exists(os.path.join(d, name)) for d in INCLUDE_DIRS):
+                continue
             if os.path.exists(name) or ("/" not in name and name in tree):
                 continue
             missing.append(f"{page}: {name}")
@@ -47,4 +54,6 @@ def main(pages):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:] or ["docs/DESIGN.md"]))
+    import glob
+    sys.exit(main(sys.argv[1:] or ["README.md", "CONTRIBUTING.md", "CHANGELOG.md", "lab/README.md"]
+                  + sorted(glob.glob("docs/*.md"))))

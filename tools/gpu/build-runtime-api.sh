@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds, on the CPU machine, the Runtime-API corpus (tests/runtime_api) for
 # the comparison on the GPU machine (tools/gpu/run-runtime-api.sh), into
-# .gpu-bundle-rt/ (git-ignored; name it in the device tool's `carry`):
+# .gpu-bundle-rt/ (git-ignored; copy it to the GPU machine with the checkout):
 #   bin/<program>_<O0|O2>_cudart    nvcc -cudart shared: the toolkit's libcudart
 #                                   (RUNPATH /usr/local/cuda/lib64; with
 #                                   LD_LIBRARY_PATH=lib/drvshim/cudart it runs on
@@ -29,7 +29,7 @@ libdir=$(dirname "$(find "$prefix" -name 'libdrvshim_cudart.so.0' | head -n1)")
 
 rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib/drvshim/cudart" "$bundle/obj"
-# Real files, not links (the device tool carries links only as links).
+# Real files, not links (a copy to another machine may keep links only as links).
 cp -L "$libdir/libdrvshim.so.0" "$libdir/libdrvshim_cudart.so.0" "$bundle/lib/"
 cp -L "$libdir/libdrvshim_cudart.so.0" "$bundle/lib/drvshim/cudart/libcudart.so.13"
 strip --strip-debug "$bundle/lib/libdrvshim.so.0" "$bundle/lib/libdrvshim_cudart.so.0" \

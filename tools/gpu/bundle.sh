@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds, on the CPU machine, what the GPU machine runs, and copies it into
-# .gpu-bundle/ (git-ignored; name it in the device tool's `carry`). The layout
+# .gpu-bundle/ (git-ignored; copy it to the GPU machine with the checkout). The layout
 # keeps the build tree's relative paths, so the $ORIGIN RPATHs still resolve.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -13,7 +13,7 @@ cmake --build "$build" -j"$(nproc)" --target drvshim drvshim-probe drvshim_gpu_t
   bench_startup drvshim_bench_startup_programs
 rm -rf "$bundle"
 mkdir -p "$bundle/driver" "$bundle/tools" "$bundle/tests" "$bundle/examples" "$bundle/runtime_compat"
-# Real files, not links: the device tool carries links only as links.
+# Real files, not links: a copy to another machine may keep links only as links.
 cp -L "$build/driver/libdrvshim.so.0" "$bundle/driver/libdrvshim.so.0"
 cp -L "$build/runtime_compat/libdrvshim_cudart.so.0" "$bundle/runtime_compat/libdrvshim_cudart.so.0"
 cp -a "$build/tests/runtime_api" "$bundle/tests/"

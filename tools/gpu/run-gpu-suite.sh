@@ -3,7 +3,7 @@
 # bundle built on the CPU machine (tools/gpu/bundle.sh), and writes every log
 # into one results folder:
 #   tools/gpu/run-gpu-suite.sh [BUNDLE_DIR] [RESULTS_DIR]
-# Defaults: .gpu-bundle and $OUT (the device tool's output folder) or ./gpu-results.
+# Defaults: .gpu-bundle and $OUT (a results folder, when set) or ./gpu-results.
 # Exit code: non-zero when any GPU test failed.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -115,7 +115,7 @@ if [[ ${devices:-0} -ge 2 ]]; then
   echo "== $devices devices: the two-GPU tests, contract cases and bench_peer (tools/gpu/run-multi-gpu.sh) =="
   "$root/tools/gpu/run-multi-gpu.sh" "$bundle" "$results" || status=1
 else
-  echo "== ${devices:-0} device(s): the two-GPU tests and bench_peer need two (kind nvidia-h200-x2); not run =="
+  echo "== ${devices:-0} device(s): the two-GPU tests and bench_peer need two (a machine with two GPUs); not run =="
 fi
 
 echo "== init trace (DRVSHIM_TRACE_FILE) =="

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The two-GPU part of the GPU suite (kind nvidia-h200-x2), from a bundle built
+# The two-GPU part of the GPU suite (a machine with two GPUs), from a bundle built
 # on the CPU machine (tools/gpu/bundle.sh); run-gpu-suite.sh calls it when it
 # finds two devices, and it runs on its own too:
 #   tools/gpu/run-multi-gpu.sh [BUNDLE_DIR] [RESULTS_DIR]
@@ -26,7 +26,7 @@ commit=$(head -n1 "$bundle/COMMIT" 2>/dev/null || echo unknown)
 } | tee "$results/machine_multi.txt"
 devices=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
 if [[ ${devices:-0} -lt 2 ]]; then
-  echo "run-multi-gpu: $devices device(s) here; the two-GPU tests need two (kind nvidia-h200-x2)" | tee -a "$results/machine_multi.txt"
+  echo "run-multi-gpu: $devices device(s) here; the two-GPU tests need two (a machine with two GPUs)" | tee -a "$results/machine_multi.txt"
   exit 1
 fi
 

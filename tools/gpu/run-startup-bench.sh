@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Start-up to the first kernel's result (issue 24), on the GPU machine, from a
+# Start-up to the first kernel's result, on the GPU machine, from a
 # bundle built on the CPU machine (tools/gpu/bundle.sh): the CUDA Runtime
 # (lazy), drvshim explicit and background initialisation, runtime_compat under
 # lazy / eager / background, with T = 0, 100 and 300 ms of host work before
 # the first kernel, one fresh process per sample; on one GPU, and on two when
 # the machine has them. Writes RESULTS_DIR/startup.md (with date, commit and GPU).
 #   tools/gpu/run-startup-bench.sh [BUNDLE_DIR] [RESULTS_DIR] [bench_startup options...]
-# Defaults: .gpu-bundle and $OUT (the device tool's output folder) or ./gpu-results;
+# Defaults: .gpu-bundle and $OUT (a results folder, when set) or ./gpu-results;
 # options default to 11 samples of busy host work (see tools/bench/bench_startup.cpp).
 # As a smoke test against the fake driver, on any machine:
 #   DRVSHIM_LIBCUDA=build-dev/tests/libdrvshim_fakecuda.so DRVSHIM_FAKE_INIT_DELAY_MS=100 \

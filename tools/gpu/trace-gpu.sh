@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# drvshim-trace on the GPU machine (issue 20), from a bundle built on the CPU
+# drvshim-trace on the GPU machine, from a bundle built on the CPU
 # machine (tools/gpu/bundle.sh). Traces a static-cudart program, a
 # -cudart shared one, PyTorch, CuPy and cuda.core one-liners, drvshim's own
 # example and a runtime_compat program, once with CUPTI; runs the overhead
 # benchmarks; writes everything under one folder:
 #   tools/gpu/trace-gpu.sh [BUNDLE_DIR] [RESULTS_DIR]
-# Defaults: .gpu-bundle and $OUT/trace (the device tool's output folder) or ./gpu-results/trace.
+# Defaults: .gpu-bundle and $OUT/trace (when $OUT names a results folder) or ./gpu-results/trace.
 # For each case: <case>.jsonl (the trace), <case>.chrome.json (ui.perfetto.dev),
 # <case>.report.txt (timeline, summary, diagnostics), <case>.out (the program's output
 # and the tracer's messages), and a line in summary.txt. Exit code: non-zero when a
