@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # drvshim_use_cudart(<target>)
 #
 # Builds a CUDA target (a CMake CUDA-language executable or shared library)

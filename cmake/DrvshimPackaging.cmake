@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Install rules and the exported CMake package (drvshim::drvshim), plus drvshim.pc.
 include(CMakePackageConfigHelpers)
 

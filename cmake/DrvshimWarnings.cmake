@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # drvshim_target_defaults(<target>)
 # Applied to drvshim's own targets only (never to third-party code): strict
 # warnings, warnings as errors (DRVSHIM_WARNINGS_AS_ERRORS), hidden visibility,

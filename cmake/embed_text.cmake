@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # cmake -DIN=file -DOUT=header.hpp -DNAME=identifier -P embed_text.cmake
 # Writes `inline constexpr const char NAME[] = R"...(<file>)...";` for C++ to embed a text file.
 file(READ "${IN}" text)

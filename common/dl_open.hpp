@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Loading a shared library from a list of candidates: the one way drvshim
 // opens libcuda (driver.cpp) and libnvrtc (ptx/src/nvrtc/nvrtc.cpp).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Every environment variable drvshim reads, read in one place with one set of
 // rules: the table and value() (env_table.cpp, which every component links;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The pure parsers of env.hpp (no logging), compiled into the unit tests too.
 #include <cctype>
 #include <cstdint>

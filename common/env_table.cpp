@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The table of every environment variable drvshim's components read, and the
 // one function that reads them. Kept free of logging and of allocation so that
 // every component can link it: libdrvshim, libdrvshim_cudart, drvshim-trace's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Logging inside drvshim. Only log.cpp includes spdlog; the rest formats with
 // fmt behind a level check, so nothing is formatted for a disabled level.

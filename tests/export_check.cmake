@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Fails when the library exports any cu*/nvrtc* symbol: drvshim must never
 # interpose on the driver or NVRTC for other code in the process.
 execute_process(COMMAND nm -D --defined-only "${LIB}" OUTPUT_VARIABLE symbols RESULT_VARIABLE rc)

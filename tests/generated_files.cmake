@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Regenerates every committed generated file into a scratch directory and fails
 # when a committed one differs: the CUresult table (common/generated/cu_errors.inc),
 # runtime_compat's cudart error table and mapping and the stubs of the calls

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds drvshim-probe (installing the build's packages first) and runs it.
 # Arguments are passed to the probe. Exit code: the probe's (0 ran, 2 no
 # driver, 3 no device; see docs/probe.md).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs the Debian packages drvshim's build needs. Idempotent: installs
 # (and runs apt-get update) only when something is missing. The CUDA toolkit
 # is expected at /usr/local/cuda (its headers describe the driver ABI; libcuda

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds everything and runs all tests (installing the build's packages first):
 #   1. the main build: unit tests against the fake driver, the export check,
 #      and the GPU tests (reported as skipped where there is no driver);

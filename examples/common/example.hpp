@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What the examples share: the driver set-up, their kernels compiled at run
 // time through the compile cache, event timing, and a median.

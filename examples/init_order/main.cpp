@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // init_order: the steps the CUDA Runtime hides, one explicit call each, with
 // the primary context's state printed after every step and the driver-call
 // timeline from drvshim's trace at the end. With several devices, every

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // nvrtc_kernel: compile a templated kernel at run time and let the second
 // run pay nothing for it.
 //   - compiles saxpy<float> with NVRTC through drvshim's compile cache (the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // pinned_stream_copy: what pinned memory and streams buy.
 //   1. pageable vs pinned host-to-device and device-to-host copies on a
 //      non-blocking stream, timed with events, for several sizes;

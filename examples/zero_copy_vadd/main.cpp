@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // zero_copy_vadd: when does zero-copy beat copying?
 //
 // Vector addition (and two other access patterns: each thread reading three

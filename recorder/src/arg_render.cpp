@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Rendering a call's raw words as the args text, on the consumer's side.
 #include <fmt/format.h>
 

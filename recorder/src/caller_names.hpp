@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The calling library of a record: a return address mapped to the file name
 // of the object containing it (dladdr), cached per address on the consumer side.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The consumer: reads every thread's log, puts the entries in time order,
 // numbers them, and writes them to the file (rendered straight from the
 // entries into one reused buffer) and/or keeps them in memory. Runs under

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The binary form of a record inside a thread log: a fixed head, the raw
 // argument words, then text (rendered arguments, copied strings, or an

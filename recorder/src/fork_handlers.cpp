@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // fork(): every lock of the recorder is held across it (prepare), so the
 // child never inherits one locked by a thread that does not exist there. The
 // child then drops the logs of the parent's threads (their records belong to

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The JSON-lines form of a record, rendered straight into the writer's reused
 // buffer: keys in a fixed order, strings escaped, bytes that are not part of
 // well-formed UTF-8 written as \u00XX so every line parses and keeps every

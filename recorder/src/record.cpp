@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include <drvshim_recorder/record.hpp>
 
 namespace drvshim::recorder {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Producers append to their thread's log; the consumer drains all logs into
 // the sinks. See recorder.hpp for the design.
 #include <drvshim_recorder/json_line.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The recorder's process-wide state (one per hosting library), shared by
 // recorder.cpp (producers, drain, sinks), writer.cpp and fork_handlers.cpp.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Thread logs: one per thread, created at the thread's first record and
 // registered under the registry lock (the only lock a producer ever takes,
 // once per thread). A pthread key's destructor marks the log exited when the

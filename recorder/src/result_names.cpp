@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CUresult names for the JSON lines (the same table as libdrvshim's
 // drvshim::result_name, generated from cuda.h by tools/dev/gen_cuda_errors.py).
 #include <drvshim_recorder/json_line.hpp>

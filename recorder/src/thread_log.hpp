@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // One thread's log: a chain of chunks written by the thread alone and read by
 // the consumer. The producer publishes each entry with a release store of the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ticks(): which counter it reads, and its rate against CLOCK_MONOTONIC
 // (clock.hpp). The rate is measured, not looked up: from the reference point
 // calibrate_ticks() takes to the moment a sum of ticks is converted.

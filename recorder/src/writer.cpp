@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The writer thread: drains the logs into the trace file every few
 // milliseconds, or sooner when a producer filled a chunk or a signal handler,
 // exec or _exit asked for a drain. It blocks every signal (the traced

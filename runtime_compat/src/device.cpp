@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device management: selection, properties and attributes, flags, limits,
 // synchronisation and reset, the profiler switches.
 #include <cuda_profiler_api.h>

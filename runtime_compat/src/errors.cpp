@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Errors: names and texts of every cudaError_t (generated from the toolkit,
 // tools/dev/gen_cudart_errors.py), the driver's errors and drvshim's
 // exceptions as cudaError_t, and the calling thread's last error.

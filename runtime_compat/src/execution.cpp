@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Execution control: launches (nvcc's __cudaLaunchKernel, the legacy
 // cudaLaunchKernel, cooperative launches, cudaLaunchKernelExC), kernel
 // attributes and cache preferences, occupancy.

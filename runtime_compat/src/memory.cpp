@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Memory management: device, pinned, registered, managed, pitched and
 // stream-ordered allocations; copies and memsets (1D and 2D, synchronous and
 // on streams, legacy and per-thread default stream); pointer attributes;

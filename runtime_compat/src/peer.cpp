@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Peer access between devices: capability, enabling and disabling, the P2P
 // attributes, peer copies — over the driver layer's peer API (peer.hpp), with
 // cudart's error codes. Access enabled through the Runtime is held by one

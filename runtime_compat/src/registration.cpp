@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Registration and launch as nvcc 13 emits them: the 15 __cuda* entry points
 // of libcudart.so.13 (shared/research/anchors-trace-compat.md §2).
 //

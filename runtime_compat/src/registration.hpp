@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What nvcc's generated code registers (fatbins, kernels, variables) and how
 // the rest of the runtime reaches it: a kernel handle for a host stub, bound

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The runtime's state: the driver and the policy, each device's primary
 // context, the calling thread's current device, the registries (the calling
 // thread's last error and the error numbers are errors.cpp's). The only runtime_compat file that includes a drvshim

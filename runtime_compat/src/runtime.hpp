@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The runtime's state, shared by the API-area files: the loaded driver and
 // the policy, each device's primary context, the calling thread's device and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Streams and events: creation with flags and priorities, synchronisation
 // and queries, callbacks and host functions, attributes, attaching managed
 // memory, event recording and timing; every call that takes a stream in its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Symbols: __device__, __constant__ and __managed__ variables by their host
 // shadow (what `symbol` means in host code), bound to the calling thread's
 // context (cuLibraryGetGlobal); copies to and from them.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A standalone program for the exit-time and environment tests (run by
 // tests/unit/test_fork_exit.cpp and test_errors_log_trace.cpp).
 //   log-level            prints the level DRVSHIM_LOG produced

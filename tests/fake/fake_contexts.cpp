@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Contexts: primary contexts (retain, release, flags, reset), created
 // contexts, each thread's context stack, and the purge of everything made in
 // a context that goes away.

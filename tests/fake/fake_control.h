@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Control API of libdrvshim_fakecuda.so, the fake CUDA driver used by
  * drvshim's tests (and usable by drvshim's users to test their own init order
  * and failure handling without a GPU).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Copies and memsets: synchronous ones on the legacy stream, complete on
 // return; queued ones on their stream, with the driver's staging of pageable
 // memory; and the unified-address copy.

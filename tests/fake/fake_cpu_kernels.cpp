@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CPU versions of the examples' kernels (examples/), so they run in CI
 // against the fake with drvshim's public API only. Device pointers of the
 // fake are host addresses.

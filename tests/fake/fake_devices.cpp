@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Initialisation, the driver version and the device queries, answered from the profile.
 #include <chrono>
 #include <cstdio>

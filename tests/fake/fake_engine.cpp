@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The engine's life: its creation (never destroyed, held across fork), the
 // profile and injected failures read from the environment, reset, the entry
 // every fake driver function takes, and the report written at exit.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libdrvshim_fakecuda.so: a fake CUDA driver on host memory. See fake_control.h.
 //
 // The fake driver's engine: the state every area of libdrvshim_fakecuda.so

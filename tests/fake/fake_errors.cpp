@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Error names and descriptions (cuGetErrorName, cuGetErrorString), from the
 // table generated from cuda.h (common/generated/cu_errors.inc), so they match the driver's.
 #include "fake_engine.hpp"

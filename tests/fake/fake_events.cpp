@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Events: records queued on streams (each record its own state, so a later
 // re-record does not change what an earlier wait waits for), waits, queries,
 // synchronisation and elapsed time.

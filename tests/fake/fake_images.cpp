@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reading CUBINs (ELF64: kernels from ".text.<kernel>" sections, variables
 // from the symbol table) and fatbins (their PTX and CUBIN entries); see fake_images.hpp.
 #include "fake_images.hpp"

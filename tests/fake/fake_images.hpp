@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Binary images the fake reads: CUBINs (ELF) and fatbins (fake_images.cpp),
 // for cuLibraryLoadData.
 #pragma once

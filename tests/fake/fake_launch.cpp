@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Kernel launches: checks as the driver makes them (grid, block, dynamic
 // shared memory opt-in, cluster sizes, cooperative grids that must fit at
 // once), then the kernel's CPU implementation, at once or queued on its

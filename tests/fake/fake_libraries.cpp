@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Libraries (cuLibraryLoadData): context-independent code from PTX or
 // fatbins, loaded lazily as the driver does, with the architecture check at
 // load and at binding; their kernels and the binding to a context.

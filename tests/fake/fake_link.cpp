@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The linker (cuLinkCreate, cuLinkAddData, cuLinkComplete, cuLinkDestroy):
 // the "SASS" the fake links is the PTX text itself, which its loaders parse.
 #include <cstdio>

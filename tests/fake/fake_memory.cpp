@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Memory: allocations of every kind (device, managed, stream-ordered, pinned,
 // module globals), host registrations, the kinds' lookups, free memory, and
 // pointer attributes. Copies and memsets are in fake_copies.cpp.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Modules (cuModuleLoadDataEx: PTX only, bound to the current context) and
 // the queries on their functions, which library kernels share.
 #include <algorithm>

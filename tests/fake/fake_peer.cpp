@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Several GPUs: peer access, link attributes, peer copies.
 //
 // Peer access is per direction (from context, to context), as in the driver:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // cuGetProcAddress: the one way in to the fake driver functions, as for the
 // real driver (each area lists its entry points with the ABI version each
 // variant appeared in), and the entry points the library exports as libcuda

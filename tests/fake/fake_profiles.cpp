@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The profiles: the devices and driver version each profile models
 // (fake_control.h lists them), with attributes as the real devices report them.
 #include <cstdio>

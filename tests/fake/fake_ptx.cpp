@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the fake JIT reads and writes: PTX entries (with their parameter
 // layout) and module-scope variables (with simple initializers), and the JIT
 // options' outputs (logs, wall time).

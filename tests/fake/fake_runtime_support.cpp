@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fake driver functions behind runtime_compat's wider surface: settable
 // kernel attributes, occupancy, library globals and managed variables,
 // context limits, stream attributes, pitched and 2D memory, managed-memory

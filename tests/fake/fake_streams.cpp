@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Streams and the queue model behind them: work queued per stream and run in
 // order (submit, pump, drain), records and waits, held streams, the legacy
 // default stream's implicit ordering, host functions run without the engine

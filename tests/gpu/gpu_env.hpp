@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The real driver for GPU tests, or a clear reason to skip.
 #include <gtest/gtest.h>

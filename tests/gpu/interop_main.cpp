@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA Runtime interop tests' main (each scenario forks its own child).
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GPU tests: the real libcuda.so.1 (or DRVSHIM_LIBCUDA). Every test skips with
 // the reason when no driver or device is present.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The contract cases of tests/unit/contract_cases.hpp against the real driver.
 #include <cstdio>
 

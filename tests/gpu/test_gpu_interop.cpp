@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Interop with the CUDA Runtime (linked statically, as most hosts do): who
 // activates the primary context first, and what each side sees. Each scenario
 // runs in its own forked process, so each starts with the driver untouched.

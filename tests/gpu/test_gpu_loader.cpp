@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The loader against the real driver: the whole table resolves, cuInit runs.
 #include <sys/wait.h>
 #include <unistd.h>

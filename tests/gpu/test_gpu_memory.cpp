@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Memory on the real driver: every allocation kind with real transfers
 // checked by value (random data, never zeros), and the registration cases.
 #include <algorithm>

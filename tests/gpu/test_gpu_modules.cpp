@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Modules and launches on the real driver with kernels nvcc built at build
 // time (tests/gpu/kernels/kernels.cu): every format, argument checks, a PTX
 // syntax error's JIT log, ordering across streams with a spinning kernel, and

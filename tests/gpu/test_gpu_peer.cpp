@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Two GPUs on the real driver (kind nvidia-h200-x2): the peer contract cases
 // (tests/unit/peer_contract_cases.hpp, also run against the fake), peer copies
 // of real sizes, a kernel reading the other device's memory after peer access

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The staging engine on the real driver: the ordering cases of
 // tests/unit/stream_order_cases.hpp (the fake runs the same table), with a
 // kernel that spins for 20 ms on the legacy default stream before it fills a

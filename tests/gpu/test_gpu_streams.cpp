@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Streams and events on the real driver, checked by data (no kernels needed):
 // ordering across streams through an event wait, callback order, event timing,
 // callback exceptions, destruction with pending work.

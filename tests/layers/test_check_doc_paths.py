@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The doc-path check fails on a page naming a missing path and passes one that names real ones."""
 import os
 import subprocess

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The environment check fails on each kind of violation and passes a clean tree."""
 import os
 import subprocess

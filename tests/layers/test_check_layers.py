@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The layer check's own tests: it passes a tree that keeps the layers and
 fails, naming file, line and rule, on each kind of wrong include.
 

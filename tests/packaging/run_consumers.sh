@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Packaging test: installs drvshim into a temporary prefix, then builds and runs
 # three consumers against the fake driver: find_package on the installed tree,
 # add_subdirectory of the source tree, and plain g++ with pkg-config flags.

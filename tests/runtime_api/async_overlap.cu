@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Copy/compute overlap over several streams with priorities (in the manner
 // of simpleStreams / asyncAPI): the data is cut into chunks, each copied in,
 // scaled and copied back on its own stream; a high-priority stream waits for

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The error check the Runtime-API test programs share: a failing call prints
 // its text, the error's name and description ("failed:" fails the ctest), and
 // main returns 1.

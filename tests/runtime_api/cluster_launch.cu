@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Thread-block clusters (compute capability 9.0): a launch with
 // cudaLaunchKernelEx and a cluster-dimension attribute, and a cluster above
 // the portable size, refused until the kernel opts in with

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Runs PROGRAM and compares its standard output with the file EXPECTED, line
 # for line: the transcript the same program printed under the real cudart on
 # the H200 (tests/runtime_api/context_state.expected). Fails with both texts

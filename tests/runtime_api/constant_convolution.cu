@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A 1D convolution whose filter lives in __constant__ memory, set with
 // cudaMemcpyToSymbol and read back with cudaMemcpyFromSymbol; the symbol's
 // size and address through cudaGetSymbolSize / cudaGetSymbolAddress.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The driver state a Runtime-API program leaves behind at each call: after
 // every step, the primary context of each device (active or not, its flags)
 // and this thread's current context, read from the driver itself, the way

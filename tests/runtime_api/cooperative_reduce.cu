@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A cooperative launch (cudaLaunchCooperativeKernel) whose grid synchronises
 // as a whole (cooperative_groups::this_grid().sync()): every block adds its
 // part, the grid waits, then block 0 finishes the sum.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A __device__ counter every thread increments atomically, read with
 // cudaMemcpyFromSymbol, cleared through its address (cudaGetSymbolAddress +
 // cudaMemset), and a __device__ array written by one kernel, read by another.

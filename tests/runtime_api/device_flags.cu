@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device selection and flags the way applications set them up: scheduling
 // flags before the device is initialised, cudaChooseDevice, the PCI bus id
 // round trip, cudaInitDevice, the profiler switches.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Enumerates the devices and prints what programs commonly read about them:
 // properties, attributes, versions, limits (in the manner of deviceQuery).
 #include "helper_samples.cuh"

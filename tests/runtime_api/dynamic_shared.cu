@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // More than 48 KiB of dynamic shared memory: refused until the kernel opts in
 // with cudaFuncSetAttribute(cudaFuncAttributeMaxDynamicSharedMemorySize).
 #include "helper_samples.cuh"

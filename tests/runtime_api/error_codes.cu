@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The error codes programs check for, as the Runtime returns them: invalid
 // arguments and configurations, names and texts, the per-thread last error,
 // an allocation that cannot fit, a call outside what the device supports.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Events of every kind (default, blocking sync, timing disabled) recorded on
 // streams, queried until done, waited for; asynchronous memsets.
 #include "helper_samples.cuh"

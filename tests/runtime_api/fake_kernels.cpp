@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CPU versions of the Runtime-API corpus' kernels, registered with the fake
 // driver by their PTX (mangled) names when this library is preloaded, so the
 // corpus runs in CI without a GPU. Each runs the whole grid at the launch and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers the Runtime-API corpus shares, in the manner of the CUDA samples'
 // helper headers (written for drvshim): error checks that name the call, file
 // and line and exit; the usual device selection from attributes and

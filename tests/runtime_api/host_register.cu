@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Existing host memory page-locked with cudaHostRegister and used by a
 // kernel through its device pointer; pointer attributes and allocation
 // flags of every kind of memory.

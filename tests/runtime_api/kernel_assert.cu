@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A device-side assert that fails: the kernel stops, the next
 // synchronisation reports cudaErrorAssert, the error is sticky until
 // cudaDeviceReset, after which the device works again.

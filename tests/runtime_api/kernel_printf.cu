@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device-side printf: the output reaches the host at the synchronisation,
 // in the order the device wrote it; the FIFO size is a limit.
 #include "helper_samples.cuh"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // L2 persistence: a persisting-lines carve-out (cudaDeviceSetLimit), an
 // access policy window on a stream (cudaStreamSetAttribute), a kernel under
 // it, the window read back, the persisting lines reset.

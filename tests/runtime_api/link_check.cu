@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every registration and launch path nvcc emits, in one translation unit,
 // for the link check (built at -O0, -O2, -G, -rdc=true with a device link,
 // and with -D__NV_LEGACY_LAUNCH): templates, __device__, __constant__ and

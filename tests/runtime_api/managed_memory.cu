@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Unified memory from cudaMallocManaged: initialised on the host, processed
 // by a kernel, read on the host; with advice, prefetching and a stream
 // attachment.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // __managed__ variables: written on the host before a kernel, updated by the
 // kernel, read on the host after synchronisation, with no explicit copy.
 #include "helper_samples.cuh"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tiled matrix multiplication with shared memory (in the manner of the
 // matrixMul sample): C = A * B for A (hA x wA) and B (wA x wB), timed with events.
 #include <cmath>

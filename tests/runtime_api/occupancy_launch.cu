@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Launches sized by the occupancy calculator: cudaOccupancyMaxPotentialBlockSize
 // (the cuda_runtime.h template, which reads attributes and the kernel's
 // attributes), cudaOccupancyMaxActiveBlocksPerMultiprocessor, cudaFuncGetAttributes.

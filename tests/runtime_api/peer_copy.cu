@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Peer access between two devices (in the manner of simpleP2P): capability,
 // P2P attributes, enabling access, cudaMemcpyPeer, and a kernel on one
 // device reading the other's memory directly. Skips with fewer than two.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Built with --default-stream per-thread: each host thread's stream 0 is its
 // own default stream (the _ptsz/_ptds entry points), so threads do not
 // serialise on the legacy stream; cudaStreamPerThread names it explicitly.

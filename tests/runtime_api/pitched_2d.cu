@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Pitched 2D memory: cudaMallocPitch, cudaMemcpy2D both ways (and
 // asynchronously), cudaMemset2D, a kernel walking rows by the pitch.
 #include <vector>

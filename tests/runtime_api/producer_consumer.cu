@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A consumer kernel waits on the device for a flag that a producer thread
 // copies in afterwards, on another stream: the runtime must let the copy
 // through while the kernel runs (cudart runs the two concurrently).

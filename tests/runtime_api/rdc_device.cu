@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The device half of rdc_main.cu: a __device__ function and variable other
 // translation units use (relocatable device code).
 __device__ int d_offset = 0;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Relocatable device code across two files (-rdc=true): the kernel here
 // calls a __device__ function and reads a __device__ variable defined in
 // rdc_device.cu; under -cudart none the device link (nvcc -dlink) is an

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Several streams, each running a kernel then calling back into the host
 // (cudaStreamAddCallback and cudaLaunchHostFunc), with events ordering a
 // final stream after all of them.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Stream-ordered allocation: cudaMallocAsync / cudaFreeAsync on streams
 // (in the manner of streamOrderedAllocation), with the memory reused across
 // iterations and ordered with the work that uses it.

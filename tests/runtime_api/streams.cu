@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A Runtime-API program: asynchronous copies on two streams, a kernel, events
 // timing the copy and ordering the second stream after the first.
 #include <cstdio>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Template kernels instantiated for several types, a functor, and a
 // structure passed by value: each instance is its own registered kernel
 // (mangled name), launched the usual way.

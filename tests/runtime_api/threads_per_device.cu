@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One host thread per device, each selecting its device with cudaSetDevice
 // and working independently (streams, copies, kernels, synchronisation); with
 // one device, two threads share it.

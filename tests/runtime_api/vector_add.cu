@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A Runtime-API program (built with nvcc -cudart none, linked with
 // libdrvshim_cudart.so): vector addition with device memory and cudaMemcpy.
 #include <cstdio>

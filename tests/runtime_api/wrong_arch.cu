@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Built for another architecture only (sm_80 SASS, no PTX): on a device that
 // cannot run it, every launch reports cudaErrorNoKernelImageForDevice, as the
 // Runtime does; nothing else is affected.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A Runtime-API program: zero-copy with cudaHostAlloc(cudaHostAllocMapped)
 // and cudaHostGetDevicePointer, then the same with cudaHostRegister.
 #include <cstdio>

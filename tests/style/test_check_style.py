@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The style check fails where it should: a misformatted source fails it and
 is named, a formatted one passes, a generated file is left alone, a tree
 without .clang-format is refused; a public header with a clang-tidy finding

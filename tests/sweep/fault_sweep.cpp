@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fault-injection sweep (curl's and SQLite's torture idea): for each
 // public scenario, the driver calls it makes against the fake are listed from
 // a clean run; then the scenario runs again once per call with that call

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // drvshim-trace's analysis on hand-made record streams: no driver, no
 // process, no clock. Each diagnostic is shown firing on its pattern and not
 // firing on the nearest harmless one.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // drvshim-trace end to end against the fake driver: the programs reach the
 // driver in every way that runs without a GPU (drvshim's examples, a program
 // linked with -lcuda, entry points through cuGetProcAddress, runtime_compat's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // drvshim-trace's command line and process handling, end to end against the
 // fake driver: signals sent to the tracer, a relative TMPDIR, --analyse on
 // what is not a trace, output files that are symbolic links, --no-children

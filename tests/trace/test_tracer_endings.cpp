@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // drvshim-trace when a traced image ends other than by exit(): exec, _exit, a
 // fatal signal, a fork worker's _exit; and what must never happen to the
 // program or the trace on the way (its own files written into, a signal

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Running a program under drvshim-trace with the fake driver behind the
 // interposer, for the tracer's end-to-end tests: the exit code, the program's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What the background-initialisation tests share (test_background.cpp,
 // test_runtime_compat_background.cpp).

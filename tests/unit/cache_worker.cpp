@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A process of the compile cache's multi-process tests. Waits for a start
 // file (so all workers start together), then:
 //   cache_worker CACHE_DIR START_FILE SEED

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What the compile cache's tests share (test_compile_cache*.cpp): a private
 // temporary directory, programs whose output shows which header version they

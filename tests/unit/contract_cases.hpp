@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Contract cases: one table of context situations whose results must be the
 // same on the fake driver (tests/unit, CI) and on the real driver (tests/gpu,

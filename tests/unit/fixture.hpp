@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The fixture every fake-driver test uses: selects a profile, and after the
 // test checks the invariants that must hold after any sequence of drvshim

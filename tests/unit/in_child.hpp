@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Runs a test's body in a forked child: fork-safety tests and anything that
 // must not leave state in the test process.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Unit tests against the fake driver. drvshim loads the fake through its real
 // loader (DRVSHIM_LIBCUDA); ctest sets the variable, and main() sets it when
 // the binary is run by hand.

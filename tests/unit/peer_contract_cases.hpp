@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Contract cases for two devices: one table whose results must be the same on
 // the fake driver's dual profile (tests/unit/test_peer_contract.cpp, CI) and on

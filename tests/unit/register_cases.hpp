@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Host-registration cases: one table run against the fake driver (CI,
 // test_memory.cpp) and the real driver (tests/gpu/test_gpu_memory.cpp); the

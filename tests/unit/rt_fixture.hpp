@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What the runtime_compat tests share: the fixture (every scenario runs on a
 // thread of its own, because the Runtime makes contexts current, which the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What the staging tests share (test_staging.cpp, test_staging_safety.cpp,
 // test_core_safety.cpp, test_per_device.cpp).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Ordering cases: what a copy sees of work queued before it on the legacy
 // default stream. One table, run against the fake driver (test_staging_safety.cpp,

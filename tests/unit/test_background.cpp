@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Background initialisation (drvshim::BackgroundInit) against the
 // fake: the steps and what they make, callers waiting for a step in progress
 // (the wait logged and traced), failures injected into cuInit and the retain

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The table of bad inputs: each row is one bad call on the public
 // API against the fake driver, the error kind it must raise and words its
 // message must hold. Every row runs in its own fixture, whose TearDown checks

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The compile cache's entry codec (pure: bytes in, bytes out): what a hit
 // returns is what was stored, and every kind of damage is named, never used.
 #include <gtest/gtest.h>

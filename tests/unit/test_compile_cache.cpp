@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The NVRTC compile cache (the toolkit's real NVRTC; no GPU needed): the key
 // hash, hits and misses with their reasons, what changes the key (headers
 // found by NVRTC's own lookups, options, the toolchain), and the programs

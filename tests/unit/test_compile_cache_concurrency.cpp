@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The NVRTC compile cache under concurrency: one compile per key across
 // threads and processes, the lock timeout, failed compiles seen by every
 // waiter, and the stress test with headers changing under the compiles.

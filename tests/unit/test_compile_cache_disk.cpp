@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The NVRTC compile cache on disk: directory trust (every directory checked
 // like the root, FIFOs, other users' and writable-by-others directories), the
 // size ledger and housekeeping, every corruption kind, read-only and disabled

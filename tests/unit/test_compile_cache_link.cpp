@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The NVRTC compile cache's PTX -> SASS link path, against the fake driver.
 #include "compile_cache_test_support.hpp"
 

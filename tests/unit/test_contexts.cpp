@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Primary and non-primary contexts, the scoped guard, and the context policy.
 #include <algorithm>
 #include <thread>

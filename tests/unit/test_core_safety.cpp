@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Core safety under fork, exit, failure and concurrency: the staging engine's
 // stream-ordered copies read their source before they return and never hold
 // the engine while they wait for the caller's stream; staged copies work for

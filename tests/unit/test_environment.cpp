@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The environment reader's table: complete, documented, equal to README.md's
 // table, and the reads it replaced behaving as documented.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Errors, logging and the trace recorder.
 #include <sys/syscall.h>
 #include <sys/wait.h>

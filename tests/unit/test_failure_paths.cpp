@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Failure paths outside the pool and the engine: host functions
 // never make driver calls, a forked child never deadlocks and is told why
 // CUDA fails there, a poisoned context can be recovered as the error message

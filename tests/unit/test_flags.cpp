@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The one flags helper (flags.hpp): every typed flag enum gets the same |, &,
 // has() and to_string(), from the names it declares once.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // fork() and process exit: objects from before fork are refused in the child
 // without calling the driver; objects destroyed during exit make no driver call.
 #include <sys/wait.h>

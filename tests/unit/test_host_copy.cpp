@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The host side of a staged copy (host_copy.hpp): every kernel copies every
 // byte, and the choice among them follows the H200 measurements it is pinned
 // to (docs/staging.md): a change must be seen here, not found later in a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The compile cache's pure parts that decide what the key covers: the include
 // scanner (every name a text can make the preprocessor look up) and the
 // option reader (which NVRTC options make it read files). What each case

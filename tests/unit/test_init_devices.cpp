@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Explicit initialisation and devices.
 #include <atomic>
 #include <thread>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The driver layer's additions for runtime_compat, against the fake:
 // settable kernel attributes (more than 48 KiB of dynamic shared memory,
 // non-portable cluster sizes) usable by the typed launch, cooperative

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The loader: dlopen, version before init, cuGetProcAddress resolution, and
 // every way loading can fail.
 #include <dlfcn.h>

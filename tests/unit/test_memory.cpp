@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Memory: every allocation kind, copies, fills, failure paths, pointer inspection.
 #include <algorithm>
 #include <array>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Modules and launches against the fake: PTX parsed for entries, parameter
 // layouts and globals; kernels run as registered CPU implementations.
 #include <atomic>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NVRTC (the toolkit's real library; no GPU needed): options, programs, name
 // expressions, headers, logs and errors, target selection, and an end-to-end
 // compile -> load -> launch against the fake driver.

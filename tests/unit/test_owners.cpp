@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Owners: the one ownership mechanism (OwningHandle), and what every owner
 // and view promises alike: as<T>() checks the size and carries the owner's id,
 // views compare equal when they name the same thing, internals stay private.

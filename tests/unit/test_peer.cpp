@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Several GPUs against the fake's dual (and trio) profile: the link's
 // attributes as tri-states, peer access as an owned step (shared, adopted,
 // refused, failing), peer copies and unified-address copies between two

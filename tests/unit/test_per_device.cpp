@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Per-device correctness on the fake's dual profile: the pinned pool, the
 // staging engine, modules and libraries, and the compile cache when one
 // thread works on both devices and when two threads each use another device.

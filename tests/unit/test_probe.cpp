@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // drvshim-probe against every fake profile: exit codes, text and JSON.
 #include <sys/wait.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The recorder itself (linked statically, as drvshim-trace's interposer links
 // it): what it writes when records are lost (per thread and reason), when the
 // file reaches its cap or cannot be written, when a signal handler records or

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The staging engine's plans (pure: sizes in, sizes out): the ring chosen per
 // copy (ring_plan.hpp), where each DMA to the host ends, and how the host-side
 // work is cut into pieces (staging_job.hpp). The exact plans are pinned: they

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Runtime API surface of libdrvshim_cudart against the fake, by area:
 // device, memory, streams and events, execution, symbols and managed
 // variables, peer access, calls outside the subset. Each checks cudart's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // runtime_compat against the fake: the Runtime's lazy policy pinned call by
 // call (what the H200 showed cudart doing: shared/design/BASELINE.md), the
 // eager policy, per-thread last error and current device, error numbers and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // runtime_compat's background policy (DRVSHIM_RT_POLICY=background) against
 // the fake: the first call takes what the background set-up made, a failed
 // background cuInit is the first call's error, device flags set before first

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // runtime_compat with two devices (the fake's dual profile): the Runtime's
 // per-thread current device, one primary context per device (activated by the
 // first call that needs it on that device), allocations and streams landing

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The pinned pool and the staging engine against the fake driver: values for
 // odd sizes and unaligned addresses, the direct path, many threads, a fault
 // injected at every step of a staged copy, and pool reuse only after the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The staging engine's choices from its options and the process's CPU budget
 // (staging_choice.hpp): how many copy threads, and which copies go straight
 // to the driver. Pinned here because each number came from an H200

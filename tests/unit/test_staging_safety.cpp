@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Memory safety and correct data in the pinned pool and the staging engine:
 // blocks handed out are as big as they say under every interleaving of the
 // thread cache; the pool's last handle never frees what a parking thread

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Streams, events, host callbacks, asynchronous and sticky errors.
 #include <atomic>
 #include <cstdlib>

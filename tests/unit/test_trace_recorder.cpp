@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The trace recorder behind drvshim::trace (recorder/): the trace file's
 // safety (no symbolic link followed, mode 0600, owner check, whole records,
 // a cap with a last record), the pid in every record, fork (fresh numbering,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The fixture of the several-GPU tests: the fake's dual profile, the driver
 // initialised and both devices' primary contexts retained for the test; after

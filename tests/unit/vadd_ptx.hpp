@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The PTX of an empty `vadd(u64, u64, u64, u32)` kernel beside a `counter`
 // global: the module the tests load when they need one to exist, not to run.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The compile cache's key hash: drvshim's SHA-256 (SHA instructions where the
 // CPU has them, else portable code) against OpenSSL's libcrypto (EVP), on the
 // kind of input a key is: labelled, length-prefixed fields, a few KB in all.

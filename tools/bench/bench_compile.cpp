@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Compile-cache benchmark: one templated kernel, up to a launchable
 // kernel on device 0, timed
 //   cold  : cache cleared, NVRTC compile + load + kernel lookup (NVRTC already mapped)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """CuPy's RawModule with its own disk cache, for the same kernel as bench_compile:
 cold (a fresh CUPY_CACHE_DIR), warm in-process (a second RawModule), warm on
 disk in a fresh process. Each up to a launchable kernel (get_function), the

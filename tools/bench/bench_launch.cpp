@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Launch cost: an empty kernel launched through drvshim's checked typed launch
 // and through the raw cuLaunchKernel (resolved here through cuGetProcAddress_v2
 // from the same loaded libcuda), interleaved in one process.

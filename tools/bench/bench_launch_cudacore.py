@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Launch cost through cuda.core (Python), measured like bench_launch.cpp:
 an empty kernel from the same CUBIN, 200 launches per round behind a 3 ms
 spinning kernel, 61 rounds after warm-up, submission loop timed, stream

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Launch cost of a cudart <<<>>> launch of an empty kernel, measured the way
 // bench_launch.cpp measures drvshim and the raw driver call (200 launches per
 // round behind a 3 ms spinning kernel, 61 rounds, median). Built with nvcc at build time.

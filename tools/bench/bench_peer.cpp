@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Peer-copy benchmark for a machine with two GPUs (kind nvidia-h200-x2):
 //
 // A. drvshim's copies between the devices against the raw driver call on the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Staging engine and pinned pool benchmark, one run, side by side:
 //   copies  : staged pageable vs the driver's direct pageable copy vs pinned
 //             memory (the ceiling), H2D and D2H, 1 MiB .. 1 GiB, interleaved

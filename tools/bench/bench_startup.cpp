@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Start-up to first result: a host that spends T ms of its own work
 // before its first kernel, timed from the process's start (the parent's clock
 // just before posix_spawn; CLOCK_MONOTONIC is one clock for every process) to

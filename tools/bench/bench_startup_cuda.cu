@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Runtime-API side of bench_startup (tools/bench/bench_startup.cpp): a
 // program that spends T ms of its own work, then runs its first kernel and
 // prints when the result was back. Built twice by nvcc: with the static

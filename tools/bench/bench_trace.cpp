@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // drvshim-trace's overhead in a launch-heavy loop: untraced, summary mode and
 // full recording, measured so that a decision at +3 % is not noise.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Kernels of bench_trace's launch loop (compiled to PTX at build time and
 // embedded; the fake driver loads the PTX and runs neither kernel).
 extern "C" __global__ void empty() {}

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The trace recorder's own cost (recorder/, behind drvshim::trace and
 // drvshim-trace): what the issue measured on the old recorder (one global
 // mutex per record, the file written under it: 1.9 us per call in memory,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A launch-bound PyTorch loop for drvshim-trace's overhead on an unmodified framework.
 
     python3 bench_trace_torch.py [ITERATIONS]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Transfer benchmark: host-to-device and device-to-host copies of 1, 16 and
 // 256 MiB from pinned, pageable, registered and mapped host memory, through
 // drvshim and through the raw driver function side by side in one run.

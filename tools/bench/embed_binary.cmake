@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # cmake -DIN=file -DOUT=header.hpp -DNAME=identifier -P embed_binary.cmake
 # Writes `inline constexpr unsigned char NAME[] = {...};` for C++ to embed a binary file (a fatbin).
 file(READ "${IN}" hex HEX)

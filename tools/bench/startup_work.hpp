@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The host's own start-up work for bench_startup: one definition for the
 // drvshim child (bench_startup.cpp) and the nvcc program (bench_startup_cuda.cu),

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Lists the repository paths a Markdown page names that do not exist.
 
 Usage: tools/dev/check_doc_paths.py [PAGE ...]   (default: every user page: README.md,

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The environment check: every read of the environment goes through the one reader.
 
 drvshim's components read environment variables only through

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The layer check: every #include in the tree must point down the layers.
 
     driver (+ internal)  <-  ptx  <-  runtime_compat  <-  tools, examples, tests

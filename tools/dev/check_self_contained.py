@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Code comments and user docs stand on their own: nothing in them needs the
 project's work tracker, its work periods or files outside the repository.
 

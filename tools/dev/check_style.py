@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The house style, checked: clang-format (.clang-format) on every C/C++/CUDA
 source of the repository, and clang-tidy (.clang-tidy) on the library's own
 translation units.

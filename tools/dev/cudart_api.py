@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The CUDA Runtime API as the toolkit's cuda_runtime_api.h declares it, and
 what runtime_compat defines of it. Shared by gen_cudart_stubs.py and
 gen_runtime_coverage.py."""

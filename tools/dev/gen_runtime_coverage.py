@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The coverage table of docs/runtime-compat.md, generated from what
 libdrvshim_cudart.so exports against the toolkit's cuda_runtime_api.h (and
 cuda_profiler_api.h): every function, by the header's groups, implemented or

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Names the tests of a ctest run that failed only because LeakSanitizer's own
 tracer crashed at exit ("Tracer caught signal 11" then "LeakSanitizer has
 encountered a fatal error"): an intermittent sanitizer bug, not a leak

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # drvshim-trace's cost on an unmodified framework: a launch-bound PyTorch loop
 # (tools/bench/bench_trace_torch.py) run plain, under drvshim-trace --mode
 # summary and --mode full, and under nsys profile -t cuda when nsys exists, in

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds, on the CPU machine, the Runtime-API corpus (tests/runtime_api) for
 # the comparison on the GPU machine (tools/gpu/run-runtime-api.sh), into
 # .gpu-bundle-rt/ (git-ignored; copy it to the GPU machine with the checkout):

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds, on the CPU machine, what the GPU machine runs, and copies it into
 # .gpu-bundle/ (git-ignored; copy it to the GPU machine with the checkout). The layout
 # keeps the build tree's relative paths, so the $ORIGIN RPATHs still resolve.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs, on the GPU machine, everything that needs the real driver, from a
 # bundle built on the CPU machine (tools/gpu/bundle.sh), and writes every log
 # into one results folder:

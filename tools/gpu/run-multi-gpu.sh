@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The two-GPU part of the GPU suite (a machine with two GPUs), from a bundle built
 # on the CPU machine (tools/gpu/bundle.sh); run-gpu-suite.sh calls it when it
 # finds two devices, and it runs on its own too:

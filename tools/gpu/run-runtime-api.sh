@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs, on the GPU machine, the Runtime-API corpus built by
 # tools/gpu/build-runtime-api.sh, each program at -O0 and -O2 under the
 # toolkit's cudart, on libdrvshim_cudart (nvcc -cudart none; lazy policy, and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Start-up to the first kernel's result, on the GPU machine, from a
 # bundle built on the CPU machine (tools/gpu/bundle.sh): the CUDA Runtime
 # (lazy), drvshim explicit and background initialisation, runtime_compat under

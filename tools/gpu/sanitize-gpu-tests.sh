@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # compute-sanitizer memcheck (with leak check) over the single-GPU tests, on
 # the GPU machine:
 #   tools/gpu/sanitize-gpu-tests.sh BUNDLE_DIR RESULTS_DIR

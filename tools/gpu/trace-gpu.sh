@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # drvshim-trace on the GPU machine, from a bundle built on the CPU
 # machine (tools/gpu/bundle.sh). Traces a static-cudart program, a
 # -cudart shared one, PyTorch, CuPy and cuda.core one-liners, drvshim's own

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // drvshim-probe: what this machine's CUDA driver really is and supports, as
 // text (default) or JSON (--json; schema in docs/probe.md).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "p2p_measure.hpp"
 
 #include <algorithm>

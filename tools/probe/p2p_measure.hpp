@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Copy-engine measurements between two devices, the way nvbandwidth makes
 // them: large copies queued on a non-blocking stream of the source device

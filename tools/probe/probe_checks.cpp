@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // drvshim-probe: the live checks and measurements (probe_checks.hpp).
 #include "probe_checks.hpp"
 

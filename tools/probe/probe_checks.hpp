@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // drvshim-probe's measurements and live checks, each returning its JSON
 // section: the checks on one device's primary context, the host<->device

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // drvshim-probe: the JSON building blocks (probe_json.hpp).
 #include "probe_json.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // drvshim-probe's JSON building blocks: the report is built as JSON first and
 // the text form is rendered from it (probe_text.hpp), so both always agree.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Kernels drvshim-probe ships as PTX (compiled at build time for compute_75,
 // JIT-compiled by the driver for whatever device it meets).
 

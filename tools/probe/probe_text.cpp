@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // drvshim-probe: the text rendering (probe_text.hpp).
 #include "probe_text.hpp"
 

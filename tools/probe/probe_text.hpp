@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // drvshim-probe's text output, rendered from the JSON report (so both always agree).
 #include "probe_json.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// @file async_device_buffer.hpp
 /// Stream-ordered device memory from the device's default pool

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// @file background.hpp
 /// Initialisation in the background: the third explicit choice next to

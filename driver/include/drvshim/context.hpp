@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// @file context.hpp
 /// Contexts: the primary context (retained explicitly, RAII release),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// @file copy.hpp
 /// Copies and fills of device memory, synchronous and on a stream: typed

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// @file device.hpp
 /// Devices: identity, attributes as tri-state values, the host-mapping

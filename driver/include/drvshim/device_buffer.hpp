@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// @file device_buffer.hpp
 /// Device memory from cuMemAlloc (DeviceBuffer) and pitched allocations

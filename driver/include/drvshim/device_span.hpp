@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// @file device_span.hpp
 /// A typed, non-owning view of device memory (DeviceSpan), the device address

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// @file driver.hpp
 /// The loaded CUDA driver: the one seam through which drvshim calls libcuda.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// @file error.hpp
 /// drvshim's error hierarchy. Every error names the driver API involved, the

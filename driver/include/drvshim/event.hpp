@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// @file event.hpp
 /// Events: mark, wait for and time points in streams. An owner (Event), a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// @file export.hpp
 /// The symbol-visibility macro. libdrvshim is built with hidden visibility;

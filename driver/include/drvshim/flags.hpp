@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// @file flags.hpp
 /// One helper for every typed flag enum of drvshim (HostAllocFlags,

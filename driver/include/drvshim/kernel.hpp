@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// @file kernel.hpp
 /// Kernels: a kernel of a loaded module or library, its attributes,

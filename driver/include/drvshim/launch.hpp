@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// @file launch.hpp
 /// Launching kernels: the launch configuration, a typed launch that checks

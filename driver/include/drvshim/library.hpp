@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// @file library.hpp
 /// Libraries: context-independent code (cuLibraryLoadData), loaded once and

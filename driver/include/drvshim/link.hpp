@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// @file link.hpp
 /// Linking: the driver's JIT turns PTX into a CUBIN that can be kept and

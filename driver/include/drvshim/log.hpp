@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// @file log.hpp
 /// drvshim's logging. The library owns an spdlog logger named "drvshim"; it

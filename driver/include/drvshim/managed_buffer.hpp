@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// @file managed_buffer.hpp
 /// Managed (unified) memory from cuMemAllocManaged (ManagedBuffer) and the

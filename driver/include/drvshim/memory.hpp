@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// @file memory.hpp
 /// Memory, each kind explicit (an umbrella over one header per concept):

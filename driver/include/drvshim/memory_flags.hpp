@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// @file memory_flags.hpp
 /// The typed flags of page-locked host memory: cuMemHostAlloc's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// @file module.hpp
 /// Modules and kernels: load compiled GPU code (CUBIN, PTX, fatbin) with the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// @file module_image.hpp
 /// Module images: recognising CUBIN, PTX and fatbin by their contents, and the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// @file owning_handle.hpp
 /// The one ownership mechanism behind drvshim's move-only owners

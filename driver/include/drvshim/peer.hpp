@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// @file peer.hpp
 /// Several GPUs in one host: the link between two devices (P2P attributes as

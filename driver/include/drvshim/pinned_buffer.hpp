@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// @file pinned_buffer.hpp
 /// Page-locked host memory from cuMemHostAlloc (PinnedBuffer), and mapped

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// @file pinned_pool.hpp
 /// Pinned memory that is cheap to reuse.

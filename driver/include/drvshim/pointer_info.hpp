@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// @file pointer_info.hpp
 /// Pointer inspection: what kind of memory an address is, in which context

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// @file registered_range.hpp
 /// Existing host memory page-locked with cuMemHostRegister (RegisteredRange),

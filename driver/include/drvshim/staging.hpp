@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// @file staging.hpp
 /// Pageable copies at pinned speed, and pinned memory that is cheap to reuse:

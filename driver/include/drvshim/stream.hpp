@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// @file stream.hpp
 /// Streams: ordered queues of work in a context. An owner (Stream) and a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// @file trace.hpp
 /// The trace recorder at the driver seam. When enabled, every driver call made

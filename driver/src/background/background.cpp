@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Background initialisation (background.hpp): the handle and its accessors.
 // The plan and the helper thread are in background_steps.cpp, the registry
 // through which drvshim's own calls find the gate of a step they need

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Background initialisation: the registry of live states and of the gates
 // drvshim's own calls wait at (background_wait.hpp), and the exit handler
 // that stops every helper thread.

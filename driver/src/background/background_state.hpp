@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Background initialisation's shared state (background.hpp): a step's gate,
 // the state a BackgroundInit handle, its helper thread and the registry

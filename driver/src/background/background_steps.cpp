@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Background initialisation: the plan (options checked, steps laid out) and
 // the helper thread that runs the steps in order.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Where drvshim's own calls meet a background initialisation (background.hpp):
 // a call that needs a step the helper thread is running waits for it, visibly.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The context policy in one place (docs/DESIGN.md, "context policy").
 #include <drvshim/error.hpp>

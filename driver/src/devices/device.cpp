@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include <drvshim/context.hpp>
 #include <drvshim/device.hpp>
 #include <drvshim/driver.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Several GPUs: the link between two devices, peer access as an owned step,
 // and copies between the memory of two contexts (docs/DESIGN.md, "Several GPUs").
 #include <drvshim/copy.hpp>

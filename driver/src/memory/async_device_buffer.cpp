@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include <drvshim/async_device_buffer.hpp>
 #include <drvshim/error.hpp>
 

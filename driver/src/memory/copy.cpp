@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Copies and fills of device memory: the untyped operations behind the typed
 // templates of copy.hpp, and the 2D forms.
 #include <drvshim/copy.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What the memory owners share: the checks before an allocation, the typed
 // out-of-memory error, and the words their messages are made of.

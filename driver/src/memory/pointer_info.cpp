@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include <drvshim/driver.hpp>
 #include <drvshim/pointer_info.hpp>
 

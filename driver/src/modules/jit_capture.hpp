@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The JIT options drvshim passes to every module load, library load and link:
 // the info and error logs, the wall time and verbose logging. Header-only and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Kernels: attributes, occupancy, and the parameter layout read at lookup.
 #include <drvshim/module.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Launching kernels: the argument check of the typed launch and launch_raw.
 #include <drvshim/module.hpp>
 

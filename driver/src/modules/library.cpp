@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Libraries: context-independent code (cuLibraryLoadData) and its kernels,
 // globals and managed variables.
 #include <drvshim/driver.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Modules: loading one into a context (cuModuleLoadDataEx), its kernels and globals.
 #include <drvshim/module.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Module images: recognising CUBIN, fatbin and PTX, reading module files, and
 // the driver's linker (link_ptx).
 #include <drvshim/driver.hpp>

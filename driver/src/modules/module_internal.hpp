@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What the module files share (module_image.cpp, kernel.cpp, module.cpp,
 // library.cpp, launch.cpp): the states behind Module, Library and Kernel, and

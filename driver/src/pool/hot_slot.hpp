@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The pinned pool's per-thread cache: a thread's hot slot in a pool, and the
 // thread-local that finds it.

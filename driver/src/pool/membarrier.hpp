@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The asymmetric fence behind the pinned pool's hot slots: membarrier(2).
 #if defined(__linux__)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // PinnedPool and PinnedBlock (pinned_pool.hpp): the public members over the
 // pool's core (pool_core.hpp).
 #include <drvshim/error.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The shared state of a PinnedPool (pinned_pool.hpp): its free lists and
 // counters under one spin lock, the threads' hot slots, the return of a block

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The pinned pool's record of one allocation.
 #include <drvshim/event.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The one door from library code to what the public types keep private: the
 // driver core a Device or Driver shares, a Kernel's state, a StreamRef's keys.

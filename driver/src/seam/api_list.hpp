@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The one list of driver functions drvshim calls. Each entry names, once:
 //   X(alias, base name, ABI version, Required|Optional)

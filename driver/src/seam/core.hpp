@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The driver seam: the function table, the state of one loaded driver, and
 // the only way drvshim calls a driver function (DRVSHIM_CU / DRVSHIM_TRY).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The driver state behind an object: the one way library code reaches the
 // DriverCore of a context.

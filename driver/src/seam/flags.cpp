@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include <drvshim/flags.hpp>
 
 #include "log_internal.hpp"

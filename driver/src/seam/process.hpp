@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Process-wide state that decides how the seam behaves: whether anything
 // observes driver calls (trace, trace-level log, a forked child), the fork

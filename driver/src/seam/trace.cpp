@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // drvshim's in-process trace: the public drvshim::trace API over the shared
 // recorder (recorder/), which keeps per-thread logs and writes files off the
 // calling thread.

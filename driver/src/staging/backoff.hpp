@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // How the threads of one staged copy wait for each other.
 #include <chrono>

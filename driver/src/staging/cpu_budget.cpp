@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "staging/cpu_budget.hpp"
 
 #include <sched.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // How many CPUs this process may really use: the scheduler affinity mask
 // (taskset, a container's cpuset) and the cgroup CPU quota (a container's CPU

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The host side of a staged copy: how its bytes are written into (or out of)
 // the pinned staging blocks, chosen per copy from the CPU's features and the

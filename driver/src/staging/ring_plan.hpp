@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The plan of a staged copy (pure: sizes in, sizes out): its ring of staging
 // blocks and, to the host, where each DMA ends.

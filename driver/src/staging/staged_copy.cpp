@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A staged copy in progress (the conductor): the calling thread issues every
 // DMA and watches every event while the crew copies bytes.
 #include <drvshim/event.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // A staged copy, run by the calling thread (staged_copy.cpp).
 #include <drvshim/memory.hpp>

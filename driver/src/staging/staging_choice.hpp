@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The staging engine's choices that depend only on its options and the CPUs
 // the process may use: how many copy threads, and which copies go straight

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The shared state of a StagingEngine (staging_engine.hpp): its pool, options,
 // stream, events, crew and counters, and the choice between staging a copy

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // StagingEngine (staging_engine.hpp): checks its arguments, sends small and
 // page-locked copies straight to the driver, and stages the rest
 // (staged_copy.cpp), one copy at a time per engine.

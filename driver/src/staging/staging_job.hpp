@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // One staged copy as its threads share it: the ring's blocks, the pieces of
 // host-side work and how far the ring is open.

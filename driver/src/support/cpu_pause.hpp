@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The spin-wait hint shared by drvshim's spinning waits (the pool's lock, the
 // staging crew's waits).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // A process-wide object whose lock is held across fork(), for the registries
 // that a child may reach (it may load a Driver of its own, destroy an object

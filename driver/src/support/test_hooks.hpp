@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Points in drvshim's concurrent code where a test can stop a thread, or make
 // an operating-system call fail, to force an interleaving or a failure that

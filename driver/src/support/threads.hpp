@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Starting drvshim's helper threads: the one place that asks the operating
 // system for a thread, so a failure is reported as a drvshim error (never

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // View checks. Streams are checked in every build: a Stream takes a slot
 // in a table that is never freed, its id carries the slot and the slot's

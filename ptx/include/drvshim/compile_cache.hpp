@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// @file compile_cache.hpp
 /// A compile cache for NVRTC programs that cannot go stale: the key covers

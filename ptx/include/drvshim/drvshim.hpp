@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// @file drvshim.hpp
 /// Umbrella header: the whole public API of libdrvshim.

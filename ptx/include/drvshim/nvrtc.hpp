@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// @file nvrtc.hpp
 /// NVRTC, loaded at run time like the driver (never linked): its library, its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// @file nvrtc_warmup.hpp
 /// NVRTC warmed up on a BackgroundInit's helper thread (background.hpp).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The state behind a CompileCache handle, shared by the files that implement
 // it: toolchain_memo.cpp (NVRTC and what surrounds it), entry_store.cpp

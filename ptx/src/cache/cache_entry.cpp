@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "cache/cache_entry.hpp"
 
 // xxHash, header-only (Debian's libxxhash-dev): nothing to link, nothing for

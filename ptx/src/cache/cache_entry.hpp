@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // A compile-cache entry on disk and its codec. Pure: bytes in, bytes out.
 //   magic "DRVSHIM\0" · u32 format · u32 flags (CUBIN, linked) · the 32-byte key

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "cache/cache_environment.hpp"
 
 #include <drvshim/compile_cache.hpp>

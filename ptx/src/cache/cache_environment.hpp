@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What the environment says about the compile cache: DRVSHIM_CACHE_* (read
 // through the one environment reader, common/env.hpp) and where the cache

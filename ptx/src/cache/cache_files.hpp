@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The compile cache's file-system primitives: descriptors closed on scope,
 // time stamps, this user's own regular files opened without following a link

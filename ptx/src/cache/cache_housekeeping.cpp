@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The disk tier's size and tidiness with bounded work per write: a size
 // ledger every writer updates, and now and then a full scan that totals the
 // size, removes what crashed processes left and evicts the least recently used.

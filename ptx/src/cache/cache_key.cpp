@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "cache/cache_key.hpp"
 #include "env.hpp"
 

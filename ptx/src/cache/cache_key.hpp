@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The compile cache's key: SHA-256 over labelled fields (source, name,
 // in-memory headers, every file NVRTC can read or look up for the program,

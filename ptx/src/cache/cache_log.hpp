@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The compile cache's logging, and the one other thing it needs from the
 // driver layer's internals (the driver version of a device, for keys of SASS

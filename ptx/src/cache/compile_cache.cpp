@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The compile cache's tiers and public API: the key, the in-process map (one
 // compile per key across threads), the disk tier (one per key across
 // processes), and storing only what was verifiably compiled from the inputs

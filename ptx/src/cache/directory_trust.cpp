@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "cache/directory_trust.hpp"
 
 #include <fmt/format.h>

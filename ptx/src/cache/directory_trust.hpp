@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The compile cache's trust in a directory: this user's (or root's, for a
 // read-only cache), not writable by group or others, not a symbolic link,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Entries on disk: the checked fan-out directories, reading an entry (never
 // blocking, never following a link, every check before use, a bad one
 // removed) and writing one (temporary file, fsync, rename).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The include scanner: every file name a text can make the preprocessor look
 // up, read without preprocessing it. Pure (no file system): the compile

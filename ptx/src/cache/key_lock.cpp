@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "cache/key_lock.hpp"
 
 #include <sys/file.h>

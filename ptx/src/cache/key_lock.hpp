@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // One compile per key across processes: a per-key flock'ed file under
 // v1/locks, waited for with back-off and a bound (never a deadlock).

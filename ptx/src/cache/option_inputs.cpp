@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "cache/option_inputs.hpp"
 
 #include <string_view>

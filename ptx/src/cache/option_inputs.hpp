@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What NVRTC's options make it read besides the program: include directories
 // and pre-included headers, which the compile cache must key by content, and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // SHA-256 (FIPS 180-4) for the compile cache's keys and header digests. A
 // cryptographic hash, so that a key collision is not a practical concern and

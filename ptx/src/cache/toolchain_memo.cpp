@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NVRTC and what surrounds it, learnt without loading it: its fingerprint
 // (file size and time), its builtins libraries, the toolkit include
 // directory, and its architectures, kept in a toolchain memo

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The one list of NVRTC functions drvshim calls (resolved with dlsym: NVRTC
 // has no cuGetProcAddress). X(name, Required|Optional).

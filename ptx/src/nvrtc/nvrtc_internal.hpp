@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What the compile cache shares with the NVRTC loader without loading NVRTC:
 // where the library is, the toolkit include directory beside it, the rule

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NVRTC's warm-up as a background task (nvrtc_warmup.hpp). A task of the
 // ptx layer handed to the driver layer's BackgroundInit, which knows nothing
 // of NVRTC.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // How a call recorded as raw argument words is rendered later, off the
 // caller's thread: what each parameter is (from the C++ type, at compile

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The JSON-lines form of a record (docs/trace-format.md): written by the
 // recorder, returned by drvshim::trace::to_json, parsed by the analysis.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // One decoded trace record: the unit of docs/trace-format.md, shared by the
 // in-process trace (libdrvshim), drvshim-trace's interposer and the analysis.

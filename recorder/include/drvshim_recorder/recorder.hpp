@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// @file recorder.hpp
 /// The trace recorder shared by libdrvshim's in-process trace and

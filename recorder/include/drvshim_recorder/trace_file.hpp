@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The trace file: opened safely, written in whole records, capped.
 #include <sys/types.h>

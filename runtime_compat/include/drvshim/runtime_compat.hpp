@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// @file runtime_compat.hpp
 /// The CUDA Runtime API's policy, reproduced on top of drvshim and made

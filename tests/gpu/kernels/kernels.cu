@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Kernels for the GPU tests, built with nvcc at build time into PTX, CUBIN and
 // fatbin (extern "C": unmangled names).
 extern "C" __global__ void vadd(const float* a, const float* b, float* c, unsigned n) {

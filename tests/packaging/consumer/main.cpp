@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A program outside drvshim's build, as a user would write it: it links
 // libdrvshim, loads the driver named by DRVSHIM_LIBCUDA (the fake, in CI) and
 // exits 0 when everything it needs works.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A small CUDA Runtime program for drvshim-trace on the GPU machine, built
 // twice by nvcc: with the default static cudart and with -cudart shared. What
 // the Runtime does implicitly is the point: cudaGetDeviceCount initialises the

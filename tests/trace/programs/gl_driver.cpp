@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A driver for drvshim-trace's tests that resolves entry points it neither
 // exports nor declares in cuda.h, as a driver without graphics interop answers
 // cuGetProcAddress for cuGL*, cuEGL* and cuVDPAU* (seen on the H200 under

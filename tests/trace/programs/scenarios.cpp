@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Programs for drvshim-trace's tests: each mode reaches the driver one way
 // (linked with -lcuda against the toolkit's stub; at run time the interposer
 // is found first) or makes one of the mistakes the tracer diagnoses. Run only

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A separate library for drvshim-trace's scenarios, so calls made from it are
 // attributed to it (libtrace_helper.so), as a real program's libraries are.
 #include <cuda.h>

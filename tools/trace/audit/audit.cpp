@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // drvshim-trace's LD_AUDIT module: a program (or a library such as a
 // framework's driver loader) that opens libcuda by an absolute path, or finds
 // it through a DT_RPATH before LD_LIBRARY_PATH, would bypass the interposer.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // drvshim-trace: runs a program with every driver call traced, then explains
 // the context-creation order it saw (timeline, summary, diagnostics) and
 // writes the trace as JSON lines and as Chrome/Perfetto JSON.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Running a program under the interposer: the environment that puts
 // libcuda.so.1 (the interposer) first, and the process handling (children

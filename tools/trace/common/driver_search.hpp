@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Where the real libcuda.so.1 is, as the dynamic loader would find it for a
 // program, leaving out drvshim-trace's own interposer.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /* The handshake between drvshim-trace's preload library (LD_PRELOAD: it
    wraps exec*, posix_spawn* and _exit, which a libcuda loaded with dlopen

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Generates drvshim-trace's view of the driver ABI from the CUDA toolkit.
 
 Run by CMake at build time (never by hand; nothing generated is checked in):

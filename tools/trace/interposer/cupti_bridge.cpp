@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Optional CUPTI (DRVSHIM_TRACE_CUPTI=1): libcupti.so.13 is opened at run
 // time, at the first cuInit, and subscribed to the Runtime-API domain, so
 // every driver call made inside a Runtime-API call carries that call's

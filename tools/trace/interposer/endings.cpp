@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How a traced process image ends, and its last records written before it
 // does: exit (the interposer's destructor), exec and _exit (hooks the preload
 // library calls, preload_hooks.h), and fatal signals (handlers installed here

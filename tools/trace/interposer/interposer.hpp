@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // drvshim-trace's interposer: a libcuda.so.1 whose every export (generated
 // from the toolkit, driver_api_table.inc) records the call and forwards it to

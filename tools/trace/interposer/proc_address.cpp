@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Real entry point -> wrapper, for cuGetProcAddress: the map is built at run
 // time from the real library (ZLUDA's way), so a lookup hands back the
 // wrapper of exactly the variant the real driver chose for the (name,

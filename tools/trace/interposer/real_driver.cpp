@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The real driver: found as the loader would find it (or named by
 // DRVSHIM_TRACE_REAL_LIBCUDA, which drvshim-trace sets), never the
 // interposer itself. Each entry point is resolved by its exported name, or,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The interposer's life in a process: configuration from the environment
 // drvshim-trace sets, the real driver, the recorder, fork, exit.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The body of every generated wrapper: time the real call, then record it as
 // raw words (no formatting on the caller's thread), or only count it

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Entry points the real driver resolves (cuGetProcAddress) but neither exports
 // nor declares in cuda.h (cuGL*, cuEGL*, cuVDPAU* in a driver without graphics
 // interop): the interposer has no wrapper for them, so it cannot trace their

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The exported wrappers, one per entry point of the toolkit's libcuda
 // (generated at build time by tools/trace/gen/gen_driver_api.py).
 #include <cuda.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // drvshim-trace's preload library (LD_PRELOAD in every traced process): the
 // ways a process image ends without exit handlers, which the interposer alone
 // cannot see when the program loads libcuda with dlopen (its symbols then do

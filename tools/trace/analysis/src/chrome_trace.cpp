@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Chrome trace-event JSON (ui.perfetto.dev, chrome://tracing): see chrome_trace.hpp.
 #include <drvshim_recorder/json_line.hpp>
 #include <drvshim_trace/api_info.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The context-state model: walks one process's records in time order and
 // keeps what the driver's state must have been, from the calls alone (and,
 // where a record carries it, the thread's actual current context after the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The diagnostics: each names a pattern that explains a context-order
 // problem, with a one-line explanation and fix. Those that depend on the
 // state at a call are found during the model's walk (context_model.cpp);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The context-state model's per-call rules (Model::call): which calls need a
 // current context, which create and release which objects, and how each call
 // changes the model. The walk itself is in context_model.cpp.

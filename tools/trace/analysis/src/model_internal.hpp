@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The model's walk over one process (context_model.cpp), and helpers the
 // diagnostics share.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include <drvshim_trace/records_io.hpp>
 
 #include <nlohmann/json.hpp>

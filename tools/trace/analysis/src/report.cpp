@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The analysis for people: per process a context-state timeline, the calls
 // folded into counts, a summary; then the diagnostics.
 #include <drvshim_recorder/json_line.hpp>

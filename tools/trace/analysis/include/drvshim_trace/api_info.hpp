@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // What the analysis knows of each entry point: its base name and parameter
 // names (generated from the toolkit, like the interposer's wrappers), and a

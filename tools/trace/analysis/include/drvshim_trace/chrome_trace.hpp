@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The Chrome trace-event / Perfetto JSON form of an analysed trace: one
 // process per traced process, one track per thread (named), driver and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // The diagnostics: patterns in a record stream that explain a context-order
 // problem, each with a one-line explanation and fix (diagnostics.cpp lists them).

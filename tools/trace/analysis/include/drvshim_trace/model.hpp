@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 /// @file model.hpp
 /// Context-state reasoning over a record stream: a pure function of the

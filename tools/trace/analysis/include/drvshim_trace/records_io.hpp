@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Reading a trace: JSON lines (docs/trace-format.md) into records.
 #include <drvshim_recorder/record.hpp>

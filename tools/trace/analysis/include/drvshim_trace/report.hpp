@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Rendering an analysis for people: the context-state timeline, the summary
 // and the diagnostics, as plain text.
