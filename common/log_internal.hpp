@@ -10,17 +10,14 @@
 
 namespace drvshim::detail {
 
-// Exported for runtime_compat (libdrvshim_cudart), which logs through this logger.
-DRVSHIM_API bool log_enabled(log::Level level) noexcept;
-DRVSHIM_API void log_write(log::Level level, std::string_view message) noexcept;
 // Whether the level is trace, so every driver call is logged (the seam's slow path).
 bool log_traces_calls() noexcept;
 
 template <class... A>
 void logf(log::Level level, fmt::format_string<A...> format, A&&... args) noexcept {
-  if (!log_enabled(level)) return;
+  if (!log::enabled(level)) return;
   try {
-    log_write(level, fmt::format(format, std::forward<A>(args)...));
+    log::write(level, fmt::format(format, std::forward<A>(args)...));
   } catch (...) {
     // Logging must never turn into a failure of the operation being logged.
   }

@@ -21,8 +21,8 @@ namespace drvshim::rt::impl {
 
 // ---- logging ----------------------------------------------------------------------------------------
 
-bool log_on(log::Level level) noexcept { return drvshim::detail::log_enabled(level); }
-void log_line(log::Level level, const std::string& message) noexcept { drvshim::detail::log_write(level, message); }
+bool log_on(log::Level level) noexcept { return drvshim::log::enabled(level); }
+void log_line(log::Level level, const std::string& message) noexcept { drvshim::log::write(level, message); }
 
 void implicit(const char* trigger, const std::string& step) {
   logf(log::Level::info, "runtime_compat: {} -> {} (implicit)", trigger, step);

@@ -172,6 +172,10 @@ class DRVSHIM_API Device {
   int ordinal() const noexcept { return ordinal_; }
   /// The driver's CUdevice handle.
   int native() const noexcept { return handle_; }
+  /// The CUDA version of the driver this device was obtained from, as
+  /// cuDriverGetVersion reported it when drvshim loaded it (1000*major +
+  /// 10*minor; Driver::version() of that driver).
+  int driver_version() const noexcept;
 
   /// cuDeviceGetName.
   std::string name() const;

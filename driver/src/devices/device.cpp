@@ -143,6 +143,8 @@ std::vector<Device> Driver::devices() const {
 Device::Device(std::shared_ptr<detail::DriverCore> core, int ordinal, int handle) noexcept
     : core_(std::move(core)), ordinal_(ordinal), handle_(handle) {}
 
+int Device::driver_version() const noexcept { return core_->version; }
+
 std::string Device::name() const {
   core_->require_init("Device::name");
   char buf[256] = {};

@@ -150,19 +150,19 @@ Level level() noexcept { return from_spdlog(state().logger->level()); }
 
 void set_sink(Sink sink) { state().sink->set_callback(std::move(sink)); }
 
-}  // namespace log
+bool enabled(Level level) noexcept { return state().logger->should_log(to_spdlog(level)); }
 
-namespace detail {
-
-bool log_enabled(log::Level level) noexcept { return state().logger->should_log(to_spdlog(level)); }
-
-void log_write(log::Level level, std::string_view message) noexcept {
+void write(Level level, std::string_view message) noexcept {
   try {
     state().logger->log(to_spdlog(level), message);
   } catch (...) {
     // A failing sink must not turn a log line into an error of the caller.
   }
 }
+
+}  // namespace log
+
+namespace detail {
 
 bool log_traces_calls() noexcept { return state().traces_calls.load(std::memory_order_relaxed); }
 

@@ -322,8 +322,7 @@ CachedCompile CompileCache::compile_for(const ContextRef& context, KernelSource 
   if (program.options.arch.rfind("sm_", 0) == 0) return compile(program);
   // PTX for a device newer than NVRTC: the driver's SASS is what is kept, so
   // the key names the driver and the device it was made for.
-  const std::string link =
-      fmt::format("driver {} sm_{}{}", detail::driver_version_of(context.device()), cc.major, cc.minor);
+  const std::string link = fmt::format("driver {} sm_{}{}", context.device().driver_version(), cc.major, cc.minor);
   return run(c, program, link, [&] {
     c.bump([](CacheStats& s) { ++s.compiles; });
     detail::Stored s;
