@@ -30,9 +30,8 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 
 }  // namespace
 
-std::optional<std::string> raw(std::string_view name) {
-  const std::string key(name);
-  const char* text = value(key.c_str());
+std::optional<std::string> raw(Name name) {
+  const char* text = value(name);
   if (text == nullptr) return std::nullopt;
   return std::string(text);
 }
@@ -43,15 +42,15 @@ void complain(const char* name, std::string_view value, std::string_view why) {
        v != nullptr ? v->accepts : "?", v != nullptr ? v->fallback : "?");
 }
 
-bool flag(const char* name, bool fallback) {
+bool flag(Name name, bool fallback) {
   const auto value = raw(name);
   if (!value) return fallback;
   if (const auto parsed = parse_flag(*value)) return *parsed;
-  complain(name, *value, "is not a switch");
+  complain(name.c_str(), *value, "is not a switch");
   return fallback;
 }
 
-std::size_t choice(const char* name, std::initializer_list<const char*> choices, std::size_t fallback) {
+std::size_t choice(Name name, std::initializer_list<const char*> choices, std::size_t fallback) {
   const auto value = raw(name);
   if (!value) return fallback;
   const std::string v = lower(*value);
@@ -60,23 +59,23 @@ std::size_t choice(const char* name, std::initializer_list<const char*> choices,
     if (v == c) return index;
     ++index;
   }
-  complain(name, *value, "is not one of the choices");
+  complain(name.c_str(), *value, "is not one of the choices");
   return fallback;
 }
 
-std::optional<std::uint64_t> bytes(const char* name) {
+std::optional<std::uint64_t> bytes(Name name) {
   const auto value = raw(name);
   if (!value) return std::nullopt;
   if (const auto parsed = parse_bytes(*value)) return parsed;
-  complain(name, *value, "is not a byte count");
+  complain(name.c_str(), *value, "is not a byte count");
   return std::nullopt;
 }
 
-std::optional<std::string> absolute_path(const char* name) {
+std::optional<std::string> absolute_path(Name name) {
   auto value = raw(name);
   if (!value) return std::nullopt;
   if ((*value)[0] == '/') return value;
-  complain(name, *value, "is not an absolute path");
+  complain(name.c_str(), *value, "is not an absolute path");
   return std::nullopt;
 }
 

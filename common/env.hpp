@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Every environment variable drvshim reads, read in one place with one set of
-// rules: the table and value() (env_table.cpp, which every component links;
-// tools/dev/check_env.py fails the build's tests on any other read). A value that is not understood is never silently
-// reinterpreted: it gets a warning naming the variable, the value and what is accepted, and the documented default
-// applies. Variables that choose a library to load or a place to write are read with secure_getenv (ignored in set-uid
-// programs).
+// rules: the table (env_table.hpp) and value() (env_table.cpp), which every
+// component links; tools/dev/check_env.py fails the tests on any other read.
+// A value that is not understood is never silently reinterpreted: it gets a
+// warning naming the variable, the value and what is accepted, and the
+// documented default applies. Variables that choose a library to load or a
+// place to write are read with secure_getenv (ignored in set-uid programs).
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
@@ -14,58 +15,41 @@
 #include <string_view>
 #include <vector>
 
+#include "env_table.hpp"
+
 namespace drvshim::detail::env {
-
-// Who reads a variable: libdrvshim, libdrvshim_cudart, drvshim-trace's parts
-// inside the traced program, the fake driver, or (system) another program's
-// variable that drvshim also reads.
-enum class Group { library, runtime, trace, fake, system };
-
-// One variable: its name, what it accepts, what applies when it is unset or
-// not understood, whether it is read with secure_getenv, who reads it and
-// what it does.
-struct Variable {
-  const char* name;
-  const char* accepts;
-  const char* fallback;
-  bool secure;
-  Group group;
-  const char* effect;
-};
-
-// The table (README.md's "Environment" is generated from it, and a test
-// keeps them equal).
-std::span<const Variable> variables() noexcept;
-
-// The entry for `name`, or nullptr.
-const Variable* find(std::string_view name) noexcept;
 
 // The value of `name` (nullptr when unset or empty), read with secure_getenv
 // where the table says so. Allocates nothing and takes no lock, so it may be
-// called anywhere getenv may. A name not in the table is a programming error:
-// a message on stderr and abort().
-const char* value(const char* name) noexcept;
+// called anywhere getenv may, between fork and exec too.
+const char* value(Name name) noexcept;
+
+// A switch read without allocating (for drvshim-trace's parts inside the
+// traced program and the fake driver): 1, true, yes, on / 0, false, no, off in
+// any case; unset: `fallback`; anything else: a warning on stderr naming the
+// variable, the value and what is accepted, and `fallback`.
+bool switch_value(Name name, bool fallback) noexcept;
 
 // Calls `visit` with each "NAME=value" entry of the environment whose name
 // starts with `prefix` (for variables read by pattern, such as NVRTC's NV*).
 void for_each_with_prefix(std::string_view prefix, void (*visit)(std::string_view entry, void* user),
                           void* user) noexcept;
 
-// The value as a string, or nullopt when unset or empty. `name` must be in the table.
-std::optional<std::string> raw(std::string_view name);
+// The value as a string, or nullopt when unset or empty.
+std::optional<std::string> raw(Name name);
 
 // A switch: 1, true, yes, on / 0, false, no, off, in any case. Unset: `fallback`.
-bool flag(const char* name, bool fallback);
+bool flag(Name name, bool fallback);
 
 // One of `choices` (exact spelling, any case); returns its index. Unset: `fallback`.
-std::size_t choice(const char* name, std::initializer_list<const char*> choices, std::size_t fallback);
+std::size_t choice(Name name, std::initializer_list<const char*> choices, std::size_t fallback);
 
 // A byte count: digits, optionally followed by K, M, G or T (powers of 1024,
 // an optional "iB"/"B"). Unset: nullopt; not understood: warning and nullopt.
-std::optional<std::uint64_t> bytes(const char* name);
+std::optional<std::uint64_t> bytes(Name name);
 
 // An absolute path. Unset: nullopt; relative: warning and nullopt.
-std::optional<std::string> absolute_path(const char* name);
+std::optional<std::string> absolute_path(Name name);
 
 // `s` in lower case.
 std::string lower(std::string_view s);

@@ -15,12 +15,16 @@ std::string lower(std::string_view s) {
 }
 
 std::optional<bool> parse_flag(std::string_view text) noexcept {
-  try {
-    const std::string t = lower(text);
-    if (t == "1" || t == "true" || t == "yes" || t == "on") return true;
-    if (t == "0" || t == "false" || t == "no" || t == "off") return false;
-  } catch (...) {
-  }
+  // No allocation: drvshim-trace's preload library parses switches between fork and exec.
+  const auto is = [text](std::string_view word) {
+    if (text.size() != word.size()) return false;
+    for (std::size_t i = 0; i < word.size(); ++i) {
+      if (std::tolower(static_cast<unsigned char>(text[i])) != word[i]) return false;
+    }
+    return true;
+  };
+  if (is("1") || is("true") || is("yes") || is("on")) return true;
+  if (is("0") || is("false") || is("no") || is("off")) return false;
   return std::nullopt;
 }
 

@@ -16,10 +16,9 @@ CUresult fake_cuInit(unsigned flags) {
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
   // DRVSHIM_FAKE_INIT_DELAY_MS: a slow first initialisation, as a real driver's, so
   // callers on several threads overlap (drvshim-trace's init-race test).
-  if (const char* delay = drvshim::detail::env::value("DRVSHIM_FAKE_INIT_DELAY_MS");
-      delay != nullptr && !e.initialized) {
+  if (const unsigned delay = env_number("DRVSHIM_FAKE_INIT_DELAY_MS", 0, 600000); delay != 0 && !e.initialized) {
     lock.unlock();
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(delay)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay));
     lock.lock();
   }
   if (e.no_device) return CUDA_ERROR_NO_DEVICE;

@@ -85,6 +85,20 @@ void reset_state(Engine& e) {
   ++e.generation;
 }
 
+unsigned env_number(drvshim::detail::env::Name name, unsigned lo, unsigned hi) {
+  const char* text = drvshim::detail::env::value(name);
+  if (text == nullptr) return 0;
+  unsigned long v = 0;
+  const char* p = text;
+  for (; *p >= '0' && *p <= '9' && v <= hi; ++p) v = v * 10 + static_cast<unsigned long>(*p - '0');
+  if (*p != '\0' || p == text || v < lo || v > hi) {
+    std::fprintf(stderr, "drvshim fake driver: %s=\"%s\" is not accepted; accepted: %s (%u to %u)\n", name.c_str(),
+                 text, name.variable().accepts, lo, hi);
+    std::abort();
+  }
+  return static_cast<unsigned>(v);
+}
+
 void ensure_profile_from_env() {
   static std::once_flag once;
   std::call_once(once, [] {

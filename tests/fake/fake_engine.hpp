@@ -31,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include "env_table.hpp"
 #include "fake_control.h"
 
 namespace drvshim::fake {
@@ -220,6 +221,12 @@ struct Engine {
 Engine& engine();
 // Applies DRVSHIM_FAKE_PROFILE and DRVSHIM_FAKE_FAIL once, at the first call into the fake.
 void ensure_profile_from_env();
+
+// A number from the fake's variable `name` (decimal digits, in [lo, hi]), or 0
+// when unset. Anything else stops the program with a message naming the
+// variable, the value and what is accepted: a test must not quietly run
+// against another machine than the one it asked for.
+unsigned env_number(drvshim::detail::env::Name name, unsigned lo, unsigned hi);
 // Drops every object of the fake and every counter, keeping the profile's devices.
 void reset_state(Engine& e);
 void misuse(Engine& e, const std::string& what);

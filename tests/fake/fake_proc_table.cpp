@@ -75,8 +75,7 @@ CUresult get_proc(const char* symbol, void** pfn, int version, cuuint64_t flags,
   }
   *pfn = best->fn;
   if (best->fn == erase_fn(&fake_cuDeviceGetCount) && version >= 12000) {
-    if (const char* shims = drvshim::detail::env::value("DRVSHIM_FAKE_PROC_SHIMS");
-        shims != nullptr && std::strcmp(shims, "1") == 0) {
+    if (drvshim::detail::env::switch_value("DRVSHIM_FAKE_PROC_SHIMS", false)) {
       *pfn = erase_fn(&fake_cuDeviceGetCount_shim);
     }
   }

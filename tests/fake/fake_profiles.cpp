@@ -181,10 +181,10 @@ bool apply_profile(Engine& e, const std::string& name) {
   }
   // DRVSHIM_FAKE_CC=101: every device reports compute capability 10.1 (newer
   // than NVRTC's targets, so runtime compilation takes the PTX + link path).
-  if (const char* cc = drvshim::detail::env::value("DRVSHIM_FAKE_CC"); cc != nullptr && std::atoi(cc) > 0) {
+  if (const unsigned cc = env_number("DRVSHIM_FAKE_CC", 10, 999); cc != 0) {
     for (auto& d : devices) {
-      d.attributes[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR] = std::atoi(cc) / 10;
-      d.attributes[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR] = std::atoi(cc) % 10;
+      d.attributes[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR] = static_cast<int>(cc / 10);
+      d.attributes[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR] = static_cast<int>(cc % 10);
     }
   }
   e.profile = name;

@@ -7,9 +7,10 @@ import sys
 import tempfile
 
 CHECK = sys.argv[1]
-TABLE = '// table\nconstexpr Variable kVariables[] = {\n    {"DRVSHIM_LOG", "a", "b", false, Group::library, "c"},\n};\n'
+TABLE = "// table\ninline constexpr Variable kVariables[] = {\n    {\"DRVSHIM_LOG\", \"a\", \"b\", false, Group::library, \"c\"},\n};\n"
 CLEAN = {
-    "common/env_table.cpp": TABLE + "const char* value(const char* n) { return std::getenv(n); }\nextern char** environ;\n",
+    "common/env_table.hpp": TABLE,
+    "common/env_table.cpp": "const char* value(const char* n) { return std::getenv(n); }\nextern char** environ;\n",
     "driver/src/seam/log.cpp": 'const char* v = env::value("DRVSHIM_LOG");  // not getenv("X")\n',
     "tests/unit/test_x.cpp": 'const char* v = std::getenv("ANYTHING");\n',
     "tools/bench/bench_x.cpp": 'const char* v = std::getenv("BENCH_ANYTHING");\n',
@@ -47,6 +48,11 @@ expect("environ in the compile cache", {"ptx/src/cache/k.cpp": "for (char** e = 
        "ptx/src/cache/k.cpp:1: uses environ")
 expect("an unknown DRVSHIM_ name", {"runtime_compat/src/r.cpp": 'env::value("DRVSHIM_LGO");\n'}, 1,
        "DRVSHIM_LGO is not in")
+expect("a pointer to getenv", {"driver/src/p.cpp": "auto* fp = &::secure_getenv;\n"}, 1, "driver/src/p.cpp:1:")
+expect("getenv looked up by name", {"tools/probe/d.cpp": 'void* f = dlsym(RTLD_DEFAULT, "getenv");\n'}, 1,
+       "tools/probe/d.cpp:1:")
+expect("getenv in a .cxx file", {"recorder/src/r.cxx": "auto v = getenv(\"X\");\n"}, 1, "recorder/src/r.cxx:1:")
+expect("getenv named in a message is not a read", {"driver/src/m.cpp": 'puts("call secure_getenv(name) here");\n'}, 0)
 expect("a read inside a block comment is not a read",
        {"driver/src/b.cpp": "/* getenv(\"X\")\n environ */ int x;\n"}, 0)
 sys.exit(1 if failures else 0)

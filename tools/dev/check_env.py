@@ -4,10 +4,11 @@
 
 drvshim's components read environment variables only through
 common/env_table.cpp (drvshim::detail::env::value and the helpers over it),
-whose table lists every variable with what it accepts, its default and its
+whose table (common/env_table.hpp) lists every variable with what it accepts, its default and its
 effect (README.md's "Environment" is generated from it). This check fails on:
 
-- a call of getenv or secure_getenv anywhere else in the components
+- a use of getenv or secure_getenv (a call, a pointer to it, its name in a
+  string for dlsym) anywhere else in the components
   (driver, ptx, runtime_compat, common, recorder, the probe, drvshim-trace,
   the examples, and the fake driver in tests/fake; the tests and benchmarks
   may set and read what they like);
@@ -27,7 +28,8 @@ ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.pat
 # environment of what they measure and are not scanned.
 COMPONENTS = ["driver", "ptx", "runtime_compat", "common", "recorder", "tools/probe", "tools/trace", "examples",
               "tests/fake"]
-READER = {"common/env_table.cpp"}
+READER = {"common/env_table.cpp"}  # the one reader
+# (A name passed to the reader is checked by the compiler: env::Name is consteval.)
 # Files that hand the whole environment on rather than read a variable from it.
 ENVIRON_USERS = {
     "common/env_table.cpp": "the reader itself",
@@ -35,8 +37,11 @@ ENVIRON_USERS = {
     "tools/trace/cli/traced_process.cpp": "builds the traced program's environment from drvshim-trace's own",
     "tools/trace/preload/preload.cpp": "passes the program's environment on to the exec it wraps",
 }
-SOURCE_EXTENSIONS = (".cpp", ".cc", ".c", ".hpp", ".h", ".inc", ".cu", ".cuh")
-GETENV = re.compile(r"\b(?:secure_)?getenv\s*\(")
+SOURCE_EXTENSIONS = (".cpp", ".cc", ".cxx", ".c", ".hpp", ".hh", ".hxx", ".h", ".inc", ".inl", ".ipp", ".tpp", ".cu",
+                     ".cuh")
+GETENV = re.compile(r"\b(?:secure_)?getenv\b")
+GETENV_NAME = re.compile(r'"(?:secure_)?getenv"')
+STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 ENVIRON = re.compile(r"\b_*environ\b")
 LITERAL = re.compile(r'"(DRVSHIM_[A-Z0-9_]*[A-Z0-9])"')
 TABLE_ENTRY = re.compile(r'^\s*\{"([A-Z_][A-Z0-9_]*)",', re.M)
@@ -71,11 +76,11 @@ def strip_comments(line, in_block):
 
 
 def main():
-    table_path = os.path.join(ROOT, "common/env_table.cpp")
+    table_path = os.path.join(ROOT, "common/env_table.hpp")
     known = set(TABLE_ENTRY.findall(open(table_path, encoding="utf-8").read()))
     problems = []
     if not known:
-        problems.append("common/env_table.cpp: no table entries found")
+        problems.append("common/env_table.hpp: no table entries found")
     for comp in COMPONENTS:
         for dirpath, dirs, files in os.walk(os.path.join(ROOT, comp)):
             dirs.sort()
@@ -87,16 +92,17 @@ def main():
                 with open(os.path.join(dirpath, f), encoding="utf-8", errors="replace") as fh:
                     for lineno, raw in enumerate(fh, 1):
                         code, in_block = strip_comments(raw.rstrip("\n"), in_block)
-                        if rel not in READER and GETENV.search(code):
+                        bare = STRING.sub('""', code)
+                        if rel not in READER and (GETENV.search(bare) or GETENV_NAME.search(code)):
                             problems.append(f"{rel}:{lineno}: reads the environment directly ({code.strip()}); "
                                             "use drvshim::detail::env::value (common/env.hpp) and list the variable "
-                                            "in common/env_table.cpp")
-                        if rel not in ENVIRON_USERS and ENVIRON.search(code.replace('"', " ")):
+                                            "in common/env_table.hpp")
+                        if rel not in ENVIRON_USERS and ENVIRON.search(bare):
                             problems.append(f"{rel}:{lineno}: uses environ; read variables through common/env.hpp "
                                             "(or name this file and why in tools/dev/check_env.py)")
                         for name in LITERAL.findall(code):
                             if name not in known:
-                                problems.append(f"{rel}:{lineno}: {name} is not in common/env_table.cpp's table")
+                                problems.append(f"{rel}:{lineno}: {name} is not in common/env_table.hpp's table")
     for p in problems:
         print(p)
     print(f"environment check: {len(problems)} violation(s)")

@@ -43,8 +43,7 @@ bool is_libcuda(const char* name) noexcept {
 
 // Whether this process writes to the trace: not a descendant of the program under --no-children.
 bool traced_process() noexcept {
-  const char* children = drvshim::detail::env::value("DRVSHIM_TRACE_CHILDREN");
-  if (children == nullptr || std::strcmp(children, "0") != 0) return true;
+  if (drvshim::detail::env::switch_value("DRVSHIM_TRACE_CHILDREN", true)) return true;
   const char* root = drvshim::detail::env::value("DRVSHIM_TRACE_ROOT_PID");
   if (root == nullptr || *root == '\0') return true;
   char* end = nullptr;

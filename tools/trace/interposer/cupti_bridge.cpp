@@ -122,8 +122,7 @@ void start_once() noexcept {
 }  // namespace
 
 void cupti_start() noexcept {
-  const char* want = drvshim::detail::env::value("DRVSHIM_TRACE_CUPTI");
-  if (want == nullptr || std::string_view(want) != "1" || g_mode.load() == kOff) return;
+  if (!drvshim::detail::env::switch_value("DRVSHIM_TRACE_CUPTI", false) || g_mode.load() == kOff) return;
   static std::once_flag once;
   // CUPTI may call cuInit itself while subscribing: that nested call finds the flag taken and goes on.
   static std::atomic<bool> started{false};

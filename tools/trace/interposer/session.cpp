@@ -99,18 +99,30 @@ std::string executable() {
   return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string("?");
 }
 
-std::uint64_t env_u64(const char* name, std::uint64_t fallback) {
+std::uint64_t env_u64(drvshim::detail::env::Name name, std::uint64_t fallback) {
   const char* text = drvshim::detail::env::value(name);
   if (text == nullptr || *text == '\0') return fallback;
   char* end = nullptr;
   errno = 0;
   const unsigned long long v = std::strtoull(text, &end, 10);
   if (errno != 0 || *end != '\0' || *text == '-') {
-    std::fprintf(stderr, "drvshim-trace: %s=\"%s\" is not a non-negative integer; using %llu\n", name, text,
+    std::fprintf(stderr, "drvshim-trace: %s=\"%s\" is not a non-negative integer; using %llu\n", name.c_str(), text,
                  static_cast<unsigned long long>(fallback));
     return fallback;
   }
   return v;
+}
+
+// DRVSHIM_TRACE_MAX_BYTES: a byte count as libdrvshim reads it (1G, 512M, ...).
+std::uint64_t max_trace_bytes() noexcept {
+  constexpr std::uint64_t kDefault = std::uint64_t{1} << 30;
+  const char* text = drvshim::detail::env::value("DRVSHIM_TRACE_MAX_BYTES");
+  if (text == nullptr) return kDefault;
+  if (const auto bytes = drvshim::detail::env::parse_bytes(text)) return *bytes;
+  std::fprintf(stderr,
+               "drvshim-trace: DRVSHIM_TRACE_MAX_BYTES=\"%s\" is not a byte count (such as 1G or 512M); using 1G\n",
+               text);
+  return kDefault;
 }
 
 void on_fork_child() noexcept {
@@ -150,8 +162,7 @@ __attribute__((constructor)) void start() noexcept {
       }
     }
     if (out == nullptr || *out == '\0') mode = kOff;  // placed on the path by hand: forward only
-    const char* children = drvshim::detail::env::value("DRVSHIM_TRACE_CHILDREN");
-    g_follow_children = !(children != nullptr && std::strcmp(children, "0") == 0);
+    g_follow_children = drvshim::detail::env::switch_value("DRVSHIM_TRACE_CHILDREN", true);
     const auto root = env_u64("DRVSHIM_TRACE_ROOT_PID", 0);
     if (!g_follow_children && root != 0 && root != static_cast<std::uint64_t>(::getpid())) mode = kOff;
 
@@ -175,8 +186,7 @@ __attribute__((constructor)) void start() noexcept {
       if (Lmid_t lmid = LM_ID_BASE; own_namespace(lmid) && lmid != LM_ID_BASE) {
         recorder::set_namespace(static_cast<std::uint32_t>(lmid));
       }
-      const std::string file_error =
-          recorder::set_file(out, env_u64("DRVSHIM_TRACE_MAX_BYTES", std::uint64_t{1} << 30));
+      const std::string file_error = recorder::set_file(out, max_trace_bytes());
       if (!file_error.empty()) {
         std::fprintf(stderr, "drvshim-trace: %s; this process is not traced\n", file_error.c_str());
         mode = kOff;

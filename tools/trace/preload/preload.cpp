@@ -178,8 +178,7 @@ long long epoch_ns() noexcept {
 void write_note(const char* kind, const char* api, const char* path, const char* why) noexcept {
   const char* out = drvshim::detail::env::value("DRVSHIM_TRACE_OUT");
   if (out == nullptr || *out == '\0') return;
-  if (const char* children = drvshim::detail::env::value("DRVSHIM_TRACE_CHILDREN");
-      children != nullptr && children[0] == '0') {
+  if (!drvshim::detail::env::switch_value("DRVSHIM_TRACE_CHILDREN", true)) {
     const char* root = drvshim::detail::env::value("DRVSHIM_TRACE_ROOT_PID");
     if (root == nullptr || std::strtoll(root, nullptr, 10) != ::getpid()) return;
   }
