@@ -264,7 +264,7 @@ TEST(TraceModel, WhatWasNeverReleasedIsListedWithItsCreator) {
 }
 
 TEST(TraceModel, UntracedEntryPointsOfAnOlderTraceMakeOneTimelineLineAndAListInTheSummary) {
-  // As drvshim-trace recorded PyTorch on the H200 (run 25): one event per lookup, the CUDA
+  // As drvshim-trace recorded PyTorch on the H200 (2026-12-01): one event per lookup, the CUDA
   // Runtime, cuBLAS and cuBLASLt each looking up the same entry points the driver resolves
   // but does not export; cuInit between the first and the second round.
   const std::vector<std::string> keys = {"cuGLCtxCreate@3020 flags 0", "cuGLMapBufferObject@7000 flags 2",

@@ -346,7 +346,7 @@ TEST(Tracer, TheRealDriverNamedLibcudaIsNotReportedAsASecondDriver) {
   // On a machine the real driver is a libcuda.so.1 too. A program that loads the driver with
   // dlopen (the CUDA Runtime, drvshim) gets the interposer's constructor late, and its exit
   // handlers then ran before the interposer's destructor: the real driver's path was read from
-  // a destroyed string, and the driver itself named as a bypass in every H200 trace of run 25.
+  // a destroyed string, and the driver itself named as a bypass in every H200 trace of lab/gpu-runs/2026-12-01-run25.
   const fs::path dir = fs::path(DRVSHIM_TEST_WORK_DIR) / "runs" / ("named-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const fs::path driver = dir / "libcuda.so.1";

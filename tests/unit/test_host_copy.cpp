@@ -68,7 +68,7 @@ TEST(HostCopy, ALargeCrewDemotesToTheDeviceStreamsToTheHostAndUsesMemcpyFromThir
     EXPECT_EQ(choose_kernel(false, 32 * MiB - 1, threads, Stores::automatic, true), Kernel::stream);
     EXPECT_EQ(choose_kernel(false, 1024 * MiB, threads, Stores::automatic, true), Kernel::plain);
   }
-  // Nine threads (12 CPUs, run 32): streaming still ahead to the host at every
+  // Nine threads (12 CPUs, lab/gpu-runs/2026-12-01-run32): streaming still ahead to the host at every
   // size, memcpy ahead to the device from 256 MiB. Seven and eight threads
   // were not measured; the boundary to the device stays at the last count
   // measured to win (six).

@@ -413,7 +413,7 @@ int main(int argc, char** argv) {
         // A copy to the device is timed until its data is there: the driver's
         // pageable cuMemcpyHtoD returns once the source sits in the driver's
         // own staging memory, before the last DMA is done, and the next copy
-        // timed would pay for it (runs 25-27 timed without the synchronise:
+        // timed would pay for it (earlier versions of this benchmark timed without the synchronise:
         // the direct path looked up to 1.25x faster than the same path taken
         // through the engine right after it).
         auto landed = [&](auto&& f) {

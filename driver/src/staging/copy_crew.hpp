@@ -25,7 +25,7 @@ namespace drvshim::detail {
 // wake-ups then overlap. Before, it woke one and each woken helper woke two
 // more, so the last helpers joined three wake-ups later; a 16 MiB copy to the
 // device after the helpers had fallen asleep went from 29-30 to 34-36 GB/s
-// (H200 run 37). A copy's first pieces are taken by whoever is awake.
+// (H200, 2026-12-01: lab/gpu-runs/2026-12-01-run37). A copy's first pieces are taken by whoever is awake.
 class CopyCrew {
  public:
   // Throws SystemError when a helper cannot be started; the ones already

@@ -30,8 +30,8 @@ namespace drvshim::detail {
 // alone keeps too few lines in flight. A 16 MiB copy to the host right after
 // another measures ~30 % slower, cause not established (docs/staging.md):
 // demoting each staging line after reading it helped that case but cost more
-// everywhere else (H200 run 33: 16 MiB 66 % of pinned against 82 % on the
-// same host in run 31; with 2 CPUs 0.6x the driver's path), so it is not done.
+// everywhere else (H200, lab/gpu-runs/2026-12-01-run33: 16 MiB 66 % of pinned against 82 % on the
+// same host in lab/gpu-runs/2026-12-01-run31; with 2 CPUs 0.6x the driver's path), so it is not done.
 enum class Kernel { plain, stream, demote };
 
 inline bool cpu_has_cldemote() noexcept {
@@ -107,7 +107,7 @@ constexpr std::size_t kStreamBelow = std::size_t{32} << 20;
 // Up to this many threads (the conductor and its helpers), streaming stores
 // win at every size: a small crew is limited by its own copying, and
 // streaming stores move more bytes per thread (no read for ownership of the
-// lines written). H200 machine, 2026-12-01 (runs 31-32, taskset): 6 threads
+// lines written). H200 machine, 2026-12-01 (lab/gpu-runs/2026-12-01-run31 and -run32, taskset): 6 threads
 // to the device, 1 GiB 31-34 GB/s streaming against 19-24 with memcpy,
 // 16 MiB 32-34 against 26-28 with CLDEMOTE; 9 threads to the host, 1 GiB 97 %
 // of pinned against 92-93 %, but to the device memcpy 94-95 % against 83 %;
