@@ -8,7 +8,7 @@
 # This is the README's test command and what .ci/run runs.
 #
 #   tools/test.sh           everything (what CI runs)
-#   tools/test.sh --quick   the main build and its unit tests only (no GPU, packaging or sanitizer lanes)
+#   tools/test.sh --quick   the main build and its unit tests only (no GPU, lint, packaging or sanitizer lanes)
 #
 # Builds use Ninja where it is installed, and ccache where it is installed
 # (CCACHE_BASEDIR is the checkout, so a second clone hits the first one's cache).
@@ -18,7 +18,7 @@ quick=0
 for arg in "$@"; do
   case $arg in
     --quick) quick=1 ;;
-    -h | --help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '3,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "tools/test.sh: unknown argument \"$arg\"; accepted: --quick, --help" >&2; exit 2 ;;
   esac
 done
@@ -38,7 +38,9 @@ generator_args() {
   fi
 }
 if command -v ccache >/dev/null; then
-  export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_C_COMPILER_LAUNCHER=ccache CCACHE_BASEDIR=$root
+  # NOHASHDIR: with -g the working directory is hashed by default, which would
+  # keep a second clone from hitting.
+  export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_C_COMPILER_LAUNCHER=ccache CCACHE_BASEDIR=$root CCACHE_NOHASHDIR=1
 fi
 lane_time() { echo "-- $1 took $(((SECONDS - lane_start) / 60))m$(((SECONDS - lane_start) % 60))s"; lane_start=$SECONDS; }
 lane_start=$SECONDS
