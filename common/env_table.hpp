@@ -12,9 +12,10 @@
 namespace drvshim::detail::env {
 
 // Who reads a variable: libdrvshim, libdrvshim_cudart, drvshim-trace's parts
-// inside the traced program, the fake driver, or (system) another program's
-// variable that drvshim also reads.
-enum class Group { library, runtime, trace, fake, system };
+// inside the traced program, the fake driver, the repository's build and GPU
+// scripts (listed so that libdrvshim, which they run, knows their names), or
+// (system) another program's variable that drvshim also reads.
+enum class Group { library, runtime, trace, fake, scripts, system };
 
 // One variable: its name, what it accepts, what applies when it is unset or
 // not understood, whether it is read with secure_getenv, who reads it and
@@ -95,6 +96,32 @@ inline constexpr Variable kVariables[] = {
      "`cuGetProcAddress` answers `cuDeviceGetCount` with a forwarding shim, as some drivers do"},
     {"DRVSHIM_FAKE_REPORT", "a path", "no report", true, Group::fake,
      "at exit the fake writes its counts of calls while deinitialised, of misuse and of live contexts to this file"},
+    // The build and GPU scripts' (tools/test.sh, tools/setup-deps.sh, tools/gpu/)
+    {"DRVSHIM_CUDA_ROOT", "the CUDA toolkit's root", "/usr/local/cuda", false, Group::scripts,
+     "where tools/setup-deps.sh and tools/gpu/bundle.sh look for the toolkit (CMake's option of the same name)"},
+    {"DRVSHIM_BUILD_DIR", "a directory", "build/", false, Group::scripts, "tools/test.sh's main build"},
+    {"DRVSHIM_ASAN_BUILD_DIR", "a directory", "build-asan/", false, Group::scripts, "tools/test.sh's ASan+UBSan build"},
+    {"DRVSHIM_TSAN_BUILD_DIR", "a directory", "build-tsan/", false, Group::scripts, "tools/test.sh's TSan build"},
+    {"DRVSHIM_GPU_BUILD_DIR", "a directory", "build-gpu/", false, Group::scripts,
+     "the build tools/gpu/bundle.sh and build-runtime-api.sh bundle"},
+    {"DRVSHIM_RT_BUNDLE", "a directory", ".gpu-bundle-rt/", false, Group::scripts,
+     "where tools/gpu/build-runtime-api.sh writes its bundle"},
+    {"DRVSHIM_SKIP_SANITIZER", "1", "off", false, Group::scripts,
+     "tools/gpu/run-gpu-suite.sh skips compute-sanitizer over the GPU tests"},
+    {"DRVSHIM_SKIP_BENCH", "1", "off", false, Group::scripts, "tools/gpu/run-gpu-suite.sh skips bench_transfers"},
+    {"DRVSHIM_SKIP_LAUNCH_BENCH", "1", "off", false, Group::scripts,
+     "tools/gpu/run-gpu-suite.sh skips the launch benchmarks"},
+    {"DRVSHIM_SKIP_STAGING_BENCH", "1", "off", false, Group::scripts,
+     "tools/gpu/run-gpu-suite.sh skips the staging benchmarks"},
+    {"DRVSHIM_SKIP_COMPILE_BENCH", "1", "off", false, Group::scripts,
+     "tools/gpu/run-gpu-suite.sh skips the compile-cache benchmarks"},
+    {"DRVSHIM_SKIP_PEER_BENCH", "1", "off", false, Group::scripts, "tools/gpu/run-multi-gpu.sh skips bench_peer"},
+    {"DRVSHIM_SKIP_TRACE_BENCH", "1", "off", false, Group::scripts,
+     "tools/gpu/trace-gpu.sh skips drvshim-trace's cost benchmark"},
+    {"DRVSHIM_SKIP_TORCH_BENCH", "1", "off", false, Group::scripts,
+     "tools/gpu/trace-gpu.sh skips the PyTorch launch-loop benchmark"},
+    {"DRVSHIM_TORCH_ROUNDS", "a count", "10", false, Group::scripts,
+     "rounds of tools/gpu/trace-gpu.sh's PyTorch launch-loop benchmark"},
     // Other programs' variables drvshim reads (not DRVSHIM_*): listed so that
     // every read goes through this table too.
     {"LD_LIBRARY_PATH", "the loader's search path", "-", false, Group::system,

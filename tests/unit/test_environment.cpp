@@ -22,6 +22,7 @@ const char* group_title(env::Group g) {
     case env::Group::runtime: return "libdrvshim_cudart (runtime_compat)";
     case env::Group::trace: return "drvshim-trace (set by the tool for the program it traces)";
     case env::Group::fake: return "the fake driver (libdrvshim_fakecuda.so)";
+    case env::Group::scripts: return "the build and GPU scripts (tools/)";
     case env::Group::system: return "other programs' variables drvshim reads";
   }
   return "?";
@@ -31,8 +32,8 @@ const char* group_title(env::Group g) {
 std::string expected_readme_table() {
   std::ostringstream out;
   bool first = true;
-  for (env::Group g :
-       {env::Group::library, env::Group::runtime, env::Group::trace, env::Group::fake, env::Group::system}) {
+  for (env::Group g : {env::Group::library, env::Group::runtime, env::Group::trace, env::Group::fake,
+                       env::Group::scripts, env::Group::system}) {
     if (!first) out << "\n";
     first = false;
     out << "**" << group_title(g) << "**\n\n| variable | accepts | default | effect |\n|---|---|---|---|\n";
