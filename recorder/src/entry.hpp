@@ -2,7 +2,7 @@
 #pragma once
 // The binary form of a record inside a thread log: a fixed head, the raw
 // argument words, then text (rendered arguments, copied strings, or an
-// event's name and detail). Decoding (entry.cpp) turns it into a Record.
+// event's name and detail). Decoding (drain.cpp) turns it into a Record.
 #include <drvshim_recorder/call_desc.hpp>
 #include <drvshim_recorder/record.hpp>
 

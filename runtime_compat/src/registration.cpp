@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Registration and launch as nvcc 13 emits them: the 15 __cuda* entry points
-// of libcudart.so.13 (shared/research/anchors-trace-compat.md §2).
+// of libcudart.so.13, as nvcc 13.0 calls them.
 //
 // Registration (before main) only records: a fatbin's image, its kernels by
 // host stub, its variables by host shadow. A fatbin is loaded

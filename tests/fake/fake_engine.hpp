@@ -53,7 +53,7 @@ struct FakeCtx {
   bool primary = false;
   unsigned long long id = 0;
   int sticky = 0;                // a poisoning error: every later call in this context returns it
-  std::map<int, size_t> limits;  // cuCtxSetLimit values (unset: the defaults in fake_cuda_rt.inc)
+  std::map<int, size_t> limits;  // cuCtxSetLimit values (unset: the defaults in fake_runtime_support.cpp)
   std::set<FakeCtx*> peers;      // contexts this one enabled peer access to
   std::map<int, CUstreamAttrValue> default_stream_attrs;  // attributes set on the default streams
 };

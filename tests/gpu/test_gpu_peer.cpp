@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Two GPUs on the real driver (kind nvidia-h200-x2): the peer contract cases
+// Two GPUs on the real driver (two H200s on NVLink when measured): the peer contract cases
 // (tests/unit/peer_contract_cases.hpp, also run against the fake), peer copies
 // of real sizes, a kernel reading the other device's memory after peer access
 // is enabled, a stream waiting for an event of the other device, and pools,
@@ -25,11 +25,9 @@ std::string kernel_dir();
 namespace {
 
 // The real driver with at least two devices, or a skip saying why not.
-#define DRVSHIM_REQUIRE_TWO_GPUS(var)                                                                \
-  DRVSHIM_REQUIRE_GPU(var);                                                                          \
-  if (var.device_count() < 2)                                                                        \
-  GTEST_SKIP() << "needs two devices; the driver reports " << var.device_count() << " (run on kind " \
-               << "nvidia-h200-x2)"
+#define DRVSHIM_REQUIRE_TWO_GPUS(var) \
+  DRVSHIM_REQUIRE_GPU(var);           \
+  if (var.device_count() < 2) GTEST_SKIP() << "needs two devices; the driver reports " << var.device_count()
 
 std::vector<std::uint32_t> random_words(std::size_t n, std::uint32_t seed) {
   std::mt19937 gen(seed);

@@ -3,7 +3,7 @@
 // helper headers (written for drvshim): error checks that name the call, file
 // and line and exit; the usual device selection from attributes and
 // properties. Lines a program prints starting with "[time]" carry timings:
-// the GPU comparison (tools/gpu/compare-runtime-api.sh) ignores them.
+// the GPU comparison (tools/gpu/run-runtime-api.sh) ignores them.
 #pragma once
 #include <cuda_runtime.h>
 

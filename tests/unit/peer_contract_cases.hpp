@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 // Contract cases for two devices: one table whose results must be the same on
-// the fake driver's dual profile (tests/unit/test_peer_contract.cpp, CI) and on
+// the fake driver's dual profile (tests/unit/test_peer.cpp, CI) and on
 // the real two-GPU machine (tests/gpu/test_gpu_peer.cpp,
 // MultiGpuContract.RealDriverAgreesWithTheFake). Where they disagree, the fake
 // is fixed and the case noted in docs/contract-cases.md. Each case leaves the

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // runtime_compat against the fake: the Runtime's lazy policy pinned call by
-// call (what the H200 showed cudart doing: shared/design/BASELINE.md), the
+// call (what cudart 13.0 was measured doing on the H200), the
 // eager policy, per-thread last error and current device, error numbers and
 // texts, implicit steps in the log and the trace, registration and launch as
 // nvcc emits them, and past regressions of the drop-in.

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Peer-copy benchmark for a machine with two GPUs (kind nvidia-h200-x2):
+// Peer-copy benchmark for a machine with two GPUs (two H200s on NVLink when measured):
 //
 // A. drvshim's copies between the devices against the raw driver call on the
 //    same buffers, with peer access enabled both ways: copy_peer vs

@@ -4,12 +4,12 @@
 # bundle built on the CPU machine (tools/gpu/bundle.sh), and writes every log
 # into one results folder:
 #   tools/gpu/run-gpu-suite.sh [BUNDLE_DIR] [RESULTS_DIR]
-# Defaults: .gpu-bundle and $OUT (a results folder, when set) or ./gpu-results.
+# Defaults: .gpu-bundle and ./gpu-results.
 # Exit code: non-zero when any GPU test failed.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bundle=${1:-$root/.gpu-bundle}
-results=${2:-${OUT:-$root/gpu-results}}
+results=${2:-$root/gpu-results}
 mkdir -p "$results"
 status=0
 

@@ -14,7 +14,7 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bundle=${1:-$root/.gpu-bundle}
-results=${2:-${OUT:-$root/gpu-results}}
+results=${2:-$root/gpu-results}
 mkdir -p "$results"
 status=0
 commit=$(head -n1 "$bundle/COMMIT" 2>/dev/null || echo unknown)

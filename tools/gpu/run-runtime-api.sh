@@ -8,13 +8,13 @@
 # code, standard output and standard error must be identical, apart from
 # lines starting "[time]" and drvshim's own log lines ("[drvshim]").
 #   tools/gpu/run-runtime-api.sh [BUNDLE_DIR] [RESULTS_DIR] [PROGRAM...]
-# Defaults: .gpu-bundle-rt, $OUT or ./gpu-results, every program of corpus.txt.
+# Defaults: .gpu-bundle-rt, ./gpu-results, every program of corpus.txt.
 # Programs that need two GPUs (mode RUN_DUAL) skip cleanly with one; run them
 # on the two-GPU kind by naming them. Exit code: non-zero when any run differs.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bundle=${1:-.gpu-bundle-rt}
-results=${2:-${OUT:-./gpu-results}}
+results=${2:-./gpu-results}
 shift $(( $# >= 2 ? 2 : $# ))
 bundle=$(cd "$bundle" && pwd)
 mkdir -p "$results"
@@ -57,7 +57,7 @@ for name in "${programs[@]}"; do
     dir=$work/${name}_$opt
     mkdir -p "$dir"
     bin=$bundle/bin/${name}_$opt
-    run cudart "$dir" DRVSHIM_UNUSED=1 -- "${bin}_cudart"
+    run cudart "$dir" -- "${bin}_cudart"
     run drvshim "$dir" DRVSHIM_RT_POLICY=lazy -- "${bin}_drvshim"
     run dropin "$dir" LD_LIBRARY_PATH="$bundle/lib/drvshim/cudart" DRVSHIM_RT_POLICY=lazy -- "${bin}_cudart"
     variants=(drvshim dropin)

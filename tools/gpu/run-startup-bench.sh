@@ -7,7 +7,7 @@
 # the first kernel, one fresh process per sample; on one GPU, and on two when
 # the machine has them. Writes RESULTS_DIR/startup.md (with date, commit and GPU).
 #   tools/gpu/run-startup-bench.sh [BUNDLE_DIR] [RESULTS_DIR] [bench_startup options...]
-# Defaults: .gpu-bundle and $OUT (a results folder, when set) or ./gpu-results;
+# Defaults: .gpu-bundle and ./gpu-results;
 # options default to 11 samples of busy host work (see tools/bench/bench_startup.cpp).
 # As a smoke test against the fake driver, on any machine:
 #   DRVSHIM_LIBCUDA=build-dev/tests/libdrvshim_fakecuda.so DRVSHIM_FAKE_INIT_DELAY_MS=100 \
@@ -15,7 +15,7 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bundle=${1:-$root/.gpu-bundle}
-results=${2:-${OUT:-$root/gpu-results}}
+results=${2:-$root/gpu-results}
 shift $(( $# >= 2 ? 2 : $# ))
 mkdir -p "$results"
 out=$results/startup.md

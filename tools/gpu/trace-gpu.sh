@@ -6,7 +6,7 @@
 # example and a runtime_compat program, once with CUPTI; runs the overhead
 # benchmarks; writes everything under one folder:
 #   tools/gpu/trace-gpu.sh [BUNDLE_DIR] [RESULTS_DIR]
-# Defaults: .gpu-bundle and $OUT/trace (when $OUT names a results folder) or ./gpu-results/trace.
+# Defaults: .gpu-bundle and ./gpu-results/trace.
 # For each case: <case>.jsonl (the trace), <case>.chrome.json (ui.perfetto.dev),
 # <case>.report.txt (timeline, summary, diagnostics), <case>.out (the program's output
 # and the tracer's messages), and a line in summary.txt. Exit code: non-zero when a
@@ -14,7 +14,7 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bundle=${1:-$root/.gpu-bundle}
-results=${2:-${OUT:-$root/gpu-results}/trace}
+results=${2:-$root/gpu-results/trace}
 mkdir -p "$results"
 tracer="$bundle/tools/trace/drvshim-trace"
 summary="$results/summary.txt"

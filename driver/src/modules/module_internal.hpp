@@ -78,7 +78,7 @@ int function_attribute(const Kernel& k, CUfunction_attribute attribute, const ch
 // The format of `image`, or InvalidArgumentError from `api` describing it as `what`.
 ModuleFormat detect_format(std::span<const std::byte> image, const char* api, const std::string& what);
 
-// make_kernel (declared in module.hpp, a friend of Kernel; kernel.cpp) reads
+// make_kernel (declared in kernel.hpp, a friend of Kernel; kernel.cpp) reads
 // the block limit and the parameter layout once, and keeps `code` (the
 // module or library) loaded.
 
