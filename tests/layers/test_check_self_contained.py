@@ -50,6 +50,11 @@ expect("a lab run by number in code", {"driver/src/r.cpp": LICENCE + "// 66 % (H
 expect("a lab run by number in a doc page is a citation key", {"docs/r.md": "H200 run 33\n"}, 0)
 expect("another project's issue", {"docs/z.md": "the CMake issue 23456 workaround\n"}, 0)
 expect("a work period spelt 'earlier session'", {"docs/w.md": "as an earlier session found\n"}, 1, "a work period")
+expect("a design note outside the repository", {"docs/u.md": "see shared/design/BASELINE.md\n"}, 1,
+       "a path outside the repository")
+expect("the lab's machine kinds", {"docs/k.md": "run on kind nvidia-h200-x2\n"}, 1, "the GPU lab's tooling")
+expect("a linker script without the licence line", {"tools/x/exports.map": "{ global: f; };\n"}, 1,
+       "tools/x/exports.map:1: no licence line")
 expect("/work without a slash", {"docs/v.md": "cd /work && make\n"}, 1, "a path outside the repository")
 expect("the CI script is scanned", {".ci/run": "#!/bin/sh\n# SPDX-License-Identifier: Apache-2.0\n# issue 5\n"}, 1,
        ".ci/run:3:")

@@ -37,11 +37,13 @@ CODE = (".cpp", ".hpp", ".h", ".c", ".cu", ".cuh", ".inc", ".py", ".sh", ".cmake
 LAB_RUN = re.compile(r"\b[Rr]uns? \d+\b")
 RULES = [
     (re.compile(r"\b(?:this|last|previous|next|earlier|later|a former) session\b", re.I), "a work period"),
-    (re.compile(r"\.\./shared/|~/shared/|(?<![\w.])/work(?:/|\b)"), "a path outside the repository"),
+    (re.compile(r"\.\./shared/|~/shared/|(?<![\w.-])shared/(?:design|research)/|(?<![\w.])/work(?:/|\b)"),
+     "a path outside the repository"),
+    (re.compile(r"\bnvidia-h[12]00(?:-x\d)?\b|\bdevice tool\b"), "the GPU lab's tooling"),
 ]
 
 
-LICENSED = (".cpp", ".hpp", ".h", ".c", ".cu", ".cuh", ".inc", ".py", ".sh", ".cmake")
+LICENSED = (".cpp", ".hpp", ".h", ".c", ".cu", ".cuh", ".inc", ".py", ".sh", ".cmake", ".in", ".map", ".supp")
 SPDX = "SPDX-License-Identifier: Apache-2.0"
 
 
@@ -67,7 +69,7 @@ def main():
             lines = open(os.path.join(ROOT, rel), encoding="utf-8", errors="replace").read().splitlines()
         except OSError:
             continue
-        if (rel.endswith(LICENSED) or os.path.basename(rel) == "CMakeLists.txt") and not any(
+        if (rel.endswith(LICENSED) or os.path.basename(rel) == "CMakeLists.txt" or rel in EXTRA) and not any(
                 SPDX in line for line in lines[:3]):
             findings.append(f"{rel}:1: no licence line (\"{SPDX}\" in the first three lines)")
         for lineno, line in enumerate(lines, 1):

@@ -29,7 +29,7 @@ SKIPPED_DIRS = {".git", ".gpu-bundle", ".gpu-bundle-rt"}
 # The layers whose translation units clang-tidy reads (tools, tests and
 # examples are checked by the compiler's warnings; tidy on them would double
 # the CI's time).
-TIDY_DIRS = ("driver/", "ptx/", "runtime_compat/")
+TIDY_DIRS = ("driver/", "ptx/", "runtime_compat/", "common/", "recorder/")
 
 
 def find_tool(names):
@@ -166,7 +166,7 @@ def check_tidy_headers(root, build):
     root = os.path.realpath(root)
     generated = os.path.join(build, "driver", "generated")
     if not os.path.isdir(generated):
-        print(f"check_style: no {generated} (build the drvshim target first: export.hpp is generated)",
+        print(f"check_style: no {generated} (build the drvshim target first: version.hpp is generated)",
               file=sys.stderr)
         return 2
     headers = []
