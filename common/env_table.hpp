@@ -98,8 +98,10 @@ inline constexpr Variable kVariables[] = {
      "at exit the fake writes its counts of calls while deinitialised, of misuse and of live contexts to this file"},
     // The build and GPU scripts' (tools/test.sh, tools/setup-deps.sh, tools/gpu/)
     {"DRVSHIM_CUDA_ROOT", "the CUDA toolkit's root", "/usr/local/cuda", false, Group::scripts,
-     "where tools/setup-deps.sh and tools/gpu/bundle.sh look for the toolkit (CMake's option of the same name)"},
-    {"DRVSHIM_BUILD_DIR", "a directory", "build/", false, Group::scripts, "tools/test.sh's main build"},
+     "where tools/setup-deps.sh and tools/gpu/bundle.sh look for the toolkit, and the default of the CMake option of "
+     "the same name"},
+    {"DRVSHIM_BUILD_DIR", "a directory", "build/", false, Group::scripts,
+     "the main build of tools/test.sh and tools/probe.sh"},
     {"DRVSHIM_ASAN_BUILD_DIR", "a directory", "build-asan/", false, Group::scripts, "tools/test.sh's ASan+UBSan build"},
     {"DRVSHIM_TSAN_BUILD_DIR", "a directory", "build-tsan/", false, Group::scripts, "tools/test.sh's TSan build"},
     {"DRVSHIM_GPU_BUILD_DIR", "a directory", "build-gpu/", false, Group::scripts,

@@ -53,6 +53,13 @@ expect("getenv looked up by name", {"tools/probe/d.cpp": 'void* f = dlsym(RTLD_D
        "tools/probe/d.cpp:1:")
 expect("getenv in a .cxx file", {"recorder/src/r.cxx": "auto v = getenv(\"X\");\n"}, 1, "recorder/src/r.cxx:1:")
 expect("getenv named in a message is not a read", {"driver/src/m.cpp": 'puts("call secure_getenv(name) here");\n'}, 0)
+expect("a script setting an unknown DRVSHIM_ name", {"tools/gpu/t.sh": "DRVSHIM_SKIP_BENCHES=1 ./prog\n"}, 1,
+       "tools/gpu/t.sh:1: DRVSHIM_SKIP_BENCHES is set or read")
+expect("a script reading a known one", {"tools/gpu/k.sh": 'if [[ ${DRVSHIM_LOG:-} ]]; then :; fi\n'}, 0)
+expect("a Python script's environment", {"tools/bench/b.py": 'os.environ["DRVSHIM_LGO"] = "1"\n'}, 1,
+       "DRVSHIM_LGO is set or read")
+expect("a CMake test environment", {"tests/CMakeLists.txt": 'set_tests_properties(t PROPERTIES ENVIRONMENT "DRVSHIM_LIBCUD=x")\n'},
+       1, "DRVSHIM_LIBCUD is set or read")
 expect("a read inside a block comment is not a read",
        {"driver/src/b.cpp": "/* getenv(\"X\")\n environ */ int x;\n"}, 0)
 sys.exit(1 if failures else 0)

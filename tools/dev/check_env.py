@@ -14,7 +14,11 @@ effect (README.md's "Environment" is generated from it). This check fails on:
   may set and read what they like);
 - a use of `environ` outside the files ENVIRON_USERS names with their reason;
 - a "DRVSHIM_..." string literal naming a variable the table does not list
-  (a typo there would be read as an unset variable).
+  (a typo there would be read as an unset variable);
+- in the repository's scripts (shell, Python, .ci/run, and CMake test
+  environments), a DRVSHIM_* variable set or read that the table does not
+  list: the programs they run warn about unknown DRVSHIM_* names, and a typo
+  there silently does nothing.
 
 Usage: tools/dev/check_env.py [ROOT]   (exit 1 and one line per violation)
 tests/layers/test_check_env.py checks that it fails on violating trees.
@@ -75,6 +79,43 @@ def strip_comments(line, in_block):
     return "".join(out), in_block
 
 
+SCRIPT_PATTERNS = {
+    "sh": [re.compile(r"\$\{?(DRVSHIM_[A-Z0-9_]+)"), re.compile(r"(?:^|[\s;(|&])(?:export\s+)?(DRVSHIM_[A-Z0-9_]+)=")],
+    "py": [re.compile(r"environ(?:\.get\(|\.setdefault\(|\[)\s*[\"'](DRVSHIM_[A-Z0-9_]+)"),
+           re.compile(r"[\"'](DRVSHIM_[A-Z0-9_]+)=")],
+    "cmake": [re.compile(r"(?:ENVIRONMENT|\benv\b)[^\n]*?\b(DRVSHIM_[A-Z0-9_]+)="),
+              re.compile(r"\$ENV\{(DRVSHIM_[A-Z0-9_]+)\}")],
+}
+
+
+def script_kind(rel):
+    if rel.endswith(".sh") or rel == ".ci/run":
+        return "sh"
+    if rel.endswith(".py"):
+        return "py"
+    if rel.endswith(".cmake") or os.path.basename(rel) == "CMakeLists.txt":
+        return "cmake"
+    return None
+
+
+def check_scripts(known, problems):
+    for dirpath, dirs, files in os.walk(ROOT):
+        dirs[:] = sorted(d for d in dirs if d not in (".git", "lab", ".gpu-bundle", ".gpu-bundle-rt")
+                         and not d.startswith("build"))
+        for f in sorted(files):
+            rel = os.path.relpath(os.path.join(dirpath, f), ROOT).replace(os.sep, "/")
+            kind = script_kind(rel)
+            if kind is None or rel.startswith("tests/layers/"):
+                continue
+            with open(os.path.join(dirpath, f), encoding="utf-8", errors="replace") as fh:
+                for lineno, line in enumerate(fh, 1):
+                    for pattern in SCRIPT_PATTERNS[kind]:
+                        for name in pattern.findall(line):
+                            if name not in known:
+                                problems.append(f"{rel}:{lineno}: {name} is set or read here but is not in "
+                                                "common/env_table.hpp's table")
+
+
 def main():
     table_path = os.path.join(ROOT, "common/env_table.hpp")
     known = set(TABLE_ENTRY.findall(open(table_path, encoding="utf-8").read()))
@@ -103,6 +144,7 @@ def main():
                         for name in LITERAL.findall(code):
                             if name not in known:
                                 problems.append(f"{rel}:{lineno}: {name} is not in common/env_table.hpp's table")
+    check_scripts(known, problems)
     for p in problems:
         print(p)
     print(f"environment check: {len(problems)} violation(s)")
