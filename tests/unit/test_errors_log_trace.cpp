@@ -154,6 +154,30 @@ TEST_F(Logging, SetLevelRoundTripsAndFiltersLines) {
   EXPECT_TRUE(c.contains("loaded "));
 }
 
+// The public way for code above libdrvshim to log beside it.
+TEST_F(Logging, EnabledAndWriteFollowTheLevelAndNothingIsWrittenAtOff) {
+  Captured c;
+  capture(c);
+  log::set_level(log::Level::warn);
+  EXPECT_TRUE(log::enabled(log::Level::error));
+  EXPECT_TRUE(log::enabled(log::Level::warn));
+  EXPECT_FALSE(log::enabled(log::Level::info));
+  EXPECT_FALSE(log::enabled(log::Level::off));
+  log::write(log::Level::warn, "a warning from above");
+  log::write(log::Level::info, "an info line below the level");
+  log::write(log::Level::off, "a line at off");
+  EXPECT_TRUE(c.contains("a warning from above"));
+  EXPECT_FALSE(c.contains("an info line below the level"));
+  EXPECT_FALSE(c.contains("a line at off"));
+  log::set_level(log::Level::off);
+  EXPECT_FALSE(log::enabled(log::Level::off));
+  EXPECT_FALSE(log::enabled(log::Level::error));
+  log::write(log::Level::off, "a line at off with logging off");
+  log::write(log::Level::error, "an error with logging off");
+  EXPECT_FALSE(c.contains("with logging off"));
+  log::set_level(log::Level::warn);
+}
+
 TEST_F(Logging, TraceLevelLogsEveryDriverCallWithArgumentsResultAndDuration) {
   Captured c;
   capture(c);

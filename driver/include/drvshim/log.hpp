@@ -43,13 +43,15 @@ using Sink = std::function<void(Level, std::string_view)>;
 DRVSHIM_API void set_sink(Sink sink);
 
 /// Whether a message at `level` would be written now (the level of set_level()
-/// or DRVSHIM_LOG). Lets a caller skip formatting a message nobody will see.
+/// or DRVSHIM_LOG); always false for Level::off. Lets a caller skip formatting
+/// a message nobody will see.
 DRVSHIM_API bool enabled(Level level) noexcept;
 
 /// Writes `message` at `level` through the "drvshim" logger: to the sink of
-/// set_sink(), else to stderr, when the level is enabled. For code above
-/// libdrvshim that wants its messages beside drvshim's (libdrvshim_cudart
-/// logs this way). Never throws: a sink that throws loses the line.
+/// set_sink(), else to stderr, when the level is enabled (never at
+/// Level::off). For code above libdrvshim that wants its messages beside
+/// drvshim's (libdrvshim_cudart logs this way). Never throws: a sink that
+/// throws loses the line, and spdlog reports the failure on stderr.
 DRVSHIM_API void write(Level level, std::string_view message) noexcept;
 
 }  // namespace drvshim::log

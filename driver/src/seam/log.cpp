@@ -150,9 +150,12 @@ Level level() noexcept { return from_spdlog(state().logger->level()); }
 
 void set_sink(Sink sink) { state().sink->set_callback(std::move(sink)); }
 
-bool enabled(Level level) noexcept { return state().logger->should_log(to_spdlog(level)); }
+// `off` is a level to set, not one to write at: spdlog would write an "off"
+// message even with logging off (its check is level >= threshold).
+bool enabled(Level level) noexcept { return level != Level::off && state().logger->should_log(to_spdlog(level)); }
 
 void write(Level level, std::string_view message) noexcept {
+  if (level == Level::off) return;
   try {
     state().logger->log(to_spdlog(level), message);
   } catch (...) {
