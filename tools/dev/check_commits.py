@@ -4,8 +4,10 @@
 then a blank line and a body that says why.
 
 Checks every commit after BASE (the last commit before the rule) up to HEAD.
-Where BASE is not in the history (a shallow clone, a source tarball) there is
-nothing to check: exit 77, which ctest reports as skipped.
+Where BASE is not in the history (a shallow clone) the commits made after
+BASE's time are checked. Without git history at
+all (a source tarball) there is nothing to check: exit 77, which ctest
+reports as skipped.
 
 Usage: tools/dev/check_commits.py [ROOT] [BASE]   (exit 1 and one line per violation)
 """
@@ -13,7 +15,9 @@ import subprocess
 import sys
 
 ROOT = sys.argv[1] if len(sys.argv) > 1 else "."
-BASE = sys.argv[2] if len(sys.argv) > 2 else "7d865f5"
+BASE = sys.argv[2] if len(sys.argv) > 2 else "7d865f51cb1f3d1d6bb0a3eaed389af5069956c6"
+# BASE's commit time: in a shallow clone without BASE, the commits after it by time.
+BASE_TIME = sys.argv[3] if len(sys.argv) > 3 else "1796581923"
 MAX_SUBJECT = 72
 
 
@@ -22,10 +26,14 @@ def git(*args):
 
 
 def main():
-    if git("cat-file", "-e", BASE + "^{commit}").returncode != 0:
-        print(f"check_commits: {BASE} is not in this history (shallow clone or no git); nothing to check")
+    if git("rev-parse", "--verify", "-q", "HEAD").returncode != 0:
+        print("check_commits: no git history here (a source tarball?); nothing to check")
         return 77
-    log = git("log", "--format=%h%x00%s%x00%b%x1e", f"{BASE}..HEAD")
+    if git("cat-file", "-e", BASE + "^{commit}").returncode == 0:
+        span, what = [f"{BASE}..HEAD"], f"after {BASE[:12]}"
+    else:
+        span, what = [f"--since=@{int(BASE_TIME) + 1}", "HEAD"], "made after the rule (shallow history)"
+    log = git("log", "--format=%h%x00%s%x00%b%x1e", *span)
     if log.returncode != 0:
         print(log.stderr.strip())
         return 2
@@ -45,7 +53,7 @@ def main():
             problems.append(f"{sha}: no body saying why: {subject}")
     for p in problems:
         print(p)
-    print(f"commit check: {count} commit(s) after {BASE}, {len(problems)} violation(s)")
+    print(f"commit check: {count} commit(s) {what}, {len(problems)} violation(s)")
     return 1 if problems else 0
 
 
