@@ -60,6 +60,13 @@ expect("a Python script's environment", {"tools/bench/b.py": 'os.environ["DRVSHI
        "DRVSHIM_LGO is set or read")
 expect("a CMake test environment", {"tests/CMakeLists.txt": 'set_tests_properties(t PROPERTIES ENVIRONMENT "DRVSHIM_LIBCUD=x")\n'},
        1, "DRVSHIM_LIBCUD is set or read")
+expect("a CMake environment list on its own line", {"tests/CMakeLists.txt": 'set(x_env "DRVSHIM_LIBCUDA=x" "DRVSHIM_TYPO=1")\n'},
+       1, "DRVSHIM_TYPO is set or read")
+expect("set(ENV{...}) in CMake", {"cmake/x.cmake": "set(ENV{DRVSHIM_LGO} 1)\n"}, 1, "DRVSHIM_LGO is set or read")
+expect("os.getenv in Python", {"tools/a.py": 'v = os.getenv("DRVSHIM_LGO")\n'}, 1, "DRVSHIM_LGO is set or read")
+expect("an environment dict in Python", {"tools/b.py": 'run(env={"DRVSHIM_LGO": "1"})\n'}, 1, "DRVSHIM_LGO")
+expect("a CMake option on a script's command line is not an environment variable",
+       {"tools/c.sh": "cmake -S . -B b -D DRVSHIM_WARNINGS_AS_ERRORS=OFF\n"}, 0)
 expect("a read inside a block comment is not a read",
        {"driver/src/b.cpp": "/* getenv(\"X\")\n environ */ int x;\n"}, 0)
 sys.exit(1 if failures else 0)

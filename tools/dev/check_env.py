@@ -80,11 +80,12 @@ def strip_comments(line, in_block):
 
 
 SCRIPT_PATTERNS = {
-    "sh": [re.compile(r"\$\{?(DRVSHIM_[A-Z0-9_]+)"), re.compile(r"(?:^|[\s;(|&])(?:export\s+)?(DRVSHIM_[A-Z0-9_]+)=")],
-    "py": [re.compile(r"environ(?:\.get\(|\.setdefault\(|\[)\s*[\"'](DRVSHIM_[A-Z0-9_]+)"),
-           re.compile(r"[\"'](DRVSHIM_[A-Z0-9_]+)=")],
-    "cmake": [re.compile(r"(?:ENVIRONMENT|\benv\b)[^\n]*?\b(DRVSHIM_[A-Z0-9_]+)="),
-              re.compile(r"\$ENV\{(DRVSHIM_[A-Z0-9_]+)\}")],
+    # (A CMake option on a command line, "-D DRVSHIM_X=...", is not an environment variable.)
+    "sh": [re.compile(r"\$\{?(DRVSHIM_[A-Z0-9_]+)"),
+           re.compile(r"(?:^|[;(|&]|(?<!-D)\s)(?:export\s+)?[\"']?(DRVSHIM_[A-Z0-9_]+)=")],
+    "py": [re.compile(r"(?:environ(?:\.get\(|\.setdefault\(|\[)|getenv\()\s*[\"'](DRVSHIM_[A-Z0-9_]+)"),
+           re.compile(r"[\"'](DRVSHIM_[A-Z0-9_]+)=|[\"'](DRVSHIM_[A-Z0-9_]+)[\"']\s*:|\b(DRVSHIM_[A-Z0-9_]+)=")],
+    "cmake": [re.compile(r"[\";](DRVSHIM_[A-Z0-9_]+)="), re.compile(r"ENV\{(DRVSHIM_[A-Z0-9_]+)\}")],
 }
 
 
@@ -105,13 +106,14 @@ def check_scripts(known, problems):
         for f in sorted(files):
             rel = os.path.relpath(os.path.join(dirpath, f), ROOT).replace(os.sep, "/")
             kind = script_kind(rel)
-            if kind is None or rel.startswith("tests/layers/"):
+            if kind is None or rel.startswith("tests/layers/") or rel == "tools/dev/check_env.py":
                 continue
             with open(os.path.join(dirpath, f), encoding="utf-8", errors="replace") as fh:
                 for lineno, line in enumerate(fh, 1):
                     for pattern in SCRIPT_PATTERNS[kind]:
-                        for name in pattern.findall(line):
-                            if name not in known:
+                        for found in pattern.findall(line):
+                            name = next((g for g in found if g), "") if isinstance(found, tuple) else found
+                            if name and name not in known:
                                 problems.append(f"{rel}:{lineno}: {name} is set or read here but is not in "
                                                 "common/env_table.hpp's table")
 
