@@ -141,12 +141,20 @@ inline constexpr Variable kVariables[] = {
 // them equal).
 constexpr std::span<const Variable> variables() noexcept { return kVariables; }
 
+inline constexpr std::size_t kNotInTheTable = sizeof(kVariables) / sizeof(kVariables[0]);
+
+// The index of `name` in the table, or kNotInTheTable.
+constexpr std::size_t index_of(std::string_view name) noexcept {
+  for (std::size_t i = 0; i < kNotInTheTable; ++i) {
+    if (name == kVariables[i].name) return i;
+  }
+  return kNotInTheTable;
+}
+
 // The entry for `name`, or nullptr.
 constexpr const Variable* find(std::string_view name) noexcept {
-  for (const auto& v : kVariables) {
-    if (name == v.name) return &v;
-  }
-  return nullptr;
+  const std::size_t i = index_of(name);
+  return i == kNotInTheTable ? nullptr : &kVariables[i];
 }
 
 // Never defined: calling it in a constant expression is what makes a name
@@ -155,17 +163,19 @@ constexpr const Variable* find(std::string_view name) noexcept {
 void environment_variable_not_in_the_table_of_common_env_table_hpp();
 
 // The name of a variable in the table, checked when the program compiles: a
-// name that is not in the table does not compile.
+// name that is not in the table does not compile. It keeps the entry's index,
+// not its address: GCC with -fsanitize=undefined cannot compare the address of
+// a table entry with null in a constant expression.
 class Name {
  public:
-  consteval Name(const char* name) : variable_(find(name)) {  // NOLINT(google-explicit-constructor)
-    if (variable_ == nullptr) environment_variable_not_in_the_table_of_common_env_table_hpp();
+  consteval Name(const char* name) : index_(index_of(name)) {  // NOLINT(google-explicit-constructor)
+    if (index_ == kNotInTheTable) environment_variable_not_in_the_table_of_common_env_table_hpp();
   }
-  constexpr const Variable& variable() const noexcept { return *variable_; }
-  constexpr const char* c_str() const noexcept { return variable_->name; }
+  constexpr const Variable& variable() const noexcept { return kVariables[index_]; }
+  constexpr const char* c_str() const noexcept { return kVariables[index_].name; }
 
  private:
-  const Variable* variable_;
+  std::size_t index_;
 };
 
 }  // namespace drvshim::detail::env

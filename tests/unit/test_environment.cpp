@@ -104,8 +104,8 @@ TEST(EnvTable, ReadmeTableIsTheReadersTable) {
 // A name is checked when the code that reads it compiles (env::Name is
 // consteval); the ctest env_name_check shows that a name outside the table
 // does not compile.
-static_assert(env::find("DRVSHIM_LOG") != nullptr);
-static_assert(env::find("DRVSHIM_NOT_A_VARIABLE") == nullptr);
+static_assert(env::index_of("DRVSHIM_LOG") != env::kNotInTheTable);
+static_assert(env::index_of("DRVSHIM_NOT_A_VARIABLE") == env::kNotInTheTable);
 static_assert(env::Name("DRVSHIM_CACHE_DIR").variable().secure);
 
 TEST(EnvTable, SwitchValuesAreParsedWithoutAllocationAndBadOnesReported) {
