@@ -2,9 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """The environment check fails on each kind of violation and passes a clean tree."""
 import os
-import subprocess
 import sys
-import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tree_check_support import TreeCheck  # noqa: E402
 
 CHECK = sys.argv[1]
 TABLE = "// table\ninline constexpr Variable kVariables[] = {\n    {\"DRVSHIM_LOG\", \"a\", \"b\", false, Group::library, \"c\"},\n};\n"
@@ -17,27 +18,8 @@ CLEAN = {
 }
 
 
-def run(extra):
-    with tempfile.TemporaryDirectory() as root:
-        for rel, text in {**CLEAN, **extra}.items():
-            os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
-            with open(os.path.join(root, rel), "w") as f:
-                f.write(text)
-        r = subprocess.run([sys.executable, CHECK, root], capture_output=True, text=True)
-        return r.returncode, r.stdout
-
-
-failures = 0
-
-
-def expect(name, extra, code, needle=None):
-    global failures
-    rc, out = run(extra)
-    if rc != code or (needle and needle not in out):
-        failures += 1
-        print(f"FAIL {name}: exit {rc}, output:\n{out}")
-    else:
-        print(f"ok   {name}")
+_check = TreeCheck(CHECK, CLEAN)
+expect = _check.expect
 
 
 expect("a clean tree passes", {}, 0)
@@ -69,4 +51,4 @@ expect("a CMake option on a script's command line is not an environment variable
        {"tools/c.sh": "cmake -S . -B b -D DRVSHIM_WARNINGS_AS_ERRORS=OFF\n"}, 0)
 expect("a read inside a block comment is not a read",
        {"driver/src/b.cpp": "/* getenv(\"X\")\n environ */ int x;\n"}, 0)
-sys.exit(1 if failures else 0)
+_check.exit()

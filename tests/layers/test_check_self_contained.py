@@ -2,9 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """The self-contained check fails on each kind of finding and passes a clean tree."""
 import os
-import subprocess
 import sys
-import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tree_check_support import TreeCheck  # noqa: E402
 
 CHECK = sys.argv[1]
 LICENCE = "// SPDX-License-Identifier: Apache-2.0\n"
@@ -16,27 +17,8 @@ CLEAN = {
 }
 
 
-def run(extra):
-    with tempfile.TemporaryDirectory() as root:
-        for rel, text in {**CLEAN, **extra}.items():
-            os.makedirs(os.path.dirname(os.path.join(root, rel)) or root, exist_ok=True)
-            with open(os.path.join(root, rel), "w") as f:
-                f.write(text)
-        r = subprocess.run([sys.executable, CHECK, root], capture_output=True, text=True)
-        return r.returncode, r.stdout
-
-
-failures = 0
-
-
-def expect(name, extra, code, needle=None):
-    global failures
-    rc, out = run(extra)
-    if rc != code or (needle and needle not in out):
-        failures += 1
-        print(f"FAIL {name}: exit {rc}, output:\n{out}")
-    else:
-        print(f"ok   {name}")
+_check = TreeCheck(CHECK, CLEAN)
+expect = _check.expect
 
 
 expect("a clean tree passes", {}, 0)
@@ -64,4 +46,4 @@ expect("a CMake file without the licence line", {"driver/CMakeLists.txt": "add_l
        "driver/CMakeLists.txt:1: no licence line")
 expect("a path outside the repository", {"docs/y.md": "see ../shared/design/ARCHITECTURE.md\n"}, 1,
        "a path outside the repository")
-sys.exit(1 if failures else 0)
+_check.exit()
