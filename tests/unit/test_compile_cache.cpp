@@ -370,6 +370,48 @@ TEST(CompileCache, ProgramsWhoseInputsCannotBeKnownAreCompiledAndNeverStored) {
              std::string(kValueKernel);
        },
        "uncached: prog.cu: `HAS(HEADER)` on line 3 asks __has_include (through HAS)"},
+      {"an alias of a wrapper of __has_include",
+       [](KernelSource& p) {
+         p.source =
+             "#define HAS(x) __has_include(x)\n#define ALIAS HAS\n#if ALIAS(\"v.h\")\n#include \"v.h\"\n"
+             "#endif\n" +
+             std::string(kValueKernel);
+       },
+       "uncached: prog.cu uses HAS, which asks __has_include, where only the preprocessor can follow it"},
+      {"a wrapper passed to another macro",
+       [](KernelSource& p) {
+         p.source =
+             "#define HAS(x) __has_include(x)\n#define APPLY(f, x) f(x)\n#if APPLY(HAS, \"v.h\")\n"
+             "#include \"v.h\"\n#endif\n" +
+             std::string(kValueKernel);
+       },
+       "uncached: prog.cu uses HAS, which asks __has_include, where only the preprocessor can follow it"},
+      {"a wrapper that builds the name from its argument",
+       [](KernelSource& p) {
+         p.source =
+             "#define HAS(x) __has_include(<x.h>)\n#if HAS(v)\n#include \"v.h\"\n#endif\n" + std::string(kValueKernel);
+       },
+       "uncached: prog.cu: `HAS(v)` on line 2 asks __has_include (through HAS)"},
+      {"a forwarder that builds the name for a wrapper",
+       [](KernelSource& p) {
+         p.source =
+             "#define HAS(x) __has_include(x)\n#define MY(x) HAS(<x.h>)\n#if MY(v)\n#include \"v.h\"\n"
+             "#endif\n" +
+             std::string(kValueKernel);
+       },
+       "uncached: prog.cu: `MY(v)` on line 3 asks __has_include (through MY)"},
+      {"__has_include pasted together",
+       [](KernelSource& p) {
+         p.source = "#define CAT(a, b) a##b\n#if CAT(__has_, include)(\"v.h\")\n#include \"v.h\"\n#endif\n" +
+                    std::string(kValueKernel);
+       },
+       "uncached: prog.cu has `__has_`, which pasted (##) could become __has_include"},
+      {"__has_include of a macro in ordinary code",
+       [](KernelSource& p) {
+         p.source = "#define NAME \"v.h\"\nconstexpr bool kHas = __has_include(NAME);\n#include \"v.h\"\n" +
+                    std::string(kValueKernel);
+       },
+       "uncached: prog.cu: `__has_include` in code on line 2 names a file the cache cannot know"},
       {"a precompiled header",
        [](KernelSource& p) {
          p.source = "#include \"v.h\"\n" + std::string(kValueKernel);
@@ -422,6 +464,90 @@ TEST(CompileCache, AHeaderAskedForThroughAMacroForwardingToAWrapperIsKeyed) {
   const auto b = cache.compile(p);
   EXPECT_EQ(b.outcome, CacheOutcome::compiled) << "the header the wrapper asks about appeared";
   EXPECT_EQ(value_in(b.result.image), 5);
+}
+
+// Each way a header can be read that a lexer of the wrong language version
+// misses: the header is edited and the next compile must see the new value,
+// from memory and from disk.
+TEST(CompileCache, HeadersReadPastTrigraphsCommentsLiteralsAndRawStringsAreKeyed) {
+  TempDir dir;
+  fs::create_directories(dir / "inc");
+  const auto nv = load_nvrtc();
+  struct Case {
+    const char* name;
+    std::string source;
+    std::vector<std::string> options;
+    std::string (*header)(int);
+  };
+  const std::vector<Case> cases = {
+      // C++17 has no trigraphs: the comment ends at its line, and the include is read.
+      {"a comment ending in the trigraph for a backslash",
+       "// a comment ending ?\?/\n#include \"v.h\"\n",
+       {},
+       value_header},
+      {"a directive after a comment over lines",
+       "constexpr int kBefore = 1; /* a comment\n  over lines */ #include \"v.h\"\n",
+       {},
+       value_header},
+      // 1 is a number and '/*' a character literal: no comment begins.
+      {"a character literal right after a digit",
+       "#define DROP(x) 0\nconstexpr int kDropped = DROP(1'/*');\n#include \"v.h\"\n// */\n",
+       {},
+       value_header},
+      // C++03 has no raw strings: R is a macro, then two ordinary strings around the include.
+      {"R\"( under C++03",
+       "#define R \"a\"\n__device__ const char r[] = R\"(\";\n#include \"v.h\"\n__device__ const char q[] = \")\";\n",
+       {"-std=c++03"},
+       +[](int v) { return "static const int kValue = 7310" + std::to_string(10 + v) + ";\n"; }},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string header = dir / "inc/v.h";
+    write_all(header, c.header(1));
+    settle();
+    KernelSource p;
+    p.name = "prog.cu";
+    p.source = c.source + kValueKernel;
+    p.options.arch = "compute_90";
+    p.options.include_paths = {dir / "inc"};
+    p.options.extra = c.options;
+    const std::string root = dir / ("c" + std::to_string(&c - cases.data()));
+    CompileCache cache(nv, in(root));
+    const auto first = cache.compile(p);
+    ASSERT_EQ(first.outcome, CacheOutcome::compiled) << first.miss_reason << first.result.log;
+    const int before = value_in(first.result.image);
+    ASSERT_EQ(cache.compile(p).outcome, CacheOutcome::memory_hit);
+    edit_in_place(header, c.header(2));
+    settle();
+    const auto second = cache.compile(p);
+    EXPECT_EQ(second.outcome, CacheOutcome::compiled) << "not the old image from memory";
+    EXPECT_NE(value_in(second.result.image), before);
+    CompileCache fresh(nv, in(root));
+    EXPECT_EQ(value_in(fresh.compile(p).result.image), value_in(second.result.image)) << "not the old image from disk";
+  }
+}
+
+// __has_include in ordinary code (NVRTC evaluates it there too): the header appearing changes the code.
+TEST(CompileCache, HasIncludeInOrdinaryCodeIsKeyed) {
+  TempDir dir;
+  fs::create_directories(dir / "inc");
+  KernelSource p;
+  p.source =
+      "constexpr bool kHas = __has_include(\"w.h\");\n"
+      "extern \"C\" __global__ void k(int* p) { *p = kHas ? 731002 : 731001; }\n";
+  p.name = "prog.cu";
+  p.options.arch = "compute_90";
+  p.options.include_paths = {dir / "inc"};
+  settle();
+  CompileCache cache(load_nvrtc(), in(dir / "c"));
+  const auto a = cache.compile(p);
+  ASSERT_EQ(a.outcome, CacheOutcome::compiled) << a.miss_reason;
+  EXPECT_EQ(value_in(a.result.image), 1);
+  write_all(dir / "inc/w.h", "\n");
+  settle();
+  const auto b = cache.compile(p);
+  EXPECT_EQ(b.outcome, CacheOutcome::compiled) << "the header asked about appeared";
+  EXPECT_EQ(value_in(b.result.image), 2);
 }
 
 // Defect 5 (and 9's stress test): a header that changed moments before a

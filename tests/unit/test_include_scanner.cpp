@@ -5,6 +5,7 @@
 // expects was checked against NVRTC 13.0 where NVRTC has a say.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "cache/include_scanner.hpp"
@@ -46,9 +47,10 @@ TEST(CompileCacheIncludeScanner, SeesDirectivesBehindSplicesCommentsDigraphsAndT
       "?\?=include \"trigraph.h\"\n"
       "#include \\\r\n  <crlf.h>\n"
       "#include <a//b.h>\n");
+  // The trigraph is a # only where trigraphs are on (before C++17): found by that reading, after the rest.
   EXPECT_EQ(s.refs,
             (std::vector<IncludeRef>{quoted("spliced.h"), quoted("commented.h"), quoted("after_comment.h"),
-                                     quoted("digraph.h"), quoted("trigraph.h"), angle("crlf.h"), angle("a//b.h")}));
+                                     quoted("digraph.h"), angle("crlf.h"), angle("a//b.h"), quoted("trigraph.h")}));
   EXPECT_TRUE(s.unknowable.empty()) << s.unknowable;
 }
 
@@ -62,8 +64,69 @@ TEST(CompileCacheIncludeScanner, IgnoresWhatOnlyLooksLikeADirective) {
       "int n = 1'000; char c = '#';\n"
       "#define STR(x) #x\n"
       "int y; #include \"not_at_line_start.h\"\n");
-  EXPECT_EQ(s.refs, (std::vector<IncludeRef>{quoted("after_raw.h")}));
+  // C++03 has no raw strings: there the include inside one is a directive.
+  EXPECT_EQ(s.refs, (std::vector<IncludeRef>{quoted("after_raw.h"), quoted("in_raw_string.h")}));
   EXPECT_TRUE(s.unknowable.empty()) << s.unknowable;
+}
+
+// Each reading a language version or compiler gives: what any of them sees is kept.
+TEST(CompileCacheIncludeScanner, EveryLanguageVersionsReadingIsKept) {
+  // C++17 has no trigraphs: the comment ends at its line and the include is read.
+  EXPECT_EQ(scan_includes("// a comment ending ?\?/\n#include \"t.h\"\n").refs,
+            (std::vector<IncludeRef>{quoted("t.h")}));
+  // A comment that began on an earlier line, then a directive.
+  EXPECT_EQ(scan_includes("int x; /* one\n two */ #include \"c.h\"\n").refs, (std::vector<IncludeRef>{quoted("c.h")}));
+  EXPECT_EQ(scan_includes("#define X 1 /* one\n two */ #include \"d.h\"\n").refs,
+            (std::vector<IncludeRef>{quoted("d.h")}));
+  // A digit, then a character literal: `'` is a digit separator only before a digit or letter.
+  EXPECT_EQ(scan_includes("int c = F(1'/*');\n#include \"n.h\"\n// */\n").refs,
+            (std::vector<IncludeRef>{quoted("n.h")}));
+  EXPECT_EQ(scan_includes("int c = L'/*';\n#include \"l.h\"\n// */\n").refs, (std::vector<IncludeRef>{quoted("l.h")}));
+  // Before C++14 `1'2'` is a number and a character literal; from C++14 one number.
+  EXPECT_EQ(scan_includes("int c = 1'2'/*';\n#include \"s.h\"\n// */\n").refs,
+            (std::vector<IncludeRef>{quoted("s.h")}));
+}
+
+TEST(CompileCacheIncludeScanner, HasIncludeInOrdinaryCodeIsALookup) {
+  const auto s = scan_includes(
+      "constexpr bool a = __has_include(\"w.h\");\n"
+      "constexpr bool b = __has_include_next ( /* c */ <x.h>\n);\n");
+  EXPECT_EQ(s.refs, (std::vector<IncludeRef>{quoted("w.h", Kind::has_include), angle("x.h", Kind::has_include_next)}));
+  EXPECT_TRUE(s.unknowable.empty()) << s.unknowable;
+  EXPECT_EQ(scan_includes("int a;\nconstexpr bool b = __has_include(NAME);\n").unknowable,
+            "`__has_include` in code on line 2");
+  // In #error and #undef nothing is expanded: no lookup, nothing unknowable.
+  const auto quiet = scan_includes("#error no __has_include here\n#undef __has_include\n");
+  EXPECT_TRUE(quiet.refs.empty());
+  EXPECT_TRUE(quiet.unknowable.empty()) << quiet.unknowable;
+}
+
+TEST(CompileCacheIncludeScanner, WrappersNamedOutsideACallBuildersAndPastesAreReported) {
+  using drvshim::detail::identifier_hash;
+  auto mentions = [](const drvshim::detail::IncludeScan& s, const char* name) {
+    return std::binary_search(s.mentions.begin(), s.mentions.end(), identifier_hash(name));
+  };
+  // An alias, a macro argument, ordinary code: each names W outside a call the scanner reads.
+  const auto alias = scan_includes("#define ALIAS W\n#if APPLY(V, <h>)\n#endif\nint x = U(\"w.h\");\n");
+  EXPECT_TRUE(mentions(alias, "W"));
+  EXPECT_TRUE(mentions(alias, "V"));
+  EXPECT_TRUE(mentions(alias, "U"));
+  EXPECT_FALSE(mentions(alias, "APPLY")) << "a call the scanner reads";
+  EXPECT_FALSE(mentions(alias, "ALIAS")) << "the name defined";
+  EXPECT_FALSE(mentions(scan_includes("#if defined(W) || defined W\n#endif\n#ifdef W\n#endif\n"), "W"));
+  // A parameter inside the header name: the macro builds the name.
+  const auto built = scan_includes("#define W(x) __has_include(<x.h>)\n#define MY(x) G(<cuda/x>)\n");
+  EXPECT_EQ(built.builders, (std::vector<std::string>{"W"}));
+  EXPECT_EQ(built.builds, (std::vector<std::pair<std::string, std::string>>{{"MY", "G"}}));
+  EXPECT_TRUE(built.macro_lookups.empty()) << "x.h and cuda/x are no names";
+  EXPECT_TRUE(built.refs.empty());
+  // Pasting that could make part of __has_include, and pasting that cannot.
+  EXPECT_TRUE(scan_includes("#define CAT(a, b) a##b\n").pastes);
+  EXPECT_TRUE(scan_includes("#define P(a) __has_ %:%: a\n").pastes);
+  const auto safe = scan_includes("#define ANNOTATE(a) __##a##__\n#define NS(v) _NS_##v\n");
+  EXPECT_FALSE(safe.pastes);
+  EXPECT_FALSE(mentions(safe, "__")) << "an operand of ## is no name of its own";
+  EXPECT_EQ(scan_includes("#define HI __has_##include\n").unknowable, "`__has_##include` on line 1");
 }
 
 // A backslash, blanks, then the line's end: GCC joins the lines, the standard
@@ -111,13 +174,14 @@ TEST(CompileCacheIncludeScanner, HasIncludeThroughAliasesForwardersAndOddArgumen
   EXPECT_EQ(nested.macro_lookups, (std::vector<MacroLookup>{{"H2", "w.h", true}}));
   EXPECT_TRUE(nested.unknowable.empty()) << nested.unknowable;
   // The header as a later argument is a lookup too; a macro as the argument is opaque.
+  // A number beside it can name nothing; a macro can.
   const auto args =
-      scan_includes("#define W(a, x) __has_include(x)\n#if W(1, <w.h>)\n#endif\n#if W(1, HEADER)\n#endif\n");
+      scan_includes("#define W(a, x) __has_include(x)\n#if W(1, <w.h>)\n#endif\n#if W(X, HEADER)\n#endif\n");
   EXPECT_EQ(args.wrappers, (std::vector<std::string>{"W"}));
   EXPECT_EQ(args.macro_lookups, (std::vector<MacroLookup>{{"W", "w.h", false}}));
   ASSERT_EQ(args.opaque_calls.size(), 1u);
   EXPECT_EQ(args.opaque_calls[0].first, "W");
-  EXPECT_EQ(args.opaque_calls[0].second, "`W(1, <w.h>)` on line 2");
+  EXPECT_EQ(args.opaque_calls[0].second, "`W(X, HEADER)` on line 4");
 }
 
 TEST(CompileCacheIncludeScanner, AVeryLongDirectiveIsLeftUncachedInsteadOfReadInQuadraticTime) {

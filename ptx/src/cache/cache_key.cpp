@@ -171,8 +171,12 @@ void hash_headers(const HeaderMemo& memo, Sha256& key, const KernelSource& progr
   std::map<std::string, std::string> resolved;  // what each lookup contributed, sorted for the key
   std::set<std::string> wrappers;
   std::vector<std::pair<MacroLookup, std::optional<std::string>>> macro_lookups;
-  std::vector<std::pair<std::string, std::string>> forwards;      // F forwards to G
-  std::vector<std::pair<std::string, std::string>> opaque_calls;  // callee, where
+  std::vector<std::pair<std::string, std::string>> forwards;        // F forwards to G
+  std::vector<std::pair<std::string, std::string>> builds;          // F builds a name for G
+  std::set<std::string> builders;                                   // their uses cannot be known
+  std::vector<std::pair<std::string, std::string>> opaque_calls;    // callee, where
+  std::vector<std::pair<const IncludeScan*, std::string>> scanned;  // every scan, with where it is
+  std::vector<std::shared_ptr<const FileInfo>> keep;                // keeps those scans alive
 
   // One lookup; returns the files found that the preprocessor would read.
   auto lookup = [&](const std::string& name, bool quoted, IncludeRef::Kind kind,
@@ -225,8 +229,12 @@ void hash_headers(const HeaderMemo& memo, Sha256& key, const KernelSource& progr
       return;
     }
     wrappers.insert(p.scan->wrappers.begin(), p.scan->wrappers.end());
+    builders.insert(p.scan->builders.begin(), p.scan->builders.end());
     for (const auto& m : p.scan->macro_lookups) macro_lookups.emplace_back(m, p.dir);
     forwards.insert(forwards.end(), p.scan->forwards.begin(), p.scan->forwards.end());
+    builds.insert(builds.end(), p.scan->builds.begin(), p.scan->builds.end());
+    scanned.emplace_back(p.scan, p.where);
+    if (p.keep) keep.push_back(p.keep);
     for (const auto& [callee, where] : p.scan->opaque_calls) opaque_calls.emplace_back(callee, p.where + ": " + where);
     for (const auto& ref : p.scan->refs) {
       for (auto& [path, info] : lookup(ref.name, ref.quoted, ref.kind, p.dir)) {
@@ -240,20 +248,86 @@ void hash_headers(const HeaderMemo& memo, Sha256& key, const KernelSource& progr
   // once every file was read: their uses anywhere are lookups.
   // A macro that passes its parameter to a wrapper is a wrapper too (H2(x) -> H1(x) ->
   // __has_include(x)), however deep.
+  // A macro that builds a name from its parameter for a wrapper or a builder
+  // (`#define F(x) W(<dir/x>)`) is a builder: its uses cannot be known.
   for (bool grew = true; grew;) {
     grew = false;
     for (const auto& [from, to] : forwards) {
       if (wrappers.count(to) != 0 && wrappers.insert(from).second) grew = true;
+      if (builders.count(to) != 0 && builders.insert(from).second) grew = true;
+    }
+    for (const auto& [from, to] : builds) {
+      if ((wrappers.count(to) != 0 || builders.count(to) != 0) && builders.insert(from).second) grew = true;
     }
   }
+  auto refuse = [&](const std::string& why) {
+    if (out.unknowable.empty()) out.unknowable = why;
+  };
   for (const auto& [callee, where] : opaque_calls) {
-    if (wrappers.count(callee) != 0 && out.unknowable.empty()) {
-      out.unknowable =
-          where + " asks __has_include (through " + callee + ") about a name only the preprocessor can know";
+    if (wrappers.count(callee) != 0 || builders.count(callee) != 0) {
+      refuse(where + " asks __has_include (through " + callee + ") about a name only the preprocessor can know");
     }
   }
   for (const auto& [m, dir] : macro_lookups) {
-    if (wrappers.count(m.macro) != 0) (void)lookup(m.name, m.quoted, IncludeRef::Kind::has_include, dir);
+    if (builders.count(m.macro) != 0) {
+      refuse(m.macro + " builds the name it asks __has_include about from its argument");
+    } else if (wrappers.count(m.macro) != 0) {
+      (void)lookup(m.name, m.quoted, IncludeRef::Kind::has_include, dir);
+    }
+  }
+  // A wrapper named anywhere but in a call the scanner reads (ordinary code, an alias, an
+  // argument to another macro) asks about a name only the preprocessor can know.
+  std::vector<std::pair<std::uint64_t, const std::string*>> asking;
+  for (const auto* set : {&wrappers, &builders}) {
+    for (const auto& w : *set) asking.emplace_back(identifier_hash(w), &w);
+  }
+  // Pasting (##) can make __has_include from pieces: `CAT(__has_, include)`. Where a macro
+  // pastes something that could become part of it, its first piece anywhere is refused: a
+  // name that begins it (four characters or more), or a shorter beginning (`_`, `__`, `__h`:
+  // common names in real code, CCCL's among them) together with a piece of three or more
+  // characters that goes on from there (`has`, `_ha`, `as_include`). Shorter pieces after
+  // such a beginning are not followed.
+  const bool pastes = std::any_of(scanned.begin(), scanned.end(), [](const auto& s) { return s.first->pastes; });
+  std::vector<std::pair<std::uint64_t, std::string>> prefixes;  // a name that begins it
+  std::vector<std::uint64_t> short_starts;                      // `_`, `__`
+  std::vector<std::pair<std::uint64_t, std::string>> continuations;
+  if (pastes) {
+    const std::string_view full = "__has_include_next";
+    for (std::size_t n = 4; n < full.size(); ++n) {
+      if (n != std::string_view("__has_include").size()) {
+        prefixes.emplace_back(identifier_hash(full.substr(0, n)), full.substr(0, n));
+      }
+    }
+    for (std::size_t n = 1; n < 4; ++n) short_starts.push_back(identifier_hash(full.substr(0, n)));
+    for (std::size_t from = 1; from < 4; ++from) {
+      for (std::size_t n = 3; from + n <= full.size(); ++n) {
+        continuations.emplace_back(identifier_hash(full.substr(from, n)), full.substr(from, n));
+      }
+    }
+  }
+  auto mentioned = [&](std::uint64_t hash) {
+    return std::any_of(scanned.begin(), scanned.end(), [&](const auto& s) {
+      return std::binary_search(s.first->mentions.begin(), s.first->mentions.end(), hash);
+    });
+  };
+  const bool short_start = std::any_of(short_starts.begin(), short_starts.end(), mentioned);
+  for (const auto& [hash, name] : continuations) {
+    if (short_start && mentioned(hash)) {
+      refuse("`" + name + "`, pasted (##) after `_`, `__` or `__h`, could become __has_include");
+    }
+  }
+  for (const auto& [scan, where] : scanned) {
+    const auto& m = scan->mentions;
+    for (const auto& [hash, name] : asking) {
+      if (std::binary_search(m.begin(), m.end(), hash)) {
+        refuse(where + " uses " + *name + ", which asks __has_include, where only the preprocessor can follow it");
+      }
+    }
+    for (const auto& [hash, name] : prefixes) {
+      if (std::binary_search(m.begin(), m.end(), hash)) {
+        refuse(where + " has `" + name + "`, which pasted (##) could become __has_include");
+      }
+    }
   }
   for (const auto& [id, what] : resolved) {
     std::string edge = id;

@@ -5,34 +5,56 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <set>
 #include <string>
+#include <unordered_set>
 
 namespace drvshim::detail {
+
+std::uint64_t identifier_hash(std::string_view identifier) noexcept {
+  std::uint64_t h = 14695981039346656037ull;
+  for (const char c : identifier) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
 namespace {
 
-bool ident_start(char c) noexcept { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '$'; }
-bool ident_char(char c) noexcept { return ident_start(c) || (c >= '0' && c <= '9'); }
-bool digit(char c) noexcept { return c >= '0' && c <= '9'; }
+constexpr bool ident_start(char c) noexcept {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '$';
+}
+constexpr bool ident_char(char c) noexcept { return ident_start(c) || (c >= '0' && c <= '9'); }
+constexpr bool digit(char c) noexcept { return c >= '0' && c <= '9'; }
+constexpr bool blank(char c) noexcept { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; }
+
+// One way a compiler may read the text (see the header): each feature on or off.
+struct Dialect {
+  bool trigraphs = false;
+  bool raw_strings = true;
+  bool digit_separators = true;
+  bool lenient_splice = false;  // "\ <newline>" joins lines (GCC does, with a warning)
+  friend bool operator==(const Dialect&, const Dialect&) = default;
+};
 
 // Phases 1-2 of translation: the trigraphs for # and backslash (the only two
-// that can make or hide a directive), then backslash-newline splices. `lenient` also
-// splices a backslash followed by blanks before the newline (GCC does, with a
-// warning); the scanner reads the text both ways when that occurs and keeps
-// both answers. `splices` gets the output offsets where lines were joined, for
-// line numbers in messages.
-std::string splice(std::string_view in, bool lenient, std::vector<std::size_t>& splices) {
+// that can make or hide a directive, or end a literal early), then
+// backslash-newline splices. `splices` gets the output offsets where lines
+// were joined, for line numbers in messages.
+std::string splice(std::string_view in, const Dialect& d, std::vector<std::size_t>& splices) {
   std::string out;
   out.reserve(in.size());
   for (std::size_t i = 0; i < in.size(); ++i) {
     char c = in[i];
-    if (c == '?' && i + 2 < in.size() && in[i + 1] == '?' && (in[i + 2] == '=' || in[i + 2] == '/')) {
+    if (d.trigraphs && c == '?' && i + 2 < in.size() && in[i + 1] == '?' && (in[i + 2] == '=' || in[i + 2] == '/')) {
       c = in[i + 2] == '=' ? '#' : '\\';
       i += 2;
     }
     if (c == '\\') {
       std::size_t j = i + 1;
-      if (lenient) {
+      if (d.lenient_splice) {
         while (j < in.size() && (in[j] == ' ' || in[j] == '\t')) ++j;
       }
       if (j < in.size() && in[j] == '\r' && j + 1 < in.size() && in[j + 1] == '\n') ++j;
@@ -59,11 +81,26 @@ struct Token {
   bool space_before = false;
 };
 
+bool string_prefix(std::string_view id) noexcept {
+  return id == "u8" || id == "u" || id == "U" || id == "L" || id == "R" || id == "u8R" || id == "uR" || id == "UR" ||
+         id == "LR";
+}
+bool char_prefix(std::string_view id) noexcept { return id == "u8" || id == "u" || id == "U" || id == "L"; }
+
+// Directives whose operands are not macro-expanded: nothing in them is a call or a use.
+bool unexpanded_directive(std::string_view d) noexcept {
+  return d == "ifdef" || d == "ifndef" || d == "elifdef" || d == "elifndef" || d == "undef" || d == "error" ||
+         d == "warning" || d == "ident" || d == "sccs";
+}
+
 class Scanner {
  public:
   // `s` is the spliced text (`owned` holds it when splicing changed anything).
-  Scanner(std::string owned, std::string_view s, std::vector<std::size_t> splices)
-      : owned_(std::move(owned)), s_(owned_.empty() ? s : std::string_view(owned_)), splices_(std::move(splices)) {}
+  Scanner(std::string owned, std::string_view s, std::vector<std::size_t> splices, const Dialect& dialect)
+      : owned_(std::move(owned)),
+        s_(owned_.empty() ? s : std::string_view(owned_)),
+        splices_(std::move(splices)),
+        dialect_(dialect) {}
 
   IncludeScan run() {
     bool space = false;
@@ -75,7 +112,7 @@ class Scanner {
         space = false;
         continue;
       }
-      if (c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v') {
+      if (blank(c)) {
         ++pos_;
         space = true;
         continue;
@@ -86,16 +123,16 @@ class Scanner {
         continue;
       }
       if (c == '/' && at(1) == '*') {
-        const auto close = s_.find("*/", pos_ + 2);
-        pos_ = close == std::string::npos ? s_.size() : close + 2;
+        const bool lines = skip_block_comment();
         space = true;
+        // A comment over lines inside a directive, then `#`: that may be a directive of its own.
+        if (lines && !line_.empty() && next_is_hash()) end_line();
         continue;
       }
-      // Only directives name files (__has_include is valid in #if and #elif
-      // alone): any other line is passed over, its comments and literals
-      // honoured, without being tokenized.
+      // A line that does not start with # is ordinary code: passed over, its
+      // comments and literals honoured, with only the identifiers noted.
       if (line_.empty() && c != '#' && !(c == '%' && at(1) == ':')) {
-        skip_code_line();
+        code_line();
         continue;
       }
       Token t = header_name_expected() ? lex_header_name() : lex();
@@ -104,6 +141,8 @@ class Scanner {
       line_.push_back(t);
     }
     end_line();
+    out_.mentions.assign(mentions_.begin(), mentions_.end());
+    std::sort(out_.mentions.begin(), out_.mentions.end());
     return std::move(out_);
   }
 
@@ -114,6 +153,24 @@ class Scanner {
   std::string inner(const Token& t) const { return std::string(text(t.inner_begin, t.inner_end)); }
   bool is_ident(const Token& t, std::string_view name) const { return t.kind == Token::Kind::ident && text(t) == name; }
   bool is_punct(const Token& t, char p) const { return t.kind == Token::Kind::punct && t.punct == p; }
+
+  // From pos_ at "/*": past the comment; whether it ran over a line's end.
+  bool skip_block_comment() {
+    const auto close = s_.find("*/", pos_ + 2);
+    const std::size_t end = close == std::string::npos ? s_.size() : close + 2;
+    const bool lines = s_.find('\n', pos_) < end;
+    pos_ = end;
+    return lines;
+  }
+
+  // Whether the next thing on this line, after blanks, is # or %:.
+  bool next_is_hash() const {
+    std::size_t i = pos_;
+    while (i < s_.size() && blank(s_[i])) ++i;
+    return i < s_.size() && (s_[i] == '#' || (s_[i] == '%' && i + 1 < s_.size() && s_[i + 1] == ':'));
+  }
+
+  void mention(std::string_view id) { mentions_.insert(identifier_hash(id)); }
 
   // After `#include` (and its kin) at the start of a line comes a header name,
   // lexed raw: `<a//b.h>` is a name there, not a comment.
@@ -140,14 +197,60 @@ class Scanner {
     return t;
   }
 
-  // Passes over the rest of a line that is not a directive, up to its newline:
-  // block comments (which may run over lines), string and character literals
-  // and raw strings (which may too) are skipped whole, so nothing in them is
-  // taken for a directive on the next line.
-  void skip_code_line() {
+  // A pp-number from pos_: digits, identifier characters, dots, exponent
+  // signs and (where the dialect has them) digit separators: `'` followed by
+  // a digit or letter. `1'/*'` is the number 1 and a character literal.
+  void pp_number() {
+    ++pos_;
+    while (pos_ < s_.size()) {
+      const char d = s_[pos_];
+      const char prev = s_[pos_ - 1];
+      if ((d == '+' || d == '-') && (prev == 'e' || prev == 'E' || prev == 'p' || prev == 'P')) {
+        ++pos_;
+      } else if (d == '\'' && dialect_.digit_separators && ident_char(at(1))) {
+        pos_ += 2;
+      } else if (ident_char(d) || d == '.') {
+        ++pos_;
+      } else {
+        break;
+      }
+    }
+  }
+
+  // An identifier from pos_, or the literal it prefixes: its end, and whether it was an identifier.
+  bool identifier(std::size_t& begin, Token* literal) {
+    begin = pos_;
+    while (pos_ < s_.size() && ident_char(s_[pos_])) ++pos_;
+    const std::string_view id = text(begin, pos_);
+    if (at(0) == '"' && string_prefix(id) && (id.back() != 'R' || dialect_.raw_strings)) {
+      Token t;
+      t.begin = begin;
+      const Token lit = id.back() == 'R' ? raw_string(t) : string_literal(t, pos_);
+      if (literal != nullptr) *literal = lit;
+      return false;
+    }
+    if (at(0) == '\'' && char_prefix(id)) {
+      skip_quoted('\'');
+      if (literal != nullptr) {
+        literal->begin = begin;
+        literal->end = pos_;
+      }
+      return false;
+    }
+    return true;
+  }
+
+  // Passes over the rest of a line that is not a directive, up to its newline
+  // (or the end of a comment that ran over lines: a directive may follow it).
+  // Block comments, string and character literals and raw strings are skipped
+  // whole; identifiers are noted as uses; `__has_include` is a lookup.
+  void code_line() {
     static constexpr auto kSpecial = [] {
       std::array<bool, 256> t{};
-      for (const char c : {'\n', '/', '"', '\''}) t[static_cast<unsigned char>(c)] = true;
+      for (const char c : {'\n', '/', '"', '\'', '.'}) t[static_cast<unsigned char>(c)] = true;
+      for (int c = 0; c < 256; ++c) {
+        if (ident_char(static_cast<char>(c))) t[static_cast<std::size_t>(c)] = true;
+      }
       return t;
     }();
     while (pos_ < s_.size()) {
@@ -160,26 +263,87 @@ class Scanner {
         return;
       }
       if (c == '/' && at(1) == '*') {
-        const auto close = s_.find("*/", pos_ + 2);
-        pos_ = close == std::string::npos ? s_.size() : close + 2;
+        if (skip_block_comment()) return;
         continue;
       }
       if (c == '"') {
-        std::size_t b = pos_;
-        while (b > 0 && ident_char(s_[b - 1])) --b;
-        const std::string_view prefix = text(b, pos_);
-        if (prefix == "R" || prefix == "u8R" || prefix == "uR" || prefix == "UR" || prefix == "LR") {
-          (void)raw_string(Token{});
-        } else {
-          skip_quoted('"');
-        }
+        skip_quoted('"');
         continue;
       }
-      if (c == '\'' && !(pos_ > 0 && ident_char(s_[pos_ - 1]))) {
+      if (c == '\'') {
         skip_quoted('\'');
         continue;
       }
+      if (digit(c) || (c == '.' && digit(at(1)))) {
+        pp_number();
+        continue;
+      }
+      if (ident_start(c)) {
+        std::size_t begin = 0;
+        if (!identifier(begin, nullptr)) continue;
+        const std::string_view id = text(begin, pos_);
+        if (id == "__has_include" || id == "__has_include_next") {
+          code_has_include(id, begin);
+        } else {
+          mention(id);
+        }
+        continue;
+      }
       ++pos_;
+    }
+  }
+
+  // Blanks, comments and line ends from pos_; false when a line starting with # comes first.
+  bool skip_space_in_code() {
+    while (pos_ < s_.size()) {
+      const char c = s_[pos_];
+      if (blank(c)) {
+        ++pos_;
+      } else if (c == '\n') {
+        ++pos_;
+        if (next_is_hash()) return false;
+      } else if (c == '/' && at(1) == '*') {
+        (void)skip_block_comment();
+      } else if (c == '/' && at(1) == '/') {
+        while (pos_ < s_.size() && s_[pos_] != '\n') ++pos_;
+      } else {
+        return true;
+      }
+    }
+    return true;
+  }
+
+  // `__has_include ( "name" )` or `( <name> )` in ordinary code (NVRTC evaluates it
+  // there too); anything else is a name only the preprocessor knows.
+  void code_has_include(std::string_view id, std::size_t begin) {
+    const std::size_t after = pos_;
+    bool ok = skip_space_in_code() && at(0) == '(';
+    IncludeRef r;
+    r.kind = id == "__has_include" ? IncludeRef::Kind::has_include : IncludeRef::Kind::has_include_next;
+    if (ok) {
+      ++pos_;
+      ok = skip_space_in_code() && (at(0) == '"' || at(0) == '<');
+    }
+    if (ok) {
+      const char close = at(0) == '"' ? '"' : '>';
+      const std::size_t name = pos_ + 1;
+      const auto end = s_.find_first_of(std::string{close, '\n'}, name);
+      ok = end != std::string::npos && s_[end] == close;
+      if (ok) {
+        r.name = std::string(text(name, end));
+        r.quoted = close == '"';
+        pos_ = end + 1;
+        ok = skip_space_in_code() && at(0) == ')';
+      }
+    }
+    if (ok) {
+      ++pos_;
+      out_.refs.push_back(std::move(r));
+      return;
+    }
+    pos_ = after;
+    if (out_.unknowable.empty()) {
+      out_.unknowable = "`" + std::string(id) + "` in code on line " + std::to_string(line_number(begin));
     }
   }
 
@@ -200,6 +364,7 @@ class Scanner {
 
   // A string literal whose opening quote is at `open`: lexed, with its contents marked.
   Token string_literal(Token t, std::size_t open) {
+    pos_ = open;
     skip_quoted('"');
     t.kind = Token::Kind::string;
     t.inner_begin = open + 1;
@@ -213,39 +378,19 @@ class Scanner {
     t.begin = pos_;
     const char c = s_[pos_];
     if (ident_start(c)) {
-      while (pos_ < s_.size() && ident_char(s_[pos_])) ++pos_;
-      const std::string_view id = text(t.begin, pos_);
-      const bool string_prefix = id == "u8" || id == "u" || id == "U" || id == "L" || id == "R" || id == "u8R" ||
-                                 id == "uR" || id == "UR" || id == "LR";
-      if (string_prefix && at(0) == '"') {
-        if (id.back() == 'R') return raw_string(t);
-        return string_literal(t, pos_);
-      }
-      if ((id == "u8" || id == "u" || id == "U" || id == "L") && at(0) == '\'') {
-        skip_quoted('\'');
-        t.end = pos_;
-        return t;
+      std::size_t begin = 0;
+      Token literal;
+      if (!identifier(begin, &literal)) {
+        literal.begin = begin;
+        literal.end = pos_;
+        return literal;
       }
       t.kind = Token::Kind::ident;
       t.end = pos_;
       return t;
     }
     if (digit(c) || (c == '.' && digit(at(1)))) {
-      // A pp-number, digit separators (1'000) and exponent signs included.
-      ++pos_;
-      while (pos_ < s_.size()) {
-        const char d = s_[pos_];
-        if ((d == '+' || d == '-') &&
-            (s_[pos_ - 1] == 'e' || s_[pos_ - 1] == 'E' || s_[pos_ - 1] == 'p' || s_[pos_ - 1] == 'P')) {
-          ++pos_;
-        } else if (d == '\'' && ident_char(at(1))) {
-          pos_ += 2;
-        } else if (ident_char(d) || d == '.') {
-          ++pos_;
-        } else {
-          break;
-        }
-      }
+      pp_number();
       t.end = pos_;
       return t;
     }
@@ -267,7 +412,7 @@ class Scanner {
     return t;
   }
 
-  // R"delim( ... )delim": anything inside, newlines and what looks like comments included.
+  // R"delim( ... )delim" from the quote at pos_: anything inside, newlines and what looks like comments included.
   Token raw_string(Token t) {
     const std::size_t open = pos_;  // at the quote
     std::size_t paren = open + 1;
@@ -311,25 +456,88 @@ class Scanner {
     out_.unknowable = "`" + shown + "` on line " + std::to_string(line_number(from.begin));
   }
 
-  // `<` ... `>` or a string after line_[i]: the header name, or false.
-  bool header_argument(std::size_t i, std::string& name, bool& quoted, std::size_t& last) const {
-    if (i >= line_.size()) return false;
-    if (line_[i].kind == Token::Kind::string) {
-      name = inner(line_[i]);
-      quoted = true;
-      last = i;
-      return true;
+  // Whether `pattern` ('*' for any text) matches all of `text`.
+  static bool glob(std::string_view pattern, std::string_view text) {
+    if (pattern.empty()) return text.empty();
+    if (pattern[0] == '*') {
+      for (std::size_t n = 0; n <= text.size(); ++n) {
+        if (glob(pattern.substr(1), text.substr(n))) return true;
+      }
+      return false;
     }
-    if (!is_punct(line_[i], '<')) return false;
-    for (std::size_t j = i + 1; j < line_.size(); ++j) {
-      if (is_punct(line_[j], '>')) {
-        name = std::string(text(line_[i].end, line_[j].begin));
-        quoted = false;
-        last = j;
-        return true;
+    return !text.empty() && text[0] == pattern[0] && glob(pattern.substr(1), text.substr(1));
+  }
+
+  // The paste chains (`a ## b ## c`) of a #define's body from `body`: their
+  // operands are marked in `pasted` (consumed, never used as names themselves).
+  // A chain whose result could be part of __has_include or __has_include_next
+  // (a parameter in it, or literal pieces that fit) sets `pastes`; one that
+  // spells __has_include outright is an alias, unknowable.
+  void pastes(std::size_t body, const std::vector<std::string_view>& params, std::vector<bool>& pasted) {
+    static constexpr std::string_view kTarget = "__has_include_next";
+    auto hash_hash = [&](std::size_t i) {
+      return i + 1 < line_.size() && is_punct(line_[i], '#') && is_punct(line_[i + 1], '#');
+    };
+    for (std::size_t i = body; i < line_.size(); ++i) {
+      if (!(i + 2 < line_.size() && hash_hash(i + 1))) continue;
+      // A chain starts at i: operand (## operand)+.
+      std::string pattern;
+      std::size_t j = i;
+      for (;;) {
+        const Token& op = line_[j];
+        const bool param =
+            op.kind == Token::Kind::ident && std::find(params.begin(), params.end(), text(op)) != params.end();
+        pattern += param || text(op) == "__VA_ARGS__" ? std::string_view("*") : text(op);
+        pasted[j] = true;
+        if (!(j + 3 < line_.size() && hash_hash(j + 1))) break;
+        j += 3;
+      }
+      if (pattern == "__has_include" || pattern == "__has_include_next") unknowable(line_[i], line_[j].end);
+      bool fits = false;
+      for (std::size_t b = 0; b < kTarget.size() && !fits; ++b) {
+        for (std::size_t n = 2; b + n <= kTarget.size() && !fits; ++n) fits = glob(pattern, kTarget.substr(b, n));
+      }
+      if (fits) out_.pastes = true;
+      // Literal pieces make one known name: a use like any other.
+      if (pattern.find('*') == std::string::npos) mention(pattern);
+      i = j;
+    }
+  }
+
+  // What one argument of a call in a directive is.
+  enum class Arg { empty, inert, header, parameter, built, opaque };
+
+  // The argument line_[from, to): a header name (a string, or `<` ... `>` with
+  // no parameter inside), one parameter of the macro being defined, something
+  // built from a parameter, or anything else.
+  Arg classify(std::size_t from, std::size_t to, const std::vector<std::string_view>& params, bool in_body,
+               std::string& name, bool& quoted) const {
+    if (from >= to) return Arg::empty;
+    bool has_param = false;
+    for (std::size_t j = from; j < to && in_body; ++j) {
+      if (line_[j].kind == Token::Kind::ident &&
+          std::find(params.begin(), params.end(), text(line_[j])) != params.end()) {
+        has_param = true;
       }
     }
-    return false;
+    if (has_param) {
+      return to == from + 1 && line_[from].kind == Token::Kind::ident ? Arg::parameter : Arg::built;
+    }
+    if (to == from + 1 && line_[from].kind == Token::Kind::string) {
+      name = inner(line_[from]);
+      quoted = true;
+      return Arg::header;
+    }
+    if (to >= from + 2 && is_punct(line_[from], '<') && is_punct(line_[to - 1], '>')) {
+      name = std::string(text(line_[from].end, line_[to - 1].begin));
+      quoted = false;
+      return Arg::header;
+    }
+    // Numbers, literals and punctuation alone expand to nothing else: no name can come of them.
+    for (std::size_t j = from; j < to; ++j) {
+      if (line_[j].kind == Token::Kind::ident) return Arg::opaque;
+    }
+    return Arg::inert;
   }
 
   void end_line() {
@@ -351,22 +559,24 @@ class Scanner {
       line_.clear();
       return;
     }
+    if (!directive || unexpanded_directive(name)) {
+      line_.clear();
+      return;
+    }
     // A function-like macro: its parameters may be what __has_include is applied to.
     std::vector<std::string_view> params;
     std::string_view defined;
     std::size_t body = 0;
-    if (name == "define" && line_.size() >= 4 && line_[2].kind == Token::Kind::ident && is_punct(line_[3], '(') &&
-        !line_[3].space_before) {
+    if (name == "define" && line_.size() >= 3 && line_[2].kind == Token::Kind::ident) {
       defined = text(line_[2]);
-      std::size_t i = 4;
-      for (; i < line_.size() && !is_punct(line_[i], ')'); ++i) {
-        if (line_[i].kind == Token::Kind::ident) params.push_back(text(line_[i]));
+      body = 3;
+      if (line_.size() >= 4 && is_punct(line_[3], '(') && !line_[3].space_before) {
+        std::size_t i = 4;
+        for (; i < line_.size() && !is_punct(line_[i], ')'); ++i) {
+          if (line_[i].kind == Token::Kind::ident) params.push_back(text(line_[i]));
+        }
+        body = i + 1;
       }
-      body = i + 1;
-    }
-    if (!directive) {
-      line_.clear();
-      return;
     }
     // Each call's arguments are read to their end: a directive of thousands of tokens (nested
     // calls) would take quadratic time. Such a line is left uncached rather than read slowly.
@@ -379,75 +589,78 @@ class Scanner {
       line_.clear();
       return;
     }
-    for (std::size_t i = 0; i < line_.size(); ++i) {
+    const bool in_define = name == "define";
+    std::vector<bool> pasted(line_.size(), false);
+    if (in_define) pastes(body, params, pasted);
+    for (std::size_t i = 2; i < line_.size(); ++i) {
       const Token& t = line_[i];
-      if (t.kind != Token::Kind::ident) continue;
-      // The name a #define defines, and its parameter list, are no calls.
-      if (name == "define" && (i == 2 || (body > 0 && i < body))) continue;
+      if (t.kind != Token::Kind::ident || pasted[i]) continue;
+      // The name a #define defines, and its parameter list, are no uses.
+      if (in_define && i < body) continue;
+      const bool in_body = in_define && !params.empty();
       const std::string_view id = text(t);
       const bool has_include = id == "__has_include" || id == "__has_include_next";
       if (i + 1 >= line_.size() || !is_punct(line_[i + 1], '(')) {
-        // `#define HAS __has_include`: an alias the scanner cannot follow. `defined(__has_include)`,
-        // `defined __has_include` and `#ifdef __has_include` only ask whether it exists.
-        const bool asks = name == "ifdef" || name == "ifndef" || (i >= 1 && is_ident(line_[i - 1], "defined")) ||
-                          (i >= 2 && is_punct(line_[i - 1], '(') && is_ident(line_[i - 2], "defined"));
-        if (has_include && !asks) unknowable(t, t.end);
+        // `defined(X)`, `defined X` only ask whether X exists.
+        const bool asks = (is_ident(line_[i - 1], "defined")) ||
+                          (i >= 3 && is_punct(line_[i - 1], '(') && is_ident(line_[i - 2], "defined"));
+        if (asks) continue;
+        // `#define HAS __has_include`: an alias the scanner cannot follow.
+        if (has_include) unknowable(t, t.end);
+        mention(id);
         continue;
       }
-      std::string header;
-      bool quoted = false;
-      std::size_t last = 0;
-      const bool literal = header_argument(i + 2, header, quoted, last);
-      if (has_include) {
-        if (literal) {
-          out_.refs.push_back(
-              {header, quoted,
-               id == "__has_include" ? IncludeRef::Kind::has_include : IncludeRef::Kind::has_include_next});
-        } else if (i >= body && body > 0 && i + 2 < line_.size() && line_[i + 2].kind == Token::Kind::ident &&
-                   std::find(params.begin(), params.end(), text(line_[i + 2])) != params.end()) {
-          if (std::find(out_.wrappers.begin(), out_.wrappers.end(), defined) == out_.wrappers.end()) {
-            out_.wrappers.emplace_back(defined);
-          }
-        } else {
-          unknowable(t, i + 3 < line_.size() ? line_[i + 3].end : line_.back().end);
-        }
-        continue;
-      }
-      // Any other call: each argument that is a header name is a lookup should `id` wrap
-      // __has_include; an argument made of a parameter of the macro being defined makes that
-      // macro forward to `id`; any other argument cannot be known if `id` is a wrapper.
+      // A call: each argument is read. A header name is a lookup should `id` wrap __has_include;
+      // a parameter of the macro being defined makes that macro forward to `id`; a name built
+      // from a parameter makes it a builder for `id`; anything else cannot be known.
       bool forwards = false;
+      bool builds = false;
       bool opaque = false;
-      std::size_t k = i + 2;
-      for (;;) {
+      for (std::size_t k = i + 2;;) {
         std::size_t arg_end = k;
-        int depth = 0;
-        bool param = false;
-        while (arg_end < line_.size()) {
+        for (int depth = 0; arg_end < line_.size(); ++arg_end) {
           const Token& a = line_[arg_end];
           if (depth == 0 && (is_punct(a, ',') || is_punct(a, ')'))) break;
           if (is_punct(a, '(')) ++depth;
           if (is_punct(a, ')')) --depth;
-          if (a.kind == Token::Kind::ident && i >= body && body > 0 &&
-              std::find(params.begin(), params.end(), text(a)) != params.end()) {
-            param = true;
-          }
-          ++arg_end;
         }
-        std::string arg_header;
-        bool arg_quoted = false;
-        std::size_t arg_last = 0;
-        if (header_argument(k, arg_header, arg_quoted, arg_last) && arg_last + 1 == arg_end) {
-          out_.macro_lookups.push_back({std::string(id), arg_header, arg_quoted});
-        } else if (param) {
+        std::string header;
+        bool quoted = false;
+        const Arg arg = classify(k, arg_end, params, in_body, header, quoted);
+        if (arg == Arg::header) {
+          if (has_include) {
+            out_.refs.push_back(
+                {header, quoted,
+                 id == "__has_include" ? IncludeRef::Kind::has_include : IncludeRef::Kind::has_include_next});
+          } else {
+            out_.macro_lookups.push_back({std::string(id), header, quoted});
+          }
+        } else if (arg == Arg::parameter) {
           forwards = true;
-        } else if (arg_end > k) {
+        } else if (arg == Arg::built) {
+          builds = true;
+        } else if (arg == Arg::opaque || (has_include && (arg == Arg::empty || arg == Arg::inert))) {
           opaque = true;
         }
         if (arg_end >= line_.size() || is_punct(line_[arg_end], ')')) break;
         k = arg_end + 1;
       }
+      if (has_include) {
+        if (opaque) {
+          unknowable(t, i + 3 < line_.size() ? line_[i + 3].end : line_.back().end);
+        } else if (builds) {
+          if (std::find(out_.builders.begin(), out_.builders.end(), defined) == out_.builders.end()) {
+            out_.builders.emplace_back(defined);
+          }
+        } else if (forwards) {
+          if (std::find(out_.wrappers.begin(), out_.wrappers.end(), defined) == out_.wrappers.end()) {
+            out_.wrappers.emplace_back(defined);
+          }
+        }
+        continue;
+      }
       if (forwards) out_.forwards.push_back({std::string(defined), std::string(id)});
+      if (builds) out_.builds.push_back({std::string(defined), std::string(id)});
       if (opaque && opaque_seen_.insert(std::string(id)).second) {
         const std::string_view shown = text(t.begin, line_.back().end).substr(0, 80);
         out_.opaque_calls.push_back(
@@ -460,23 +673,25 @@ class Scanner {
   std::string owned_;
   std::string_view s_;
   std::vector<std::size_t> splices_;
+  Dialect dialect_;
   mutable std::size_t counted_to_ = 0;  // line_number()'s memo
   mutable std::size_t newlines_ = 0;
   std::set<std::string, std::less<>> opaque_seen_;
+  std::unordered_set<std::uint64_t> mentions_;
   std::size_t pos_ = 0;
   std::vector<Token> line_;
   IncludeScan out_;
 };
 
-IncludeScan scan_spliced(std::string_view text, bool lenient) {
+IncludeScan scan_as(std::string_view text, const Dialect& d) {
   std::vector<std::size_t> splices;
   // Most texts have nothing to splice: they are read in place.
-  if (text.find('\\') == std::string_view::npos && text.find("??") == std::string_view::npos) {
-    return Scanner({}, text, {}).run();
+  if (text.find('\\') == std::string_view::npos && (!d.trigraphs || text.find("??") == std::string_view::npos)) {
+    return Scanner({}, text, {}, d).run();
   }
-  std::string s = splice(text, lenient, splices);
+  std::string s = splice(text, d, splices);
   const std::string_view view(s);
-  return Scanner(std::move(s), view, std::move(splices)).run();
+  return Scanner(std::move(s), view, std::move(splices), d).run();
 }
 
 // Whether a backslash is followed by blanks and then a newline somewhere.
@@ -485,6 +700,21 @@ bool has_lenient_splice(std::string_view text) {
     std::size_t j = i + 1;
     while (j < text.size() && (text[j] == ' ' || text[j] == '\t')) ++j;
     if (j > i + 1 && j < text.size() && (text[j] == '\n' || text[j] == '\r')) return true;
+  }
+  return false;
+}
+
+bool has_trigraph(std::string_view text) {
+  for (std::size_t i = text.find("??"); i != std::string_view::npos; i = text.find("??", i + 1)) {
+    if (i + 2 < text.size() && (text[i + 2] == '=' || text[i + 2] == '/')) return true;
+  }
+  return false;
+}
+
+// A quote right after a letter, digit or underscore: a digit separator, or not, by standard.
+bool has_quote_after_word(std::string_view text) {
+  for (std::size_t i = text.find('\''); i != std::string_view::npos; i = text.find('\'', i + 1)) {
+    if (i > 0 && ident_char(text[i - 1])) return true;
   }
   return false;
 }
@@ -499,17 +729,44 @@ void append_new(std::vector<T>& to, const std::vector<T>& from) {
 }  // namespace
 
 IncludeScan scan_includes(std::string_view text) {
-  IncludeScan strict = scan_spliced(text, false);
-  if (!has_lenient_splice(text)) return strict;
-  // Whether "\ <newline>" joins lines depends on the compiler: both readings count.
-  const IncludeScan lenient = scan_spliced(text, true);
-  append_new(strict.refs, lenient.refs);
-  append_new(strict.wrappers, lenient.wrappers);
-  append_new(strict.macro_lookups, lenient.macro_lookups);
-  append_new(strict.forwards, lenient.forwards);
-  append_new(strict.opaque_calls, lenient.opaque_calls);
-  if (strict.unknowable.empty()) strict.unknowable = lenient.unknowable;
-  return strict;
+  // The dialects NVRTC's standards give (C++03: neither raw strings nor digit separators;
+  // C++11: raw strings; C++14 on: both), each with and without trigraphs and GCC's lenient
+  // splice; a feature the text never uses cannot change the reading, so it is left at one value.
+  const bool trigraphs = has_trigraph(text);
+  const bool lenient = has_lenient_splice(text);
+  const bool raw = text.find("R\"") != std::string_view::npos;
+  const bool separators = has_quote_after_word(text);
+  std::vector<Dialect> dialects;
+  for (const auto& [r, sep] : {std::pair{true, true}, std::pair{true, false}, std::pair{false, false}}) {
+    for (const bool tri : {false, true}) {
+      for (const bool len : {false, true}) {
+        Dialect d;
+        d.raw_strings = raw ? r : true;
+        d.digit_separators = separators ? sep : true;
+        d.trigraphs = trigraphs ? tri : false;
+        d.lenient_splice = lenient ? len : false;
+        if (std::find(dialects.begin(), dialects.end(), d) == dialects.end()) dialects.push_back(d);
+      }
+    }
+  }
+  IncludeScan out = scan_as(text, dialects.front());
+  for (std::size_t i = 1; i < dialects.size(); ++i) {
+    IncludeScan other = scan_as(text, dialects[i]);
+    append_new(out.refs, other.refs);
+    append_new(out.wrappers, other.wrappers);
+    append_new(out.macro_lookups, other.macro_lookups);
+    append_new(out.forwards, other.forwards);
+    append_new(out.opaque_calls, other.opaque_calls);
+    append_new(out.builds, other.builds);
+    append_new(out.builders, other.builders);
+    std::vector<std::uint64_t> merged;
+    std::set_union(out.mentions.begin(), out.mentions.end(), other.mentions.begin(), other.mentions.end(),
+                   std::back_inserter(merged));
+    out.mentions = std::move(merged);
+    out.pastes = out.pastes || other.pastes;
+    if (out.unknowable.empty()) out.unknowable = std::move(other.unknowable);
+  }
+  return out;
 }
 
 }  // namespace drvshim::detail

@@ -11,11 +11,20 @@
 // definition), `unknowable` says so and the cache refuses to cache.
 //
 // Handled as the preprocessor does: backslash-newline splices (also
-// spelled with a trigraph), comments (as white space, so `/* x */ #include` is a directive),
-// string, character and raw string literals (which hide what looks like a
-// directive), the digraph %: and the trigraph for #, `#include_next`,
-// `#embed`, `__has_include` and `__has_include_next`, and function-like
-// macros that wrap `__has_include` (CCCL's `_CCCL_HAS_INCLUDE(<x>)`).
+// spelled with a trigraph), comments (as white space, so `/* x */ #include` is
+// a directive, also where the comment began on an earlier line), string,
+// character and raw string literals (which hide what looks like a directive),
+// pp-numbers with digit separators, the digraph %: and the trigraph for #,
+// `#include_next`, `#embed`, `__has_include` and `__has_include_next` (in
+// directives and in ordinary code), and function-like macros that wrap
+// `__has_include` (CCCL's `_CCCL_HAS_INCLUDE(<x>)`).
+//
+// What the lexer sees depends on the language standard and the compiler:
+// trigraphs (gone in C++17), raw strings (from C++11), digit separators (from
+// C++14), a backslash before blanks at a line's end (a splice for GCC). Where
+// a text uses any of them it is read every way they allow and the answers are
+// joined, so the result holds for every standard NVRTC accepts.
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -56,11 +65,27 @@ struct IncludeScan {
   // (`W(HEADER_MACRO)`, `W(1, x)`): unknowable should the callee wrap __has_include. Each
   // with where it is, for the message.
   std::vector<std::pair<std::string, std::string>> opaque_calls;
+  // `#define F(x) G(<dir/x>)`: F builds a header name from its parameter for G; its uses cannot
+  // be known should G wrap __has_include.
+  std::vector<std::pair<std::string, std::string>> builds;
+  // Macros that apply __has_include to a name built from a parameter (`#define W(x)
+  // __has_include(<x.h>)`): their uses cannot be known.
+  std::vector<std::string> builders;
+  // identifier_hash() of every identifier used where the scanner does not follow calls:
+  // ordinary code, and in directives outside a call (`#define ALIAS W`, `APPLY(W, <h>)`).
+  // A wrapper named there is used in a way only the preprocessor can know. Sorted.
+  std::vector<std::uint64_t> mentions;
+  // A directive pastes tokens (##): a name like `__has_` nearby could become __has_include.
+  bool pastes = false;
   // The first construct whose file name cannot be known without preprocessing
   // ("#include HEADER_MACRO" on line 12); empty when there is none.
   std::string unknowable;
 };
 
 IncludeScan scan_includes(std::string_view text);
+
+// The hash IncludeScan::mentions holds for an identifier (64-bit FNV-1a): a
+// collision can only make a compile uncached, never stale.
+std::uint64_t identifier_hash(std::string_view identifier) noexcept;
 
 }  // namespace drvshim::detail
