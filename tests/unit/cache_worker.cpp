@@ -4,6 +4,10 @@
 //   cache_worker CACHE_DIR START_FILE SEED
 //     compiles one program through the cache in CACHE_DIR and prints the outcome
 //     ("many processes ask for one missing key");
+//   cache_worker --identity CACHE_DIR [PRELOAD]
+//     compiles one program through the cache in CACHE_DIR at once (twice, after
+//     loading the library PRELOAD when given) and prints "<outcome>|<key>|<miss
+//     reason>" per compile (which NVRTC the keys name);
 //   cache_worker --stress CACHE_DIR INCLUDE_DIR START_FILE MILLIS
 //     compiles a program including INCLUDE_DIR/value.h for MILLIS ms while the
 //     test changes that header, printing "<outcome>|<key>|<value>" per compile
@@ -11,6 +15,7 @@
 //     compile NVRTC rejected because it read the header half-written).
 #include <drvshim/compile_cache.hpp>
 
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -66,8 +71,32 @@ int stress(const char* cache_dir, const char* include_dir, const char* start, in
 
 }  // namespace
 
+int identity(const char* cache_dir, const char* preload) {
+  // A library the program mapped itself before the cache looked (its own builtins, say).
+  if (preload != nullptr && dlopen(preload, RTLD_NOW | RTLD_GLOBAL) == nullptr) {
+    std::fprintf(stderr, "cache_worker: %s\n", dlerror());
+    return 5;
+  }
+  drvshim::CacheOptions options;
+  options.directory = cache_dir;
+  drvshim::CompileCache cache(drvshim::NvrtcLoadOptions{}, options);
+  drvshim::KernelSource program;
+  program.source = "extern \"C\" __global__ void k(int* p) { *p = 731005; }\n";
+  program.name = "identity.cu";
+  program.options.arch = "compute_90";
+  for (int i = 0; i < (preload != nullptr ? 2 : 1); ++i) {
+    const auto r = cache.compile(program);
+    std::printf("%s|%s|%s\n", drvshim::to_string(r.outcome), r.key.c_str(), r.miss_reason.c_str());
+    if (value_in(r.result.image) != 5) return 4;
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   try {
+    if ((argc == 3 || argc == 4) && std::string(argv[1]) == "--identity") {
+      return identity(argv[2], argc == 4 ? argv[3] : nullptr);
+    }
     if (argc == 6 && std::string(argv[1]) == "--stress") return stress(argv[2], argv[3], argv[4], std::atoi(argv[5]));
     if (argc != 4) {
       std::fprintf(stderr,

@@ -584,20 +584,162 @@ TEST(CompileCache, AStaleToolchainMemoIsIgnoredAndKeysStayTheSame) {
   for (const auto& e : fs::directory_iterator(root + "/v1/toolchain")) memos.push_back(e.path());
   ASSERT_EQ(memos.size(), 1u);
   const std::string memo = read_all(memos[0]);
-  const auto l1 = memo.find('\n'), l2 = memo.find('\n', l1 + 1);
-  ASSERT_NE(memo.substr(l1 + 1, l2 - l1 - 1).find("libnvrtc-builtins"), std::string::npos) << memo;
+  const auto l1 = memo.find('\n');
+  ASSERT_NE(memo.substr(0, l1).find("libnvrtc"), std::string::npos) << "the memo names its NVRTC: " << memo;
   {
     CompileCache lazy(NvrtcLoadOptions{}, in(root));
     EXPECT_EQ(lazy.compile(program(5)).outcome, CacheOutcome::disk_hit);
   }
   std::string stale = memo;
-  stale.insert(l2, "7");  // the last builtins fingerprint's time no longer matches the file
+  stale.insert(l1, "7");  // NVRTC's fingerprint no longer matches the file
   write_all(memos[0], stale);
   CompileCache lazy(NvrtcLoadOptions{}, in(root));
   const auto again = lazy.compile(program(5));
   EXPECT_EQ(again.key, first.key) << "the identity found by looking at the files is the memo's";
   EXPECT_EQ(again.outcome, CacheOutcome::disk_hit);
   EXPECT_FALSE(lazy.nvrtc_loaded());
+}
+
+// Two toolkits whose libnvrtc have the same size and time (here: one file,
+// linked into a second toolkit) keep a toolchain memo each: the second does
+// not key its programs by the first one's include directory.
+TEST(CompileCache, ToolkitsWithLookAlikeNvrtcKeepTheirOwnIncludeDirectory) {
+  TempDir dir;
+  const std::string nvrtc = load_nvrtc().loaded_path();
+  const std::string linked = fs::path(dir / "tk/lib") / fs::path(nvrtc).filename();
+  fs::create_directories(dir / "tk/lib");
+  fs::create_directories(dir / "tk/include");
+  std::error_code ec;
+  fs::create_hard_link(nvrtc, linked, ec);
+  if (ec) fs::copy_file(nvrtc, linked);
+  if (ec) fs::last_write_time(linked, fs::last_write_time(nvrtc));
+  write_all(dir / "tk/include/cuda_fp16.h", "\n");
+  write_all(dir / "tk/include/tk_value.h", value_header(6));
+  settle();
+  const std::string root = dir / "c";
+  KernelSource p;
+  p.source = "#if __has_include(<tk_value.h>)\n#include <tk_value.h>\n#else\nconstexpr int kValue = 731001;\n#endif\n" +
+             std::string(kValueKernel);
+  p.name = "tk.cu";
+  p.options.arch = "compute_90";
+  const auto system = CompileCache(NvrtcLoadOptions{}, in(root)).compile(p);
+  ASSERT_EQ(system.outcome, CacheOutcome::compiled) << system.miss_reason;
+  EXPECT_EQ(value_in(system.result.image), 1);
+  NvrtcLoadOptions other;
+  other.path = linked;
+  other.use_environment = false;
+  const auto second = CompileCache(other, in(root)).compile(p);
+  EXPECT_NE(second.key, system.key) << "keyed by the first toolkit's include directory";
+  EXPECT_EQ(value_in(second.result.image), 6);
+}
+
+namespace {
+
+// Runs a program with `env` added to this process's environment; its standard output.
+std::string run_program(const std::vector<std::string>& args, const std::vector<std::string>& env, int& status) {
+  TempDir out_dir;
+  const std::string out = out_dir / "out";
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  std::vector<std::string> vars = env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string v = *e;
+    const bool replaced = std::any_of(env.begin(), env.end(), [&](const std::string& mine) {
+      return v.compare(0, mine.find('=') + 1, mine, 0, mine.find('=') + 1) == 0;
+    });
+    if (!replaced) vars.push_back(v);
+  }
+  std::vector<char*> argv, envp;
+  std::vector<std::string> a = args;
+  for (auto& x : a) argv.push_back(x.data());
+  argv.push_back(nullptr);
+  for (auto& x : vars) envp.push_back(x.data());
+  envp.push_back(nullptr);
+  pid_t pid = 0;
+  status = -1;
+  if (posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data()) != 0) return "spawn failed";
+  posix_spawn_file_actions_destroy(&actions);
+  waitpid(pid, &status, 0);
+  return read_all(out);
+}
+
+}  // namespace
+
+// The keys name the NVRTC and builtins the dynamic linker maps: a builtins
+// library found first through LD_LIBRARY_PATH, and a libnvrtc found through
+// the program's own RPATH, are another compiler, so a program that brings them
+// gets no entry another NVRTC compiled.
+TEST(CompileCache, KeysNameTheNvrtcAndBuiltinsTheDynamicLinkerMaps) {
+  TempDir dir;
+  const auto nv = load_nvrtc();
+  const std::string root = dir / "c";
+  auto identity = [&](const std::string& worker, const std::vector<std::string>& env) {
+    int status = 0;
+    std::string out = run_program({worker, "--identity", root}, env, status);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+    if (!out.empty() && out.back() == '\n') out.pop_back();
+    return out;
+  };
+  auto outcome = [](const std::string& line) { return line.substr(0, line.find('|')); };
+  auto key = [](const std::string& line) {
+    const auto a = line.find('|');
+    return line.substr(a + 1, line.find('|', a + 1) - a - 1);
+  };
+  const std::string plain = identity(DRVSHIM_TEST_CACHE_WORKER, {});
+  ASSERT_EQ(outcome(plain), "compiled") << plain;
+  EXPECT_EQ(outcome(identity(DRVSHIM_TEST_CACHE_WORKER, {})), "disk hit");
+
+  // A copy of the builtins library, with another time, first on LD_LIBRARY_PATH.
+  fs::create_directories(dir / "lib");
+  const fs::path builtins = fs::path(dir / "lib") / fs::path(nv.builtins_path()).filename();
+  fs::copy_file(nv.builtins_path(), builtins);
+  fs::last_write_time(builtins, fs::last_write_time(nv.builtins_path()) - std::chrono::hours(24));
+  const std::string ld = "LD_LIBRARY_PATH=" + (dir / "lib");
+  const std::string other_builtins = identity(DRVSHIM_TEST_CACHE_WORKER, {ld});
+  EXPECT_EQ(outcome(other_builtins), "compiled") << other_builtins;
+  EXPECT_NE(key(other_builtins), key(plain));
+  EXPECT_EQ(identity(DRVSHIM_TEST_CACHE_WORKER, {ld}), "disk hit|" + key(other_builtins) + "|");
+
+  // A program whose RPATH ($ORIGIN/nvrtc) holds its own libnvrtc.
+  fs::create_directories(dir / "bin/nvrtc");
+  const std::string worker = dir / "bin/worker";
+  fs::copy_file(DRVSHIM_TEST_CACHE_WORKER_RPATH, worker);
+  const fs::path own = fs::path(dir / "bin/nvrtc") / fs::path(nv.loaded_path()).filename();
+  fs::copy_file(nv.loaded_path(), own);
+  fs::last_write_time(own, fs::last_write_time(nv.loaded_path()) - std::chrono::hours(24));
+  const std::string own_nvrtc = identity(worker, {});
+  EXPECT_EQ(outcome(own_nvrtc), "compiled") << own_nvrtc;
+  EXPECT_NE(key(own_nvrtc), key(plain));
+  EXPECT_NE(key(own_nvrtc), key(other_builtins));
+  EXPECT_EQ(outcome(identity(worker, {})), "disk hit");
+}
+
+// What the keys cannot foresee (here: the program mapped a builtins library of
+// its own before the cache looked) is found once NVRTC is loaded: that process
+// compiles without the cache, stores nothing and serves nothing, and says why.
+TEST(CompileCache, AnNvrtcOtherThanTheKeysNameKeepsTheProcessOutOfTheCache) {
+  TempDir dir;
+  const auto nv = load_nvrtc();
+  fs::create_directories(dir / "own");
+  const fs::path builtins = fs::path(dir / "own") / fs::path(nv.builtins_path()).filename();
+  fs::copy_file(nv.builtins_path(), builtins);
+  fs::last_write_time(builtins, fs::last_write_time(nv.builtins_path()) - std::chrono::hours(24));
+  const std::string root = dir / "c";
+  int status = 0;
+  const std::string out = run_program({DRVSHIM_TEST_CACHE_WORKER, "--identity", root, builtins.string()}, {}, status);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  const std::string reason =
+      "uncached: NVRTC's builtins were loaded from " + builtins.string() + ", which the keys do not name";
+  const auto lines = [&] {
+    std::vector<std::string> v;
+    std::istringstream in(out);
+    for (std::string l; std::getline(in, l);) v.push_back(l.substr(0, l.find('|')) + " " + l.substr(l.rfind('|') + 1));
+    return v;
+  }();
+  EXPECT_EQ(lines, (std::vector<std::string>{"uncached " + reason, "uncached " + reason})) << out;
+  const std::string plain = run_program({DRVSHIM_TEST_CACHE_WORKER, "--identity", root}, {}, status);
+  EXPECT_EQ(plain.substr(0, plain.find('|')), "compiled") << "nothing was stored: " << plain;
 }
 
 }  // namespace

@@ -30,6 +30,8 @@ struct CacheCore {
   NvrtcLoadOptions load_options;
   mutable std::mutex nvrtc_mutex;
   mutable std::optional<Nvrtc> nvrtc;
+  // Why the NVRTC loaded is not the one the keys name (empty when it is): set once it is loaded.
+  mutable std::string mismatch;
   std::string nvrtc_path;                                     // the library the identity describes, as found
   std::string nvrtc_print;                                    // its fingerprint (name, size, time)
   std::string cuda_include;                                   // the toolkit include directory beside it
@@ -59,19 +61,25 @@ struct CacheCore {
 
   // The loaded NVRTC (loading it now if needed). Throws NvrtcNotFoundError.
   const Nvrtc& compiler() const;
+  // Why this process must not use the cache: the NVRTC it loaded is not the one the keys name.
+  std::string toolchain_mismatch() const {
+    std::lock_guard<std::mutex> lock(nvrtc_mutex);
+    return mismatch;
+  }
   const std::vector<int>& targets() const;
   // Learns NVRTC's builtins, include directory and targets (from the toolchain
   // memo when it matches the files, else from the files) and sets the identity.
   void learn_toolchain();
   void write_toolchain_memo() const;
-  // The memo's file name: the hash of NVRTC's fingerprint.
+  // The memo's first line: the NVRTC it describes, by path and fingerprint.
+  std::string memo_identity() const { return nvrtc_path + "|" + nvrtc_print; }
+  // The memo's file name: the hash of its first line.
   std::string memo_name() const {
     Sha256 h;
-    h.update(nvrtc_print);
+    h.update(memo_identity());
     return Sha256::hex(h.finish()).substr(0, 32);
   }
   struct Memo {
-    std::vector<std::pair<std::string, std::string>> builtins;
     std::string cuda_include;
     std::vector<int> archs;
   };

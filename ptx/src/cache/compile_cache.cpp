@@ -176,6 +176,11 @@ detail::CacheCore::Produced fetch_or_produce(const detail::CacheCore& c, const s
     }
   }
   auto stored = std::make_shared<detail::Stored>(produce());
+  if (std::string mismatch = c.toolchain_mismatch(); !mismatch.empty()) {
+    outcome = CacheOutcome::uncached;
+    reason = "uncached: " + mismatch;
+    return {stored, false};
+  }
   // NVRTC read the headers while it compiled: if any of them changed since the
   // key was computed (or too recently to tell), the image may be another
   // version's, so it is returned but stored nowhere.
@@ -216,6 +221,7 @@ CachedCompile run(const detail::CacheCore& c, const KernelSource& program, const
     c.count_miss(out.miss_reason);
     return finish(produce());
   }
+  if (std::string mismatch = c.toolchain_mismatch(); !mismatch.empty()) return uncached("uncached: " + mismatch);
   const std::vector<std::string> effective = detail::effective_options(program.options, c.cuda_include);
   const detail::KeyResult key = c.key_of(program, effective, link_identity);
   if (!key.unknowable.empty()) return uncached("uncached: " + key.unknowable);
@@ -300,6 +306,15 @@ CachedCompile run(const detail::CacheCore& c, const KernelSource& program, const
   return finish(*produced.stored);
 }
 
+// The options NVRTC is given: the toolkit include directory the key names
+// (found from where the cache found NVRTC), not the one the loaded NVRTC
+// would add, so that what is compiled is what is keyed.
+CompileOptions as_keyed(const detail::CacheCore& c, CompileOptions options) {
+  if (options.cuda_includes && !c.cuda_include.empty()) options.extra.push_back("-I" + c.cuda_include);
+  options.cuda_includes = false;
+  return options;
+}
+
 }  // namespace
 
 CachedCompile CompileCache::compile(const KernelSource& program) const {
@@ -307,8 +322,8 @@ CachedCompile CompileCache::compile(const KernelSource& program) const {
   return run(c, program, "none", [&] {
     c.bump([](CacheStats& s) { ++s.compiles; });
     detail::Stored s;
-    s.result =
-        c.compiler().compile(program.source, program.name, program.options, program.headers, program.name_expressions);
+    s.result = c.compiler().compile(program.source, program.name, as_keyed(c, program.options), program.headers,
+                                    program.name_expressions);
     return s;
   });
 }
@@ -326,8 +341,8 @@ CachedCompile CompileCache::compile_for(const ContextRef& context, KernelSource 
   return run(c, program, link, [&] {
     c.bump([](CacheStats& s) { ++s.compiles; });
     detail::Stored s;
-    s.result =
-        c.compiler().compile(program.source, program.name, program.options, program.headers, program.name_expressions);
+    s.result = c.compiler().compile(program.source, program.name, as_keyed(c, program.options), program.headers,
+                                    program.name_expressions);
     LinkedImage linked = link_ptx(context, s.result.image, program.name);
     c.bump([](CacheStats& st) { ++st.links; });
     s.result.image = std::move(linked.cubin);

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // NVRTC and what surrounds it, learnt without loading it: its fingerprint
 // (file size and time), its builtins libraries, the toolkit include
-// directory, and its architectures, kept in a toolchain memo
-// (v1/toolchain/<hash of NVRTC's fingerprint>) so a disk hit neither loads
-// NVRTC nor searches for what surrounds it.
+// directory, and its architectures. The include directory and the
+// architectures are kept in a toolchain memo (v1/toolchain/<hash of NVRTC's
+// path and fingerprint>) so a disk hit neither loads NVRTC nor searches for
+// them; the builtins are looked for in every process (where the dynamic
+// linker finds them depends on the process's environment).
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -42,22 +44,29 @@ std::string include_beside(const std::string& nvrtc_path, bool use_environment) 
   return find_cuda_include(ok ? std::string(resolved) : nvrtc_path, use_environment);
 }
 
-// The builtins libraries NVRTC loads from beside itself
-// (libnvrtc-builtins.so.<major>.<minor>). The minor is not known without
-// loading NVRTC, so the few possible names are asked for; the toolchain memo
-// spares later processes even that.
+// The builtins libraries NVRTC uses (libnvrtc-builtins.so.<major>.<minor>),
+// found as Nvrtc::load finds them: the bare name through the dynamic linker's
+// search (LD_LIBRARY_PATH and RPATHs first), else beside libnvrtc. The minor is
+// not known without loading NVRTC, so the few possible names are asked for.
 std::vector<std::pair<std::string, std::string>> probe_builtins(const std::string& nvrtc_path) {
   std::vector<std::pair<std::string, std::string>> found;
-  const std::string dir = nvrtc_path.substr(0, nvrtc_path.rfind('/'));
+  const std::string dir = nvrtc_path.substr(0, nvrtc_path.rfind('/') + 1);
   const std::string file = nvrtc_path.substr(nvrtc_path.rfind('/') + 1);
   const auto so = file.find(".so.");
   const std::string major =
       so == std::string::npos ? std::string() : file.substr(so + 4, file.find('.', so + 4) - so - 4);
-  for (int minor = 0; minor < 10 && !major.empty(); ++minor) {
-    std::string builtins = fmt::format("{}/libnvrtc-builtins.so.{}.{}", dir, major, minor);
-    if (::access(builtins.c_str(), F_OK) == 0) {
-      std::string print = fingerprint(builtins);
-      found.emplace_back(std::move(builtins), std::move(print));
+  if (major.empty()) return found;
+  std::vector<std::string> dirs = library_search_dirs();
+  dirs.push_back(dir);
+  for (int minor = 0; minor < 10; ++minor) {
+    const std::string name = fmt::format("libnvrtc-builtins.so.{}.{}", major, minor);
+    for (const auto& d : dirs) {
+      std::string builtins = d + name;
+      if (::access(builtins.c_str(), F_OK) == 0) {
+        std::string print = fingerprint(builtins);
+        found.emplace_back(std::move(builtins), std::move(print));
+        break;
+      }
     }
   }
   return found;
@@ -76,10 +85,21 @@ const Nvrtc& CacheCore::compiler() const {
     cache_log(log::Level::debug, "compile cache: loaded NVRTC {}.{} from {} for a miss ({:.1f} ms)",
               nvrtc->version_major(), nvrtc->version_minor(), nvrtc->loaded_path(),
               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    // The keys name the NVRTC and builtins found without loading; what the dynamic linker
+    // mapped may differ (an RPATH or ld.so.cache entry not foreseen). Then nothing this
+    // process compiles is stored or served: entries would carry another compiler's identity.
+    const std::string builtins_print = fingerprint(nvrtc->builtins_path());
     if (fingerprint(nvrtc->loaded_path()) != nvrtc_print) {
-      cache_log(log::Level::warn,
-                "compile cache: NVRTC was expected at {} but loaded from {}; entries are keyed by the former",
-                nvrtc_path.empty() ? std::string("(not found without loading)") : nvrtc_path, nvrtc->loaded_path());
+      mismatch = fmt::format("NVRTC was loaded from {}, not {} that the keys name", nvrtc->loaded_path(),
+                             nvrtc_path.empty() ? std::string("(not found without loading)") : nvrtc_path);
+    } else if (!nvrtc->builtins_path().empty() && std::none_of(builtins.begin(), builtins.end(), [&](const auto& b) {
+                 return b.second == builtins_print;
+               })) {
+      mismatch =
+          fmt::format("NVRTC's builtins were loaded from {}, which the keys do not name", nvrtc->builtins_path());
+    }
+    if (!mismatch.empty()) {
+      cache_log(log::Level::warn, "compile cache: {}; compiling without the cache in this process", mismatch);
     }
     if (archs.empty()) {
       archs = nvrtc->supported_architectures();
@@ -98,11 +118,11 @@ const std::vector<int>& CacheCore::targets() const {
   return archs;
 }
 
-// The toolchain memo, named by NVRTC's fingerprint: its builtins libraries
-// (with their fingerprints, checked against the files on every read), the
-// toolkit include directory and NVRTC's architectures, so that a disk hit
-// neither loads NVRTC nor searches for what surrounds it. Four lines:
-// "<nvrtc fingerprint>\n<path>|<fingerprint>;...\n<include dir>\n<arch> <arch> ...\n".
+// The toolchain memo, named by NVRTC's path and fingerprint (two toolkits
+// whose libnvrtc have the same size and time have their own): the toolkit
+// include directory and NVRTC's architectures, so that a disk hit neither
+// loads NVRTC nor searches for them. Three lines:
+// "<nvrtc path>|<nvrtc fingerprint>\n<include dir>\n<arch> <arch> ...\n".
 std::optional<CacheCore::Memo> CacheCore::read_toolchain_memo() const {
   if (!disk || !toolchain) return std::nullopt;
   const std::string name = memo_name();
@@ -122,20 +142,10 @@ std::optional<CacheCore::Memo> CacheCore::read_toolchain_memo() const {
     lines.emplace_back(text.data() + pos, nl - pos);
     pos = nl + 1;
   }
-  if (lines.size() != 4 || lines[0] != nvrtc_print) return std::nullopt;
+  if (lines.size() != 3 || lines[0] != memo_identity()) return std::nullopt;
   Memo m;
-  for (std::size_t pos = 0; pos < lines[1].size();) {
-    const auto end = std::min(lines[1].find(';', pos), lines[1].size());
-    const std::string_view item = lines[1].substr(pos, end - pos);
-    const auto bar = item.find('|');
-    if (bar == std::string_view::npos) return std::nullopt;
-    m.builtins.emplace_back(std::string(item.substr(0, bar)), std::string(item.substr(bar + 1)));
-    // A builtins library replaced since the memo was written: the memo is stale.
-    if (fingerprint(m.builtins.back().first) != m.builtins.back().second) return std::nullopt;
-    pos = end + 1;
-  }
-  m.cuda_include = std::string(lines[2]);
-  const std::string archs_text(lines[3]);
+  m.cuda_include = std::string(lines[1]);
+  const std::string archs_text(lines[2]);
   const char* p = archs_text.c_str();
   while (*p != '\0') {
     char* end = nullptr;
@@ -153,13 +163,8 @@ void CacheCore::write_toolchain_memo() const {
   if (!disk || !toolchain || options.read_only || archs.empty()) return;
   // The include directory as found from NVRTC's place, whatever DRVSHIM_CUDA_INCLUDE says in this process.
   const std::string include = include_beside(nvrtc_path, false);
-  std::string text = nvrtc_print + "\n";
-  for (std::size_t i = 0; i < builtins.size(); ++i) {
-    if (!memo_safe(builtins[i].first) || !memo_safe(builtins[i].second)) return;
-    text += (i == 0 ? "" : ";") + builtins[i].first + "|" + builtins[i].second;
-  }
-  if (!memo_safe(include)) return;
-  text += "\n" + include + "\n";
+  if (!memo_safe(nvrtc_path) || !memo_safe(include)) return;
+  std::string text = memo_identity() + "\n" + include + "\n";
   for (const int a : archs) text += std::to_string(a) + " ";
   text.back() = '\n';
   const Fd& staging = tmp_dir();
@@ -180,12 +185,19 @@ void CacheCore::learn_toolchain() {
   const bool include_known = !cuda_include.empty();
   const bool env_include = env::raw("DRVSHIM_CUDA_INCLUDE").has_value();
   std::optional<Memo> memo = read_toolchain_memo();
+  {
+    // An NVRTC handed in loaded has its builtins loaded too: those are the ones.
+    std::lock_guard<std::mutex> lock(nvrtc_mutex);
+    if (nvrtc && !nvrtc->builtins_path().empty()) {
+      builtins = {{nvrtc->builtins_path(), fingerprint(nvrtc->builtins_path())}};
+    } else {
+      builtins = probe_builtins(nvrtc_path);
+    }
+  }
   if (memo) {
-    builtins = memo->builtins;
     if (!include_known) cuda_include = env_include ? include_beside(nvrtc_path, true) : memo->cuda_include;
     if (archs.empty()) archs = memo->archs;
   } else {
-    builtins = probe_builtins(nvrtc_path);
     if (!include_known) cuda_include = include_beside(nvrtc_path, true);
   }
   identity = "nvrtc " + nvrtc_print;

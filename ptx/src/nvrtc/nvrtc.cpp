@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 
@@ -97,28 +98,69 @@ std::string locate_nvrtc(const NvrtcLoadOptions& options) {
   // Not resolved to a canonical path: the cache names NVRTC by file size and
   // time, and a realpath() is a readlink per path component.
   if (!search.found.empty()) return search.found;
+  std::vector<std::string> search_dirs;
   for (const auto& c : candidates) {
-    std::vector<std::string> dirs;
     if (c.find('/') != std::string::npos) {
-      dirs.emplace_back();
-    } else {
-      if (const char* lp = detail::env::value("LD_LIBRARY_PATH"); lp != nullptr) {
-        std::string all = lp;
-        for (std::size_t pos = 0; pos <= all.size();) {
-          const auto end = std::min(all.find(':', pos), all.size());
-          if (end > pos) dirs.push_back(all.substr(pos, end - pos) + "/");
-          pos = end + 1;
-        }
-      }
-      for (const char* d : {"/usr/local/cuda/lib64/", "/usr/lib/x86_64-linux-gnu/", "/usr/lib64/", "/usr/lib/"})
-        dirs.emplace_back(d);
+      if (has_file(c)) return c;
+      continue;
     }
-    for (const auto& d : dirs) {
+    if (search_dirs.empty()) search_dirs = library_search_dirs();
+    for (const auto& d : search_dirs) {
       std::string path = d + c;
       if (has_file(path)) return path;
     }
   }
   return {};
+}
+
+std::vector<std::string> library_search_dirs() {
+  std::vector<std::string> first;     // RPATH, LD_LIBRARY_PATH, RUNPATH
+  std::vector<std::string> defaults;  // the system's, searched after ld.so.cache
+  auto add = [](std::vector<std::string>& to, std::string dir) {
+    if (dir.empty()) return;
+    if (dir.back() != '/') dir.push_back('/');
+    if (std::find(to.begin(), to.end(), dir) == to.end()) to.push_back(std::move(dir));
+  };
+  // glibc's list for libdrvshim as the caller of dlopen (RPATHs of its loaders included).
+  Dl_info info{};
+  void* self = nullptr;
+  if (dladdr(reinterpret_cast<void*>(&library_search_dirs), &info) != 0 && info.dli_fname != nullptr) {
+    self = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+  }
+  bool listed = false;
+  if (self != nullptr) {
+    Dl_serinfo size{};
+    if (dlinfo(self, RTLD_DI_SERINFOSIZE, &size) == 0 && size.dls_size >= sizeof(Dl_serinfo)) {
+      std::vector<std::max_align_t> buffer(size.dls_size / sizeof(std::max_align_t) + 1);
+      auto* list = reinterpret_cast<Dl_serinfo*>(buffer.data());
+      list->dls_size = size.dls_size;
+      list->dls_cnt = size.dls_cnt;
+      if (dlinfo(self, RTLD_DI_SERINFO, list) == 0) {
+        listed = true;
+        for (unsigned i = 0; i < list->dls_cnt; ++i) {
+          const Dl_serpath& entry = list->dls_serpath[i];
+          if (entry.dls_name == nullptr) continue;
+          add((entry.dls_flags & LA_SER_DEFAULT) != 0 ? defaults : first, entry.dls_name);
+        }
+      }
+    }
+    dlclose(self);
+  }
+  if (!listed) {
+    if (const char* lp = env::value("LD_LIBRARY_PATH"); lp != nullptr) {
+      const std::string all = lp;
+      for (std::size_t pos = 0; pos <= all.size();) {
+        const auto end = std::min(all.find(':', pos), all.size());
+        add(first, all.substr(pos, end - pos));
+        pos = end + 1;
+      }
+    }
+  }
+  // ld.so.cache (not read here) usually lists the toolkit's directory; then the system's.
+  add(first, "/usr/local/cuda/lib64/");
+  for (const char* d : {"/usr/lib/x86_64-linux-gnu/", "/usr/lib64/", "/usr/lib/"}) add(defaults, d);
+  for (auto& d : defaults) add(first, std::move(d));
+  return first;
 }
 
 std::string choose_target(const std::vector<int>& archs, int want) {
