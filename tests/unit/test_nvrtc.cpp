@@ -100,6 +100,23 @@ TEST(NvrtcCompile, AFailureCarriesTheLogTheOptionsAndTheOffendingLines) {
   expect_throw<InvalidArgumentError>([&] { (void)nv.compile(src, "bad.cu", CompileOptions{}); });
 }
 
+// The excerpt quotes the program's own lines only: an error in a header whose
+// name ends with the program's ("xbad.cu(1)") is not a line of bad.cu.
+TEST(NvrtcCompile, TheExcerptQuotesOnlyTheProgramsOwnLines) {
+  const auto nv = load_nvrtc();
+  CompileOptions o;
+  o.arch = "compute_90";
+  const std::string src = "#include \"xbad.cu\"\n__global__ void k() {}\n";
+  try {
+    (void)nv.compile(src, "bad.cu", o, {{"xbad.cu", "this line is wrong;\n"}});
+    FAIL() << "compiled";
+  } catch (const NvrtcCompileError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(e.log().find("xbad.cu(1)"), std::string::npos) << e.log();
+    EXPECT_EQ(what.find("   1 | #include"), std::string::npos) << what;
+  }
+}
+
 class NvrtcTarget : public PrimaryContextTest {};
 
 TEST_F(NvrtcTarget, TheDevicesOwnArchitectureOrTheHighestBelowIt) {

@@ -194,10 +194,15 @@ std::string excerpt(const std::string& source, const std::string& name, const st
   std::vector<int> shown;
   const std::string marker = name + "(";
   for (std::size_t pos = log.find(marker); pos != std::string::npos; pos = log.find(marker, pos + 1)) {
-    const int line = std::atoi(log.c_str() + pos + marker.size());
-    if (line <= 0 || static_cast<std::size_t>(line) > lines.size()) continue;
+    // This program's own lines only: "name(12)" at the start of a log line, not the end of
+    // another file's name ("xname(2)", "dir/name(2)").
+    if (pos != 0 && log[pos - 1] != '\n') continue;
+    const char* digits = log.c_str() + pos + marker.size();
+    char* after = nullptr;
+    const long line = std::strtol(digits, &after, 10);
+    if (after == digits || *after != ')' || line <= 0 || static_cast<std::size_t>(line) > lines.size()) continue;
     if (std::find(shown.begin(), shown.end(), line) != shown.end()) continue;
-    shown.push_back(line);
+    shown.push_back(static_cast<int>(line));
     out += fmt::format("\n  {:>4} | {}", line, lines[static_cast<std::size_t>(line - 1)]);
   }
   return out;
