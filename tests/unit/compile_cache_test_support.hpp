@@ -143,6 +143,11 @@ struct LogCapture {
     return std::any_of(lines.begin(), lines.end(),
                        [&](const std::string& l) { return l.find(part) != std::string::npos; });
   }
+  std::size_t count(const std::string& part) {
+    std::lock_guard<std::mutex> lock(mutex);
+    return static_cast<std::size_t>(std::count_if(
+        lines.begin(), lines.end(), [&](const std::string& l) { return l.find(part) != std::string::npos; }));
+  }
   std::string all() {
     std::lock_guard<std::mutex> lock(mutex);
     std::string out;

@@ -397,4 +397,22 @@ TEST(CompileCache, AnEntryThatCannotBeWrittenIsCountedAndTheResultStillReturned)
   EXPECT_FALSE(fs::exists(entry_path(dir / "c", r.key)));
 }
 
+// Something that keeps the collector out (here a directory named gc.lock)
+// would let the cache grow past its cap: it is said, once per cache.
+TEST(CompileCache, AGcLockThatCannotBeTakenIsSaidOnce) {
+  TempDir dir;
+  const auto nv = load_nvrtc();
+  const std::string root = dir / "c";
+  fs::create_directories(root + "/gc.lock");
+  CacheOptions o = in(root);
+  o.max_bytes = 2048;
+  LogCapture log;
+  CompileCache cache(nv, o);
+  for (int i = 0; i < 4; ++i) (void)cache.compile(program(10 + i));
+  const std::string warning = root + "/gc.lock cannot be opened as this user's lock file";
+  EXPECT_EQ(log.count(warning), 1u) << log.all();
+  EXPECT_TRUE(log.has("the cache is not kept under its size cap of 2048 bytes")) << log.all();
+  EXPECT_EQ(cache.stats().housekeeping_scans, 0u);
+}
+
 }  // namespace

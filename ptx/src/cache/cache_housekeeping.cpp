@@ -88,7 +88,18 @@ void CacheCore::after_write(const std::string& hex, std::uint64_t size) const {
 // of the cap, never the entry `keep_hex` just written. Ends by resetting the ledger.
 void CacheCore::housekeeping(const std::string& keep_hex) const {
   Fd gc = open_own_file(root.fd, "gc.lock", O_RDWR | O_CREAT);
-  if (!gc || ::flock(gc.fd, LOCK_EX | LOCK_NB) != 0) return;
+  const bool locked = gc && ::flock(gc.fd, LOCK_EX | LOCK_NB) == 0;
+  if (!locked) {
+    // Busy: another process is collecting. Anything else would leave the cache
+    // growing past its cap without a word: said once.
+    if (!gc || (errno != EWOULDBLOCK && errno != EINTR)) {
+      warn_once(
+          directory + "/gc.lock",
+          fmt::format("{}/gc.lock cannot be {} ({}); the cache is not kept under its size cap of {} bytes", directory,
+                      gc ? "locked" : "opened as this user's lock file", errno_text(errno), options.max_bytes));
+    }
+    return;
+  }
   bump([](CacheStats& s) { ++s.housekeeping_scans; });
   struct Item {
     std::uint64_t mtime;
