@@ -415,4 +415,19 @@ TEST(CompileCache, AGcLockThatCannotBeTakenIsSaidOnce) {
   EXPECT_EQ(cache.stats().housekeeping_scans, 0u);
 }
 
+// A compile that fails, or is not stored, leaves no lock file behind.
+TEST(CompileCache, NoLockFileOutlivesItsCompile) {
+  TempDir dir;
+  const auto nv = load_nvrtc();
+  const std::string root = dir / "c";
+  CompileCache cache(nv, in(root));
+  (void)cache.compile(program(1));
+  KernelSource bad = program(2);
+  bad.source += "this does not compile;\n";
+  expect_throw<NvrtcCompileError>([&] { (void)cache.compile(bad); });
+  std::size_t files = 0;
+  for (const auto& e : fs::recursive_directory_iterator(root + "/v1/locks")) files += e.is_regular_file() ? 1u : 0u;
+  EXPECT_EQ(files, 0u);
+}
+
 }  // namespace

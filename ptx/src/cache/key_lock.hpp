@@ -19,9 +19,15 @@ struct KeyLock {
   Fd fd;
   std::string name;
   bool held = false;
-  // The writer removes its lock file once the entry is there (while holding
-  // it): later processes find the entry, and waiters that opened the file see
-  // that its path is gone once they hold it.
+  KeyLock() = default;
+  KeyLock(const KeyLock&) = delete;
+  KeyLock& operator=(const KeyLock&) = delete;
+  // Whatever the compile's end (stored, uncached, failed), its lock file goes:
+  // none is left behind for the housekeeping to find.
+  ~KeyLock() { remove(); }
+  // The holder removes its lock file while still holding it: later processes
+  // find the entry (or compile), and waiters that opened the file see that its
+  // path is gone once they hold it and take a new one.
   void remove() const {
     if (held && still_linked(dir.fd, name, fd.fd)) (void)::unlinkat(dir.fd, name.c_str(), 0);
   }
