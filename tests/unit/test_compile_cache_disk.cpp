@@ -430,4 +430,25 @@ TEST(CompileCache, NoLockFileOutlivesItsCompile) {
   EXPECT_EQ(files, 0u);
 }
 
+// A directory where an entry belongs (left by hand or a stray tool) is
+// removed like any bad entry, so the key is stored again.
+TEST(CompileCache, ADirectoryInPlaceOfAnEntryIsRemovedAndTheKeyStoredAgain) {
+  TempDir dir;
+  const auto nv = load_nvrtc();
+  const std::string root = dir / "c";
+  const auto first = CompileCache(nv, in(root)).compile(program(3));
+  const std::string entry = entry_path(root, first.key);
+  fs::remove(entry);
+  fs::create_directories(entry + "/inner/deeper");
+  write_all(entry + "/inner/file", "x");
+  CompileCache cache(nv, in(root));
+  const auto again = cache.compile(program(3));
+  EXPECT_EQ(again.outcome, CacheOutcome::compiled);
+  EXPECT_EQ(again.miss_reason, "unsafe entry (not a regular file)");
+  EXPECT_EQ(cache.stats().corrupt_removed, 1u);
+  EXPECT_EQ(cache.stats().writes, 1u);
+  EXPECT_TRUE(fs::is_regular_file(entry));
+  EXPECT_EQ(CompileCache(nv, in(root)).compile(program(3)).outcome, CacheOutcome::disk_hit);
+}
+
 }  // namespace

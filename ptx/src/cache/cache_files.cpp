@@ -6,10 +6,42 @@
 
 #include <atomic>
 #include <cstring>
+#include <string_view>
+#include <vector>
 
 namespace drvshim::detail {
 
 std::string errno_text(int err) { return std::strerror(err); }
+
+bool remove_tree(int parent, const std::string& name, int depth) {
+  if (depth > 16) {
+    errno = ELOOP;
+    return false;
+  }
+  const int fd = ::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return false;
+  DIR* d = ::fdopendir(fd);
+  if (d == nullptr) {
+    ::close(fd);
+    return false;
+  }
+  std::vector<std::string> names;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string_view n = e->d_name;
+    if (n != "." && n != "..") names.emplace_back(n);
+  }
+  for (const auto& n : names) {
+    struct stat st {};
+    if (::fstatat(fd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (S_ISDIR(st.st_mode)) {
+      (void)remove_tree(fd, n, depth + 1);
+    } else {
+      (void)::unlinkat(fd, n.c_str(), 0);
+    }
+  }
+  ::closedir(d);
+  return ::unlinkat(parent, name.c_str(), AT_REMOVEDIR) == 0;
+}
 
 uid_t me() noexcept {
   static const uid_t uid = ::geteuid();

@@ -70,6 +70,10 @@ inline bool still_linked(int dirfd, const std::string& name, int fd) {
          mine.st_dev == now.st_dev && mine.st_ino == now.st_ino;
 }
 
+// Removes the directory `name` under `parent` and everything in it, never
+// following a link, at most 16 levels deep; whether it is gone (errno set when not).
+bool remove_tree(int parent, const std::string& name, int depth = 0);
+
 // Every regular file in each subdirectory of `parent` (objects/ or locks/):
 // f(subdirectory fd, its name, file name, stat).
 template <class F>

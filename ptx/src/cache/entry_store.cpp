@@ -124,14 +124,19 @@ std::shared_ptr<const Stored> CacheCore::read_entry(const std::string& hex, cons
   }
   if (!problem.empty()) {
     reason = problem;
-    bump([](CacheStats& s) { ++s.corrupt_removed; });
-    cache_log(log::Level::info, "compile cache: removing entry {}: {}; it will be recompiled", hex.substr(0, 16),
-              problem);
-    // Removed only if it is still the file just judged (another process may have replaced it).
+    if (options.read_only) return nullptr;
+    // Removed only if it is still the file (or directory) just judged: another process may
+    // have replaced it. A directory there would fail every write of this key: it goes too.
     struct stat now {};
-    if (!options.read_only && entry_dir() >= 0 && ::fstatat(dir.fd, name.c_str(), &now, AT_SYMLINK_NOFOLLOW) == 0 &&
-        now.st_ino == st.st_ino && now.st_dev == st.st_dev) {
-      (void)::unlinkat(dir.fd, name.c_str(), 0);
+    const bool same = entry_dir() >= 0 && ::fstatat(dir.fd, name.c_str(), &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+                      now.st_ino == st.st_ino && now.st_dev == st.st_dev;
+    if (same && (S_ISDIR(now.st_mode) ? remove_tree(dir.fd, name) : ::unlinkat(dir.fd, name.c_str(), 0) == 0)) {
+      bump([](CacheStats& s) { ++s.corrupt_removed; });
+      cache_log(log::Level::info, "compile cache: removed entry {}: {}; it will be recompiled", hex.substr(0, 16),
+                problem);
+    } else if (same) {
+      warn_once(shown + "/" + name, fmt::format("{}/{} ({}) cannot be removed ({}); its key is compiled every time",
+                                                shown, name, problem, errno_text(errno)));
     }
     return nullptr;
   }
