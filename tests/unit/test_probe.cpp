@@ -157,6 +157,10 @@ TEST(Probe, PathsThatAreNotUtf8GiveValidJsonWithTheBytesSpelledOut) {
   EXPECT_EQ(j["loader"]["status"], "not_found");
   EXPECT_EQ(j["loader"]["paths_tried"][0]["path"], "/tmp/drvshim-\\xff\\xfe/libcuda.so.1");
   EXPECT_EQ(run_probe(env, "").code, 2) << "the text form prints the bytes as they are";
+  // The four characters \xff in a path are not the byte 0xff: the backslash is doubled.
+  const ProbeRun text = run_probe("DRVSHIM_LIBCUDA='/tmp/drvshim-\\xff/libcuda.so.1'", "--json");
+  ASSERT_EQ(text.code, 2) << text.out;
+  EXPECT_EQ(nlohmann::json::parse(text.out)["loader"]["paths_tried"][0]["path"], "/tmp/drvshim-\\\\xff/libcuda.so.1");
 }
 
 TEST(Probe, AFailingDeviceStepKeepsTheDeviceAndSaysWhichStep) {

@@ -57,7 +57,8 @@ ordered_json error_json(const std::string& step, const std::exception& e) {
 // ---- text that is not UTF-8 ----------------------------------------------------------------
 // Paths (a DRVSHIM_LIBCUDA value, a loader message) are bytes, not text; JSON
 // strings must be UTF-8. Bytes that do not form UTF-8 are written as \xNN
-// (backslash, x, two hex digits), so nothing is lost and the JSON stays valid.
+// (backslash, x, two hex digits) and a backslash as two, so nothing is lost,
+// nothing is ambiguous and the JSON stays valid.
 
 namespace {
 
@@ -91,6 +92,12 @@ std::string utf8_safe(const std::string& s) {
   std::string out;
   out.reserve(s.size());
   for (std::size_t i = 0; i < s.size();) {
+    // A backslash is doubled so that "\xff" written by the text itself is told from the byte 0xff.
+    if (s[i] == '\\') {
+      out += "\\\\";
+      ++i;
+      continue;
+    }
     const std::size_t n = utf8_sequence(s, i);
     if (n == 0) {
       char buf[5];
