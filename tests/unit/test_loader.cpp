@@ -169,8 +169,13 @@ TEST_F(Loader, ResolverErrorsAreReportedPerFunction) {
 TEST_F(Loader, ALibraryThatIsNotADriverIsRefused) {
   LoadOptions options;
   options.path = "libm.so.6";
-  auto e = expect_throw<DriverTooOldError>([&] { Driver::load(options); });
-  EXPECT_NE(std::string(e.what()).find("not a CUDA driver"), std::string::npos) << e.what();
+  // No driver was found: none is too old, and nothing asks to update one.
+  auto e = expect_throw<DriverNotFoundError>([&] { Driver::load(options); });
+  EXPECT_NE(std::string(e.what()).find("\"libm.so.6\" (loaded "), std::string::npos) << e.what();
+  EXPECT_NE(std::string(e.what()).find("which does not export cuDriverGetVersion: it is not a CUDA driver"),
+            std::string::npos)
+      << e.what();
+  EXPECT_EQ(e.hint().find("update"), std::string::npos) << e.hint();
 }
 
 }  // namespace

@@ -163,6 +163,16 @@ TEST(Probe, PathsThatAreNotUtf8GiveValidJsonWithTheBytesSpelledOut) {
   EXPECT_EQ(nlohmann::json::parse(text.out)["loader"]["paths_tried"][0]["path"], "/tmp/drvshim-\\\\xff/libcuda.so.1");
 }
 
+TEST(Probe, ALibraryThatIsNotADriverIsNoDriverNotAnOldOne) {
+  // Before: reported as a driver too old (exit 1), with "update the NVIDIA driver".
+  const ProbeRun run = run_probe("DRVSHIM_LIBCUDA=libm.so.6", "--json");
+  ASSERT_EQ(run.code, 2) << run.out;
+  const auto j = nlohmann::json::parse(run.out);
+  EXPECT_EQ(j["loader"]["status"], "not_found") << run.out;
+  EXPECT_NE(run.out.find("it is not a CUDA driver"), std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find("update the NVIDIA driver"), std::string::npos) << run.out;
+}
+
 TEST(Probe, AFailingDeviceStepKeepsTheDeviceAndSaysWhichStep) {
   // Before: the whole device list was abandoned for an undocumented top-level "error" string.
   const ProbeRun run = run_probe(fake_env("dual") + " DRVSHIM_FAKE_FAIL=cuDeviceGetPCIBusId:2:999", "--json");

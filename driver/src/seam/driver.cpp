@@ -319,9 +319,12 @@ Driver Driver::load(const LoadOptions& options) {
 
   auto get_version = symbol<PFN_cuDriverGetVersion_v2020>(core->handle, "cuDriverGetVersion");
   if (get_version == nullptr) {
-    throw DriverTooOldError(
-        "Driver::load", 0, {"cuDriverGetVersion"},
-        fmt::format("\"{}\" does not export cuDriverGetVersion: it is not a CUDA driver", core->loaded_path));
+    // Some other library (a typo in DRVSHIM_LIBCUDA): no driver was found, none is too old.
+    trace::mark("load-failed", "not a CUDA driver");
+    throw DriverNotFoundError(
+        {core->requested_path},
+        {fmt::format("loaded {}, which does not export cuDriverGetVersion: it is not a CUDA driver",
+                     core->loaded_path)});
   }
   {
     // Before cuInit, by design: the version is readable even when init would fail.
