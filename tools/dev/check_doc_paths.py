@@ -17,7 +17,8 @@ PATH = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)+[\w.-]*|[\w-]+" + EXT + r")(?![\w]
 # Names that are not repository paths: the toolkit's headers, the user's own
 # files in examples of use, the loader's $ORIGIN.
 NOT_PATHS = {"cuda.h", "cudaProfiler.h", "cudaTypedefs.h", "cuda_fp16.h", "driver_types.h", "cuda_runtime_api.h",
-             "cuda_profiler_api.h", "app.cpp", "prog.cu", "train.py", "a.cu", "b.cu", "ORIGIN/.."}
+             "cuda_profiler_api.h", "app.cpp", "prog.cu", "train.py", "a.cu", "b.cu", "bad.cu", "xbad.cu", "x.h",
+             "ORIGIN/.."}
 # Where an include spelling (drvshim/drvshim.hpp) names a public header.
 INCLUDE_DIRS = ("driver/include", "ptx/include", "runtime_compat/include", "recorder/include")
 

@@ -81,6 +81,7 @@ struct CacheCore {
   }
   struct Memo {
     std::string cuda_include;
+    std::vector<std::string> builtins_names;  // libnvrtc-builtins.so.<major>.<minor>: looked for, not trusted
     std::vector<int> archs;
   };
   // The memo for this NVRTC, if there is a readable one whose builtins still match their files.

@@ -47,19 +47,24 @@ std::string include_beside(const std::string& nvrtc_path, bool use_environment) 
 // The builtins libraries NVRTC uses (libnvrtc-builtins.so.<major>.<minor>),
 // found as Nvrtc::load finds them: the bare name through the dynamic linker's
 // search (LD_LIBRARY_PATH and RPATHs first), else beside libnvrtc. The minor is
-// not known without loading NVRTC, so the few possible names are asked for.
-std::vector<std::pair<std::string, std::string>> probe_builtins(const std::string& nvrtc_path) {
+// a property of libnvrtc: the toolchain memo keeps the names found, and only
+// without one are the few possible minors asked for.
+std::vector<std::pair<std::string, std::string>> probe_builtins(const std::string& nvrtc_path,
+                                                                const std::vector<std::string>& names) {
   std::vector<std::pair<std::string, std::string>> found;
   const std::string dir = nvrtc_path.substr(0, nvrtc_path.rfind('/') + 1);
   const std::string file = nvrtc_path.substr(nvrtc_path.rfind('/') + 1);
   const auto so = file.find(".so.");
   const std::string major =
       so == std::string::npos ? std::string() : file.substr(so + 4, file.find('.', so + 4) - so - 4);
-  if (major.empty()) return found;
+  std::vector<std::string> candidates = names;
+  for (int minor = 0; candidates.empty() && !major.empty() && minor < 10; ++minor) {
+    candidates.push_back(fmt::format("libnvrtc-builtins.so.{}.{}", major, minor));
+  }
+  if (names.empty() && major.empty()) return found;
   std::vector<std::string> dirs = library_search_dirs();
   dirs.push_back(dir);
-  for (int minor = 0; minor < 10; ++minor) {
-    const std::string name = fmt::format("libnvrtc-builtins.so.{}.{}", major, minor);
+  for (const auto& name : candidates) {
     for (const auto& d : dirs) {
       std::string builtins = d + name;
       if (::access(builtins.c_str(), F_OK) == 0) {
@@ -120,9 +125,9 @@ const std::vector<int>& CacheCore::targets() const {
 
 // The toolchain memo, named by NVRTC's path and fingerprint (two toolkits
 // whose libnvrtc have the same size and time have their own): the toolkit
-// include directory and NVRTC's architectures, so that a disk hit neither
-// loads NVRTC nor searches for them. Three lines:
-// "<nvrtc path>|<nvrtc fingerprint>\n<include dir>\n<arch> <arch> ...\n".
+// include directory, NVRTC's architectures and its builtins libraries' names,
+// so that a disk hit neither loads NVRTC nor searches for them. Four lines:
+// "<nvrtc path>|<nvrtc fingerprint>\n<include dir>\n<arch> <arch> ...\n<name>;<name>\n".
 std::optional<CacheCore::Memo> CacheCore::read_toolchain_memo() const {
   if (!disk || !toolchain) return std::nullopt;
   const std::string name = memo_name();
@@ -142,8 +147,17 @@ std::optional<CacheCore::Memo> CacheCore::read_toolchain_memo() const {
     lines.emplace_back(text.data() + pos, nl - pos);
     pos = nl + 1;
   }
-  if (lines.size() != 3 || lines[0] != memo_identity()) return std::nullopt;
+  if (lines.size() != 4 || lines[0] != memo_identity()) return std::nullopt;
   Memo m;
+  for (std::size_t pos = 0; pos < lines[3].size();) {
+    const auto end = std::min(lines[3].find(';', pos), lines[3].size());
+    const std::string_view builtins_name = lines[3].substr(pos, end - pos);
+    if (builtins_name.rfind("libnvrtc-builtins.so.", 0) != 0 || builtins_name.find('/') != std::string_view::npos) {
+      return std::nullopt;
+    }
+    m.builtins_names.emplace_back(builtins_name);
+    pos = end + 1;
+  }
   m.cuda_include = std::string(lines[1]);
   const std::string archs_text(lines[2]);
   const char* p = archs_text.c_str();
@@ -167,6 +181,13 @@ void CacheCore::write_toolchain_memo() const {
   std::string text = memo_identity() + "\n" + include + "\n";
   for (const int a : archs) text += std::to_string(a) + " ";
   text.back() = '\n';
+  for (std::size_t i = 0; i < builtins.size(); ++i) {
+    const std::string& path = builtins[i].first;
+    const std::string name = path.substr(path.rfind('/') + 1);
+    if (!memo_safe(name)) return;
+    text += (i == 0 ? "" : ";") + name;
+  }
+  text += '\n';
   const Fd& staging = tmp_dir();
   if (!staging) return;
   std::random_device rd;
@@ -191,7 +212,7 @@ void CacheCore::learn_toolchain() {
     if (nvrtc && !nvrtc->builtins_path().empty()) {
       builtins = {{nvrtc->builtins_path(), fingerprint(nvrtc->builtins_path())}};
     } else {
-      builtins = probe_builtins(nvrtc_path);
+      builtins = probe_builtins(nvrtc_path, memo ? memo->builtins_names : std::vector<std::string>{});
     }
   }
   if (memo) {

@@ -17,6 +17,8 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <string_view>
 
 #include "dl_open.hpp"
 #include "env.hpp"
@@ -137,10 +139,15 @@ std::vector<std::string> library_search_dirs() {
       list->dls_cnt = size.dls_cnt;
       if (dlinfo(self, RTLD_DI_SERINFO, list) == 0) {
         listed = true;
+        // glibc leaves dls_flags 0 here: its own system directories are told by name.
+        constexpr std::string_view kSystem[] = {
+            "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib", "/usr/lib", "/lib64", "/usr/lib64"};
         for (unsigned i = 0; i < list->dls_cnt; ++i) {
-          const Dl_serpath& entry = list->dls_serpath[i];
-          if (entry.dls_name == nullptr) continue;
-          add((entry.dls_flags & LA_SER_DEFAULT) != 0 ? defaults : first, entry.dls_name);
+          const char* name = list->dls_serpath[i].dls_name;
+          if (name == nullptr) continue;
+          const bool system =
+              std::find(std::begin(kSystem), std::end(kSystem), std::string_view(name)) != std::end(kSystem);
+          add(system ? defaults : first, name);
         }
       }
     }
@@ -158,7 +165,9 @@ std::vector<std::string> library_search_dirs() {
   }
   // ld.so.cache (not read here) usually lists the toolkit's directory; then the system's.
   add(first, "/usr/local/cuda/lib64/");
-  for (const char* d : {"/usr/lib/x86_64-linux-gnu/", "/usr/lib64/", "/usr/lib/"}) add(defaults, d);
+  for (const char* d : {"/lib/x86_64-linux-gnu/", "/usr/lib/x86_64-linux-gnu/", "/usr/lib64/", "/usr/lib/"}) {
+    add(defaults, d);
+  }
   for (auto& d : defaults) add(first, std::move(d));
   return first;
 }
