@@ -585,7 +585,7 @@ TEST(CompileCache, AStaleToolchainMemoIsIgnoredAndKeysStayTheSame) {
   ASSERT_EQ(memos.size(), 1u);
   const std::string memo = read_all(memos[0]);
   const auto l1 = memo.find('\n');
-  ASSERT_NE(memo.substr(0, l1).find("libnvrtc"), std::string::npos) << "the memo names its NVRTC: " << memo;
+  ASSERT_NE(memo.substr(0, l1).find(" in "), std::string::npos) << "the memo names its NVRTC's place: " << memo;
   {
     CompileCache lazy(NvrtcLoadOptions{}, in(root));
     EXPECT_EQ(lazy.compile(program(5)).outcome, CacheOutcome::disk_hit);

@@ -51,6 +51,27 @@ TEST_F(CompileCacheLink, PtxForANewerDeviceIsLinkedOnceAndTheLinkedImageCached) 
   EXPECT_EQ(v[31], 32);
 }
 
+// The toolchain memo is found whatever path reached libnvrtc (here: a link to
+// its directory, then the path the library is mapped by): a hit in a fresh
+// cache object still needs no compiler to choose its target.
+TEST_F(CompileCacheLink, TheToolchainMemoIsFoundThroughAnyPathToNvrtc) {
+  drvshim_fake_set_attribute(0, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 9);
+  drvshim_fake_set_attribute(0, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0);
+  TempDir dir;
+  const fs::path mapped = load_nvrtc().loaded_path();
+  fs::create_directory_symlink(mapped.parent_path(), dir / "lnk");
+  NvrtcLoadOptions through_link;
+  through_link.path = (fs::path(dir / "lnk") / mapped.filename()).string();
+  KernelSource p = program(1);
+  p.options.arch.clear();  // chosen from the device, with the memo's targets
+  const auto first = CompileCache(through_link, in(dir / "c")).compile_for(ctx(), p);
+  ASSERT_EQ(first.outcome, CacheOutcome::compiled) << first.miss_reason;
+  CompileCache fresh(NvrtcLoadOptions{}, in(dir / "c"));
+  const auto second = fresh.compile_for(ctx(), p);
+  EXPECT_EQ(second.outcome, CacheOutcome::disk_hit) << second.miss_reason;
+  EXPECT_FALSE(fresh.nvrtc_loaded()) << "the memo written through the link names the same NVRTC";
+}
+
 TEST_F(CompileCacheLink, ALinkFailureCarriesTheJitLogAndLeavesNoLinkState) {
   const std::string bad = ".version 8.0\n.target sm_90\n.visible .entry broken( {\n";
   const auto e = expect_throw<CudaError>(

@@ -71,8 +71,11 @@ struct CacheCore {
   // memo when it matches the files, else from the files) and sets the identity.
   void learn_toolchain();
   void write_toolchain_memo() const;
-  // The memo's first line: the NVRTC it describes, by path and fingerprint.
-  std::string memo_identity() const { return nvrtc_path + "|" + nvrtc_print; }
+  // Which file NVRTC is and which directory holds it (device and inode of each, whatever
+  // path reached them): two toolkits whose libnvrtc look alike have their own memo.
+  std::string nvrtc_place;
+  // The memo's first line: the NVRTC it describes, by fingerprint and place.
+  std::string memo_identity() const { return nvrtc_print + "|" + nvrtc_place; }
   // The memo's file name: the hash of its first line.
   std::string memo_name() const {
     Sha256 h;

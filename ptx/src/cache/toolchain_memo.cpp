@@ -3,7 +3,7 @@
 // (file size and time), its builtins libraries, the toolkit include
 // directory, and its architectures. The include directory and the
 // architectures are kept in a toolchain memo (v1/toolchain/<hash of NVRTC's
-// path and fingerprint>) so a disk hit neither loads NVRTC nor searches for
+// fingerprint and place>) so a disk hit neither loads NVRTC nor searches for
 // them; the builtins are looked for in every process (where the dynamic
 // linker finds them depends on the process's environment).
 #include <fcntl.h>
@@ -123,11 +123,12 @@ const std::vector<int>& CacheCore::targets() const {
   return archs;
 }
 
-// The toolchain memo, named by NVRTC's path and fingerprint (two toolkits
-// whose libnvrtc have the same size and time have their own): the toolkit
+// The toolchain memo, named by NVRTC's fingerprint and place (the device and
+// inode of the file and of its directory: the same whatever path reached it,
+// while two toolkits whose libnvrtc have the same size and time have their own): the toolkit
 // include directory, NVRTC's architectures and its builtins libraries' names,
 // so that a disk hit neither loads NVRTC nor searches for them. Four lines:
-// "<nvrtc path>|<nvrtc fingerprint>\n<include dir>\n<arch> <arch> ...\n<name>;<name>\n".
+// "<nvrtc fingerprint>|<place>\n<include dir>\n<arch> <arch> ...\n<name>;<name>\n".
 std::optional<CacheCore::Memo> CacheCore::read_toolchain_memo() const {
   if (!disk || !toolchain) return std::nullopt;
   const std::string name = memo_name();
@@ -177,7 +178,7 @@ void CacheCore::write_toolchain_memo() const {
   if (!disk || !toolchain || options.read_only || archs.empty()) return;
   // The include directory as found from NVRTC's place, whatever DRVSHIM_CUDA_INCLUDE says in this process.
   const std::string include = include_beside(nvrtc_path, false);
-  if (!memo_safe(nvrtc_path) || !memo_safe(include)) return;
+  if (nvrtc_place.empty() || !memo_safe(include)) return;
   std::string text = memo_identity() + "\n" + include + "\n";
   for (const int a : archs) text += std::to_string(a) + " ";
   text.back() = '\n';
@@ -203,6 +204,14 @@ void CacheCore::write_toolchain_memo() const {
 
 void CacheCore::learn_toolchain() {
   nvrtc_print = fingerprint(nvrtc_path);
+  {
+    struct stat file {
+    }, dir{};
+    const std::string parent = nvrtc_path.substr(0, std::max<std::size_t>(nvrtc_path.rfind('/'), 1));
+    if (!nvrtc_path.empty() && ::stat(nvrtc_path.c_str(), &file) == 0 && ::stat(parent.c_str(), &dir) == 0) {
+      nvrtc_place = fmt::format("{}:{} in {}:{}", file.st_dev, file.st_ino, dir.st_dev, dir.st_ino);
+    }
+  }
   const bool include_known = !cuda_include.empty();
   const bool env_include = env::raw("DRVSHIM_CUDA_INCLUDE").has_value();
   std::optional<Memo> memo = read_toolchain_memo();
