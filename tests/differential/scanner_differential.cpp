@@ -23,6 +23,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -112,7 +113,8 @@ namespace {
 struct Placed {
   std::string name;
   bool exists = false;
-  bool in_work = false;  // beside the program (found by "quoted" lookups first) rather than in the -I directory
+  int dir = 0;          // 0: the first -I directory, 1: the second, 2: beside the program
+  std::string content;  // what the header holds (a line end when nothing else)
 };
 
 // One generated program: its text, its standard, and the headers it names.
@@ -123,12 +125,15 @@ struct Program {
 };
 
 // Fragments: `@` is a header's name, `$` the fragment's number (unique macro
-// names). `!` marks a header that must exist (an include, which NVRTC would
-// stop at when missing), `?` one that may or may not.
+// names), a backquote a literal `$`. `!` marks a header that must exist (an
+// include, which NVRTC would stop at when missing), `?` one that may or may
+// not. A fragment with `content` gives the header @ that text, in which `&`
+// names a second header that may or may not exist, anywhere.
 struct Fragment {
   const char* text;
   char existence;
-  bool angle;  // looked up with <>: never beside the program
+  bool angle;                     // looked up with <>: never beside the program
+  const char* content = nullptr;  // of header @
 };
 
 const Fragment kFragments[] = {
@@ -166,6 +171,23 @@ const Fragment kFragments[] = {
     {"char c$ = '\"'; const char* t$ = \"\n#include \"@\"\n", '!', false},
     {"char c$ = '?\?/''; /*\n#include \"@\"\n// */\n", '!', false},
     {"const char* u$ = L\"x\" \"#include\";\n#include \"@\"\n", '!', false},
+    // Header names as the preprocessor rebuilds them from tokens.
+    {"#define W$(x) __has_include(x)\n#if W$(<@ >) || W$(<@/**/>)\n#endif\n", '?', true},
+    // A call a macro leaves open.
+    {"#define W$(x) __has_include(x)\n#define X$ W$(\n#if X$ <@>)\n#endif\n", '?', true},
+    // _Pragma's text.
+    {"void f$() {\n  _Pragma(\"unroll (__has_include(<@>) ? 1 : 4)\") for (int i = 0; i < 4; ++i) {}\n}\n", '?', true},
+    // Features spelt across a splice; other trigraphs; a stray `$`.
+    {"#define DROP$(x) 0\nint d$ = DROP$(R\\\n\"(\n#include \"@\"\n)\" );\n", '!', false},
+    {"#define DROP$(x) 0\nint d$ = DROP$(1\\\n'2/*');\n#include \"@\"\n// */);\n", '!', false},
+    {"#define DROP$(x) 0\nint d$ = DROP$('a?\?' /* ');\n#include \"@\"\n// */\n", '!', false},
+    {"#define DROP$(x) 0\nint d$ = DROP$(`R\"(\" /*)\");\n#include \"@\"\n// */\n", '!', false},
+    // A wrapper given as an option (every program has -DDWQ(x)=__has_include(x)).
+    {"#if DWQ(\"@\")\n#endif\n", '?', false},
+    // Macros in headers, expanded elsewhere; __has_include_next from a header.
+    {"#include <@>\n", '!', true, "#define W$(x) __has_include_next(x)\n#if W$(<&>)\n#endif\n"},
+    {"#include <@>\n#if C$\n#endif\n", '!', true, "#define C$ __has_include(\"&\")\n"},
+    {"#include \"@\"\n#if W$(\"&\")\n#endif\n", '!', false, "#define W$(x) __has_include(x)\n"},
 };
 
 // Lines that open or close something a later fragment sits inside of.
@@ -185,6 +207,25 @@ const char* const kNoise[] = {"/*\n",
 
 const char* const kStandards[] = {"", "-std=c++03", "-std=c++11", "-std=c++14", "-std=c++17", "-std=c++20"};
 
+// The text of `f` with its placeholders filled in.
+std::string fill(const char* f, const std::string& at, const std::string& second, const std::string& tag) {
+  std::string out;
+  for (const char* c = f; *c != '\0'; ++c) {
+    if (*c == '@') {
+      out += at;
+    } else if (*c == '&') {
+      out += second;
+    } else if (*c == '$') {
+      out += tag;
+    } else if (*c == '`') {
+      out += '$';
+    } else {
+      out += *c;
+    }
+  }
+  return out;
+}
+
 Program generate(std::mt19937& rng, int index) {
   Program p;
   p.standard = kStandards[rng() % std::size(kStandards)];
@@ -192,21 +233,20 @@ Program generate(std::mt19937& rng, int index) {
   for (int k = 0; k < fragments; ++k) {
     if (rng() % 4 == 0) p.source += kNoise[rng() % std::size(kNoise)];
     const Fragment& f = kFragments[rng() % std::size(kFragments)];
-    Placed h;
-    h.name = std::string(kMark) + std::to_string(index) + "_" + std::to_string(k) + ".h";
-    h.exists = f.existence == '!' || rng() % 2 == 0;
-    h.in_work = !f.angle && rng() % 3 == 0;
     const std::string tag = std::to_string(index) + "_" + std::to_string(k);
-    for (const char* c = f.text; *c != '\0'; ++c) {
-      if (*c == '@') {
-        p.source += h.name;
-      } else if (*c == '$') {
-        p.source += tag;
-      } else {
-        p.source += *c;
-      }
-    }
+    Placed h;
+    h.name = std::string(kMark) + tag + ".h";
+    h.exists = f.existence == '!' || rng() % 2 == 0;
+    h.dir = f.angle || rng() % 3 != 0 ? static_cast<int>(rng() % 2) : 2;
+    if (f.content != nullptr) h.dir = 0;  // found first, so what it asks with include_next is past it
+    Placed second;
+    second.name = std::string(kMark) + tag + "_b.h";
+    second.exists = rng() % 2 == 0;
+    second.dir = static_cast<int>(rng() % 3);
+    h.content = f.content != nullptr ? fill(f.content, h.name, second.name, tag) : "\n";
+    p.source += fill(f.text, h.name, second.name, tag);
     p.headers.push_back(std::move(h));
+    if (f.content != nullptr) p.headers.push_back(std::move(second));
   }
   p.source += "extern \"C\" __global__ void k(int* p) { *p = 1; }\n";
   return p;
@@ -229,8 +269,11 @@ int main(int argc, char** argv) {
   }
   const fs::path root = tmpl;
   const fs::path inc = root / "inc";
+  const fs::path inc2 = root / "inc2";
   const fs::path work = root / "work";
+  const fs::path dirs[] = {inc, inc2, work};
   fs::create_directories(inc);
+  fs::create_directories(inc2);
   fs::create_directories(work);
   fs::current_path(work);
 
@@ -250,12 +293,13 @@ int main(int argc, char** argv) {
   for (int i = 0; i < programs; ++i) {
     const Program prog = generate(rng, i);
     for (const auto& h : prog.headers) {
-      if (h.exists) write_file((h.in_work ? work : inc) / h.name, "\n");
+      if (h.exists) write_file(dirs[h.dir] / h.name, h.content.empty() ? "\n" : h.content);
     }
     drvshim::CompileOptions options;
     options.arch = "compute_90";
-    options.include_paths = {inc.string()};
-    if (!prog.standard.empty()) options.extra = {prog.standard};
+    options.include_paths = {inc.string(), inc2.string()};
+    options.extra = {"-DDWQ(x)=__has_include(x)"};
+    if (!prog.standard.empty()) options.extra.push_back(prog.standard);
     {
       std::lock_guard<std::mutex> lock(g_mutex);
       g_seen.clear();
@@ -266,11 +310,15 @@ int main(int argc, char** argv) {
     } catch (const drvshim::NvrtcCompileError&) {
       // Errors are expected (the fragments are not all valid code); the lookups before them count.
     }
-    std::set<std::string> asked;
+    // Every path NVRTC asked about (a relative one is from the working directory).
+    std::set<fs::path> asked;
     {
       std::lock_guard<std::mutex> lock(g_mutex);
       g_recording = false;
-      for (const auto& path : g_seen) asked.insert(fs::path(path).filename().string());
+      for (const auto& path : g_seen) {
+        const fs::path at = fs::path(path).is_absolute() ? fs::path(path) : work / path;
+        if (at.lexically_normal().string().rfind(root.string(), 0) == 0) asked.insert(at.lexically_normal());
+      }
     }
     drvshim::KernelSource program;
     program.source = prog.source;
@@ -287,22 +335,26 @@ int main(int argc, char** argv) {
       }
       ++reasons[kind];
     } else {
-      for (const auto& name : asked) {
+      for (const auto& at : asked) {
+        if (!fs::is_directory(at.parent_path())) continue;  // a name with a slash in it: nothing to make there
         ++checked;
-        // Make the header vanish (where it is) or appear (in the -I directory): the key must change.
-        const fs::path at = fs::exists(work / name) ? work / name : inc / name;
+        // Make the file NVRTC asked about vanish or appear: the key must change.
         const bool existed = fs::exists(at);
+        std::string content;
         if (existed) {
+          std::ifstream in(at, std::ios::binary);
+          content.assign(std::istreambuf_iterator<char>(in), {});
           fs::remove(at);
         } else {
           write_file(at, "\n");
         }
         const auto after = drvshim::detail::key_of(memo, "differential", program, effective, "none");
         if (existed) {
-          write_file(at, "\n");
+          write_file(at, content);
         } else {
           fs::remove(at);
         }
+        const std::string name = at.filename().string();
         if (after.unknowable.empty() && after.key == before.key) {
           if (++failures <= 5) {
             std::cout << "STALE: NVRTC looked up " << name << " (" << (existed ? "present" : "absent") << " in "
@@ -315,8 +367,7 @@ int main(int argc, char** argv) {
       }
     }
     for (const auto& h : prog.headers) {
-      fs::remove(inc / h.name);
-      fs::remove(work / h.name);
+      for (const auto& d : dirs) fs::remove(d / h.name);
     }
   }
   fs::current_path("/");

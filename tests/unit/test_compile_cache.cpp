@@ -319,10 +319,14 @@ TEST(CompileCache, AHeaderFoundThroughAnyOfNvrtcsLookupsIsKeyedByItsContent) {
 TEST(CompileCache, ProgramsIncludingTheToolkitsHeadersAreCached) {
   TempDir dir;
   CompileCache cache(load_nvrtc(), in(dir / "c"));
-  for (const char* header : {"cuda_fp16.h", "cooperative_groups.h", "cuda/std/type_traits"}) {
+  // With names of the user's own that look like pieces of __has_include (these headers paste).
+  for (const char* header :
+       {"cuda_fp16.h", "cooperative_groups.h", "cuda/std/type_traits", "mma.h", "cuda/std/complex"}) {
     SCOPED_TRACE(header);
     KernelSource p;
-    p.source = std::string("#include <") + header + ">\nextern \"C\" __global__ void k(int* p) { *p = 1; }\n";
+    p.source = std::string("#include <") + header +
+               ">\nstruct Flags { int has, has_, _has, as_include; };\n"
+               "extern \"C\" __global__ void k(int* p) { *p = 1; }\n";
     p.name = "toolkit.cu";
     p.options.arch = "compute_90";
     // CCCL (cuda/std/...) lives in include/cccl, which is not the toolkit -I.
@@ -548,6 +552,65 @@ TEST(CompileCache, HasIncludeInOrdinaryCodeIsKeyed) {
   const auto b = cache.compile(p);
   EXPECT_EQ(b.outcome, CacheOutcome::compiled) << "the header asked about appeared";
   EXPECT_EQ(value_in(b.result.image), 2);
+}
+
+// __has_include where NVRTC expands it: a wrapper given as an option, a quoted
+// name in a header's macro looked up from the file that expands it, a wrapper
+// of __has_include_next. Each time the header asked about appears, the code changes.
+TEST(CompileCache, HasIncludeWhereNvrtcExpandsItIsKeyed) {
+  TempDir dir;
+  const auto nv = load_nvrtc();
+  fs::create_directories(dir / "inc/x");
+  fs::create_directories(dir / "inc2");
+  fs::create_directories(dir / "work");
+  write_all(dir / "inc/x/check.h", "#define CHECK __has_include(\"q.h\")\n");
+  write_all(dir / "inc/next.h", "#define WN(x) __has_include_next(x)\n#if WN(<n.h>)\n#define NEXT 1\n#endif\n");
+  write_all(dir / "inc/n.h", "\n");
+  const char* value =
+      "\nconstexpr int kValue = 731001 + kFound;\nextern \"C\" __global__ void k(int* p) { *p = kValue; }\n";
+  struct Case {
+    const char* name;
+    std::string source;
+    std::vector<std::string> extra;
+    std::string appears;
+  };
+  const std::vector<Case> cases = {
+      {"a wrapper given as -D",
+       "#if W(\"w.h\")\nconstexpr int kFound = 1;\n#else\nconstexpr int kFound = 0;\n#endif",
+       {"-DW(x)=__has_include(x)"},
+       dir / "inc/w.h"},
+      {"a quoted name in a header's macro",
+       "#include <x/check.h>\n#if CHECK\nconstexpr int kFound = 1;\n#else\n"
+       "constexpr int kFound = 0;\n#endif",
+       {},
+       dir / "work/q.h"},
+      {"a wrapper of __has_include_next",
+       "#include <next.h>\n#ifdef NEXT\nconstexpr int kFound = 1;\n#else\n"
+       "constexpr int kFound = 0;\n#endif",
+       {"-I" + (dir / "inc2")},
+       dir / "inc2/n.h"},
+  };
+  in_directory(dir / "work", [&] {
+    for (const auto& c : cases) {
+      SCOPED_TRACE(c.name);
+      settle();
+      KernelSource p;
+      p.name = "prog.cu";
+      p.source = c.source + value;
+      p.options.arch = "compute_90";
+      p.options.include_paths = {dir / "inc"};
+      p.options.extra = c.extra;
+      const std::string root = dir / ("c" + std::to_string(&c - cases.data()));
+      const auto first = CompileCache(nv, in(root)).compile(p);
+      ASSERT_EQ(first.outcome, CacheOutcome::compiled) << first.miss_reason << first.result.log;
+      EXPECT_EQ(value_in(first.result.image), 1);
+      write_all(c.appears, "\n");
+      settle();
+      const auto second = CompileCache(nv, in(root)).compile(p);
+      EXPECT_EQ(second.outcome, CacheOutcome::compiled) << "not the old image from disk";
+      EXPECT_EQ(value_in(second.result.image), 2);
+    }
+  });
 }
 
 // Defect 5 (and 9's stress test): a header that changed moments before a

@@ -234,4 +234,47 @@ TEST(CompileCacheOptionInputs, OptionsWhoseFilesTheCacheCannotKnowAreNamed) {
       option_inputs({"--dopt", "on", "-G", "-lineinfo", "--fmad=false", "--diag-suppress=177"}).unknowable.empty());
 }
 
+// Forms an adversarial review found NVRTC reading while the scanner did not
+// (each checked with NVRTC 13.0's own lookups).
+TEST(CompileCacheIncludeScanner, NamesAsNvrtcBuildsThemAndTextsItReads) {
+  auto has = [](const drvshim::detail::IncludeScan& s, const std::string& name) {
+    return std::any_of(s.refs.begin(), s.refs.end(), [&](const IncludeRef& r) { return r.name == name; });
+  };
+  auto looks_up = [](const drvshim::detail::IncludeScan& s, const std::string& name) {
+    return std::any_of(s.macro_lookups.begin(), s.macro_lookups.end(),
+                       [&](const MacroLookup& m) { return m.name == name; });
+  };
+  // A header name passed to a wrapper is rebuilt from its tokens: one blank between, none at the end.
+  const auto spaced =
+      scan_includes("#define W(x) __has_include(x)\n#if W(<a.h >) || W(< b.h >) || W(<c/**/.h>)\n#endif\n");
+  EXPECT_TRUE(looks_up(spaced, "a.h"));
+  EXPECT_TRUE(looks_up(spaced, " b.h"));
+  EXPECT_TRUE(looks_up(spaced, "c .h"));
+  // Directly after __has_include( in #if, a header name is lexed raw: /* is part of it.
+  const auto raw = scan_includes("#if !__has_include(<a/*b.h>)\n#include \"c.h\"\n#endif //*/.h>)\n");
+  EXPECT_TRUE(has(raw, "a/*b.h"));
+  EXPECT_TRUE(has(raw, "c.h"));
+  // A wrapper of __has_include_next is one of its own.
+  EXPECT_EQ(scan_includes("#define W(x) __has_include_next(x)\n").next_wrappers, (std::vector<std::string>{"W"}));
+  // Features spelt across a splice.
+  EXPECT_TRUE(has(scan_includes("DROP(R\\\n\"(\n#include \"r.h\"\n)\" )\n"), "r.h"));
+  EXPECT_TRUE(has(scan_includes("DROP(1\\\n'2/*');\n#include \"s.h\"\n// */);\n"), "s.h"));
+  // A call a macro's body leaves open.
+  const auto open_call = scan_includes("#define X W(\n#if X <a.h>)\n#endif\n");
+  ASSERT_EQ(open_call.opaque_calls.size(), 1u);
+  EXPECT_EQ(open_call.opaque_calls[0].first, "W");
+  // _Pragma's text is a #pragma, in code and in a macro.
+  EXPECT_TRUE(
+      has(scan_includes("void f() { _Pragma(\"unroll (__has_include(<p.h>) ? 1 : 4)\") for (;;) {} }\n"), "p.h"));
+  const auto in_define = scan_includes("#define U _Pragma(\"unroll (__has_include(\\\"q.h\\\") ? 1 : 4)\")\n");
+  ASSERT_EQ(in_define.refs.size(), 1u);
+  EXPECT_EQ(in_define.refs[0].name, "q.h");
+  EXPECT_TRUE(in_define.refs[0].in_macro) << "looked up where U is expanded";
+  // Every trigraph (before C++17): ??! is |, ??' is ^ (no character literal begins).
+  EXPECT_TRUE(has(scan_includes("#if __has_include(\"a?\?!.h\")\n#endif\n"), "a|.h"));
+  EXPECT_TRUE(has(scan_includes("DROP('a?\?' /* ')\n#include \"b.h\"\n// */ )\n"), "b.h"));
+  // `$` is no identifier character for NVRTC: `$R"(` is `$`, then a raw string.
+  EXPECT_TRUE(has(scan_includes("DROP($R\"(\" /*)\")\n#include \"d.h\"\n// */\n"), "d.h"));
+}
+
 }  // namespace

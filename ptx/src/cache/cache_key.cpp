@@ -155,12 +155,34 @@ void hash_headers(const HeaderMemo& memo, Sha256& key, const KernelSource& progr
   };
   std::vector<Pending> work;
   std::vector<IncludeScan> memory_scans;
-  memory_scans.reserve(program.headers.size() + 2);
+  memory_scans.reserve(program.headers.size() + 3);
   memory_scans.push_back(scan_includes(program.source));
   work.push_back({&memory_scans.back(), nullptr, own_dir(program.name), program.name});
   for (const auto& h : program.headers) {
     memory_scans.push_back(scan_includes(h.source));
     work.push_back({&memory_scans.back(), nullptr, own_dir(h.name), h.name});
+  }
+  // Macros given as options (-DW(x)=__has_include(x)) are read as the #defines they are.
+  std::string defines;
+  for (std::size_t i = 0; i < effective.size(); ++i) {
+    const std::string_view o = effective[i];
+    std::string def;
+    if ((o == "-D" || o == "--define-macro") && i + 1 < effective.size()) {
+      def = effective[++i];
+    } else if (o.rfind("--define-macro=", 0) == 0) {
+      def = o.substr(15);
+    } else if (o.rfind("-D", 0) == 0 && o.size() > 2) {
+      def = o.substr(2);
+    } else {
+      continue;
+    }
+    const auto eq = def.find('=');
+    defines +=
+        "#define " + (eq == std::string::npos ? def + " 1" : def.substr(0, eq) + " " + def.substr(eq + 1)) + "\n";
+  }
+  if (!defines.empty()) {
+    memory_scans.push_back(scan_includes(defines));
+    work.push_back({&memory_scans.back(), nullptr, own_dir(program.name), "-D options"});
   }
   IncludeScan pre;
   for (const auto& p : opts.pre_includes) pre.refs.push_back({p, true, IncludeRef::Kind::include});
@@ -171,10 +193,13 @@ void hash_headers(const HeaderMemo& memo, Sha256& key, const KernelSource& progr
   std::map<std::string, std::string> resolved;  // what each lookup contributed, sorted for the key
   std::set<std::string> wrappers;
   std::vector<std::pair<MacroLookup, std::optional<std::string>>> macro_lookups;
-  std::vector<std::pair<std::string, std::string>> forwards;        // F forwards to G
-  std::vector<std::pair<std::string, std::string>> builds;          // F builds a name for G
-  std::set<std::string> builders;                                   // their uses cannot be known
-  std::vector<std::pair<std::string, std::string>> opaque_calls;    // callee, where
+  std::vector<std::pair<std::string, std::string>> forwards;      // F forwards to G
+  std::vector<std::pair<std::string, std::string>> builds;        // F builds a name for G
+  std::set<std::string> builders;                                 // their uses cannot be known
+  std::vector<std::pair<std::string, std::string>> opaque_calls;  // callee, where
+  std::set<std::string> next_wrappers;                            // the same for __has_include_next
+  std::set<std::string> dirs_seen;                                // every including file's directory
+  std::vector<std::pair<std::string, IncludeRef::Kind>> macro_quoted;
   std::vector<std::pair<const IncludeScan*, std::string>> scanned;  // every scan, with where it is
   std::vector<std::shared_ptr<const FileInfo>> keep;                // keeps those scans alive
 
@@ -229,7 +254,9 @@ void hash_headers(const HeaderMemo& memo, Sha256& key, const KernelSource& progr
       return;
     }
     wrappers.insert(p.scan->wrappers.begin(), p.scan->wrappers.end());
+    next_wrappers.insert(p.scan->next_wrappers.begin(), p.scan->next_wrappers.end());
     builders.insert(p.scan->builders.begin(), p.scan->builders.end());
+    if (p.dir) dirs_seen.insert(*p.dir);
     for (const auto& m : p.scan->macro_lookups) macro_lookups.emplace_back(m, p.dir);
     forwards.insert(forwards.end(), p.scan->forwards.begin(), p.scan->forwards.end());
     builds.insert(builds.end(), p.scan->builds.begin(), p.scan->builds.end());
@@ -237,6 +264,9 @@ void hash_headers(const HeaderMemo& memo, Sha256& key, const KernelSource& progr
     if (p.keep) keep.push_back(p.keep);
     for (const auto& [callee, where] : p.scan->opaque_calls) opaque_calls.emplace_back(callee, p.where + ": " + where);
     for (const auto& ref : p.scan->refs) {
+      // A quoted lookup in a macro's body happens where the macro is expanded: from every
+      // file's directory, once all are known.
+      if (ref.in_macro && ref.quoted) macro_quoted.push_back({ref.name, ref.kind});
       for (auto& [path, info] : lookup(ref.name, ref.quoted, ref.kind, p.dir)) {
         if (ref.kind == IncludeRef::Kind::embed) continue;  // read, not preprocessed
         const IncludeScan* scan = &info->scan;
@@ -250,46 +280,70 @@ void hash_headers(const HeaderMemo& memo, Sha256& key, const KernelSource& progr
   // __has_include(x)), however deep.
   // A macro that builds a name from its parameter for a wrapper or a builder
   // (`#define F(x) W(<dir/x>)`) is a builder: its uses cannot be known.
-  for (bool grew = true; grew;) {
-    grew = false;
-    for (const auto& [from, to] : forwards) {
-      if (wrappers.count(to) != 0 && wrappers.insert(from).second) grew = true;
-      if (builders.count(to) != 0 && builders.insert(from).second) grew = true;
-    }
-    for (const auto& [from, to] : builds) {
-      if ((wrappers.count(to) != 0 || builders.count(to) != 0) && builders.insert(from).second) grew = true;
+  // Followed backwards from each wrapper and builder: linear in the forwards and builds.
+  {
+    std::multimap<std::string, std::pair<std::string, bool>> callers;  // callee -> (caller, builds)
+    for (const auto& [from, to] : forwards) callers.emplace(to, std::pair(from, false));
+    for (const auto& [from, to] : builds) callers.emplace(to, std::pair(from, true));
+    // (name, kind): 0 wrapper, 1 next wrapper, 2 builder.
+    std::vector<std::pair<std::string, int>> todo;
+    for (const auto& w : wrappers) todo.emplace_back(w, 0);
+    for (const auto& w : next_wrappers) todo.emplace_back(w, 1);
+    for (const auto& b : builders) todo.emplace_back(b, 2);
+    while (!todo.empty()) {
+      const auto [callee, kind] = todo.back();
+      todo.pop_back();
+      const auto range = callers.equal_range(callee);
+      for (auto it = range.first; it != range.second; ++it) {
+        const auto& [caller, building] = it->second;
+        const int as = building ? 2 : kind;
+        std::set<std::string>& into = as == 0 ? wrappers : as == 1 ? next_wrappers : builders;
+        if (into.insert(caller).second) todo.emplace_back(caller, as);
+      }
     }
   }
   auto refuse = [&](const std::string& why) {
     if (out.unknowable.empty()) out.unknowable = why;
   };
+  auto asks = [&](const std::string& m) {
+    return wrappers.count(m) != 0 || next_wrappers.count(m) != 0 || builders.count(m) != 0;
+  };
   for (const auto& [callee, where] : opaque_calls) {
-    if (wrappers.count(callee) != 0 || builders.count(callee) != 0) {
+    if (asks(callee)) {
       refuse(where + " asks __has_include (through " + callee + ") about a name only the preprocessor can know");
     }
   }
   for (const auto& [m, dir] : macro_lookups) {
     if (builders.count(m.macro) != 0) {
       refuse(m.macro + " builds the name it asks __has_include about from its argument");
-    } else if (wrappers.count(m.macro) != 0) {
-      (void)lookup(m.name, m.quoted, IncludeRef::Kind::has_include, dir);
+      continue;
     }
+    for (const auto kind : {IncludeRef::Kind::has_include, IncludeRef::Kind::has_include_next}) {
+      const auto& set = kind == IncludeRef::Kind::has_include ? wrappers : next_wrappers;
+      if (set.count(m.macro) == 0) continue;
+      (void)lookup(m.name, m.quoted, kind, dir);
+      if (m.in_macro && m.quoted) macro_quoted.push_back({m.name, kind});
+    }
+  }
+  for (const auto& [name, kind] : macro_quoted) {
+    for (const auto& d : dirs_seen) (void)lookup(name, true, kind, d);
   }
   // A wrapper named anywhere but in a call the scanner reads (ordinary code, an alias, an
   // argument to another macro) asks about a name only the preprocessor can know.
   std::vector<std::pair<std::uint64_t, const std::string*>> asking;
-  for (const auto* set : {&wrappers, &builders}) {
+  for (const auto* set : {&wrappers, &next_wrappers, &builders}) {
     for (const auto& w : *set) asking.emplace_back(identifier_hash(w), &w);
   }
   // Pasting (##) can make __has_include from pieces: `CAT(__has_, include)`. Where a macro
-  // pastes something that could become part of it, its first piece anywhere is refused: a
-  // name that begins it (four characters or more), or a shorter beginning (`_`, `__`, `__h`:
-  // common names in real code, CCCL's among them) together with a piece of three or more
-  // characters that goes on from there (`has`, `_ha`, `as_include`). Shorter pieces after
-  // such a beginning are not followed.
+  // pastes something that could become part of it, its first piece is refused: a name that
+  // begins it (four characters or more) anywhere, or a shorter beginning (`_`, `__`, `__h`:
+  // common names, CCCL's among them) in a file that also has a piece going on from there:
+  // any such piece among the file's directives (where macro arguments are), or one of three
+  // characters or more in its code (`has`, `_ha`, `as_include`). Shorter pieces in code, and
+  // pieces spread over several files, are not followed.
   const bool pastes = std::any_of(scanned.begin(), scanned.end(), [](const auto& s) { return s.first->pastes; });
   std::vector<std::pair<std::uint64_t, std::string>> prefixes;  // a name that begins it
-  std::vector<std::uint64_t> short_starts;                      // `_`, `__`
+  std::vector<std::uint64_t> short_starts;                      // `_`, `__`, `__h`
   std::vector<std::pair<std::uint64_t, std::string>> continuations;
   if (pastes) {
     const std::string_view full = "__has_include_next";
@@ -299,25 +353,16 @@ void hash_headers(const HeaderMemo& memo, Sha256& key, const KernelSource& progr
       }
     }
     for (std::size_t n = 1; n < 4; ++n) short_starts.push_back(identifier_hash(full.substr(0, n)));
+    std::set<std::string_view> pieces;
     for (std::size_t from = 1; from < 4; ++from) {
-      for (std::size_t n = 3; from + n <= full.size(); ++n) {
-        continuations.emplace_back(identifier_hash(full.substr(from, n)), full.substr(from, n));
-      }
+      for (std::size_t n = 1; from + n <= full.size(); ++n) pieces.insert(full.substr(from, n));
     }
-  }
-  auto mentioned = [&](std::uint64_t hash) {
-    return std::any_of(scanned.begin(), scanned.end(), [&](const auto& s) {
-      return std::binary_search(s.first->mentions.begin(), s.first->mentions.end(), hash);
-    });
-  };
-  const bool short_start = std::any_of(short_starts.begin(), short_starts.end(), mentioned);
-  for (const auto& [hash, name] : continuations) {
-    if (short_start && mentioned(hash)) {
-      refuse("`" + name + "`, pasted (##) after `_`, `__` or `__h`, could become __has_include");
-    }
+    pieces.erase("_");  // a lone `_` goes on from `_` only towards `__`, itself a beginning
+    for (const auto piece : pieces) continuations.emplace_back(identifier_hash(piece), piece);
   }
   for (const auto& [scan, where] : scanned) {
     const auto& m = scan->mentions;
+    const auto& dm = scan->directive_mentions;
     for (const auto& [hash, name] : asking) {
       if (std::binary_search(m.begin(), m.end(), hash)) {
         refuse(where + " uses " + *name + ", which asks __has_include, where only the preprocessor can follow it");
@@ -326,6 +371,16 @@ void hash_headers(const HeaderMemo& memo, Sha256& key, const KernelSource& progr
     for (const auto& [hash, name] : prefixes) {
       if (std::binary_search(m.begin(), m.end(), hash)) {
         refuse(where + " has `" + name + "`, which pasted (##) could become __has_include");
+      }
+    }
+    const bool short_start = std::any_of(short_starts.begin(), short_starts.end(),
+                                         [&](std::uint64_t h) { return std::binary_search(m.begin(), m.end(), h); });
+    if (!short_start) continue;
+    for (const auto& [hash, name] : continuations) {
+      const bool in_directive = std::binary_search(dm.begin(), dm.end(), hash);
+      const bool in_code = name.size() >= 3 && std::binary_search(m.begin(), m.end(), hash);
+      if (in_directive || in_code) {
+        refuse(where + " has `" + name + "`, which pasted (##) after `_`, `__` or `__h` could become __has_include");
       }
     }
   }

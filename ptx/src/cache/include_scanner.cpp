@@ -5,6 +5,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <iterator>
 #include <set>
 #include <string>
@@ -23,9 +24,8 @@ std::uint64_t identifier_hash(std::string_view identifier) noexcept {
 
 namespace {
 
-constexpr bool ident_start(char c) noexcept {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '$';
-}
+// NVRTC takes no `$` in identifiers (GCC does): `$R"(` is a stray `$`, then a raw string.
+constexpr bool ident_start(char c) noexcept { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 constexpr bool ident_char(char c) noexcept { return ident_start(c) || (c >= '0' && c <= '9'); }
 constexpr bool digit(char c) noexcept { return c >= '0' && c <= '9'; }
 constexpr bool blank(char c) noexcept { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; }
@@ -39,17 +39,32 @@ struct Dialect {
   friend bool operator==(const Dialect&, const Dialect&) = default;
 };
 
-// Phases 1-2 of translation: the trigraphs for # and backslash (the only two
-// that can make or hide a directive, or end a literal early), then
-// backslash-newline splices. `splices` gets the output offsets where lines
-// were joined, for line numbers in messages.
+// The character a trigraph ??x stands for, or 0.
+constexpr char trigraph(char x) noexcept {
+  switch (x) {
+    case '=': return '#';
+    case '/': return '\\';
+    case '\'': return '^';
+    case '(': return '[';
+    case ')': return ']';
+    case '!': return '|';
+    case '<': return '{';
+    case '>': return '}';
+    case '-': return '~';
+    default: return 0;
+  }
+}
+
+// Phases 1-2 of translation: trigraphs (the dialect's), then backslash-newline
+// splices. `splices` gets the output offsets where lines were joined, for line
+// numbers in messages.
 std::string splice(std::string_view in, const Dialect& d, std::vector<std::size_t>& splices) {
   std::string out;
   out.reserve(in.size());
   for (std::size_t i = 0; i < in.size(); ++i) {
     char c = in[i];
-    if (d.trigraphs && c == '?' && i + 2 < in.size() && in[i + 1] == '?' && (in[i + 2] == '=' || in[i + 2] == '/')) {
-      c = in[i + 2] == '=' ? '#' : '\\';
+    if (d.trigraphs && c == '?' && i + 2 < in.size() && in[i + 1] == '?' && trigraph(in[i + 2]) != 0) {
+      c = trigraph(in[i + 2]);
       i += 2;
     }
     if (c == '\\') {
@@ -95,6 +110,9 @@ bool unexpanded_directive(std::string_view d) noexcept {
 
 class Scanner {
  public:
+  // Directives longer than this are not read (nested calls would take quadratic time).
+  static constexpr std::size_t kMaxDirectiveTokens = 4096;
+
   // `s` is the spliced text (`owned` holds it when splicing changed anything).
   Scanner(std::string owned, std::string_view s, std::vector<std::size_t> splices, const Dialect& dialect)
       : owned_(std::move(owned)),
@@ -138,12 +156,64 @@ class Scanner {
       Token t = header_name_expected() ? lex_header_name() : lex();
       t.space_before = space;
       space = false;
-      line_.push_back(t);
+      // A directive longer than the scanner reads is only counted (end_line() refuses it).
+      if (line_.size() <= kMaxDirectiveTokens) {
+        line_.push_back(t);
+      } else {
+        ++dropped_tokens_;
+      }
     }
     end_line();
     out_.mentions.assign(mentions_.begin(), mentions_.end());
     std::sort(out_.mentions.begin(), out_.mentions.end());
+    out_.directive_mentions.assign(directive_mentions_.begin(), directive_mentions_.end());
+    std::sort(out_.directive_mentions.begin(), out_.directive_mentions.end());
+    dedupe(out_.wrappers);
+    dedupe(out_.next_wrappers);
+    dedupe(out_.builders);
     return std::move(out_);
+  }
+
+  // Another scan's findings (a _Pragma's text), merged into this one's.
+  void merge(IncludeScan&& sub) {
+    for (auto& r : sub.refs) out_.refs.push_back(std::move(r));
+    for (auto& w : sub.wrappers) add_unique(out_.wrappers, std::move(w));
+    for (auto& w : sub.next_wrappers) add_unique(out_.next_wrappers, std::move(w));
+    for (auto& w : sub.builders) add_unique(out_.builders, std::move(w));
+    for (auto& m : sub.macro_lookups) out_.macro_lookups.push_back(std::move(m));
+    for (auto& f : sub.forwards) out_.forwards.push_back(std::move(f));
+    for (auto& b : sub.builds) out_.builds.push_back(std::move(b));
+    for (auto& o : sub.opaque_calls) out_.opaque_calls.push_back(std::move(o));
+    mentions_.insert(sub.mentions.begin(), sub.mentions.end());
+    directive_mentions_.insert(sub.directive_mentions.begin(), sub.directive_mentions.end());
+    out_.pastes = out_.pastes || sub.pastes;
+    if (out_.unknowable.empty()) out_.unknowable = std::move(sub.unknowable);
+  }
+
+  // The text of `_Pragma("...")` (escapes undone), read as the #pragma it is.
+  void pragma_text(std::string_view literal, bool in_macro) {
+    std::string text = "#pragma ";
+    for (std::size_t i = 0; i < literal.size(); ++i) {
+      if (literal[i] == '\\' && i + 1 < literal.size() && (literal[i + 1] == '"' || literal[i + 1] == '\\')) ++i;
+      text.push_back(literal[i]);
+    }
+    text.push_back('\n');
+    IncludeScan sub = Scanner({}, text, {}, dialect_).run();
+    if (in_macro) {
+      for (auto& r : sub.refs) r.in_macro = true;
+      for (auto& m : sub.macro_lookups) m.in_macro = true;
+    }
+    merge(std::move(sub));
+  }
+
+  // Kept once each when the scan ends (dedupe()): a check per insertion would be quadratic.
+  static void add_unique(std::vector<std::string>& to, std::string name) { to.push_back(std::move(name)); }
+
+  static void dedupe(std::vector<std::string>& names) {
+    std::unordered_set<std::string> seen;
+    names.erase(
+        std::remove_if(names.begin(), names.end(), [&](const std::string& n) { return !seen.insert(n).second; }),
+        names.end());
   }
 
  private:
@@ -158,7 +228,7 @@ class Scanner {
   bool skip_block_comment() {
     const auto close = s_.find("*/", pos_ + 2);
     const std::size_t end = close == std::string::npos ? s_.size() : close + 2;
-    const bool lines = s_.find('\n', pos_) < end;
+    const bool lines = std::memchr(s_.data() + pos_, '\n', end - pos_) != nullptr;
     pos_ = end;
     return lines;
   }
@@ -174,10 +244,16 @@ class Scanner {
 
   // After `#include` (and its kin) at the start of a line comes a header name,
   // lexed raw: `<a//b.h>` is a name there, not a comment.
+  // So is what follows `__has_include (` in a directive that is evaluated
+  // (`#if __has_include(<a/*b.h>)` names "a/*b.h"); a #define's body is kept as
+  // tokens, as it is when the macro is expanded.
   bool header_name_expected() const {
-    if (line_.size() != 2 || !is_punct(line_[0], '#') || line_[1].kind != Token::Kind::ident) return false;
+    if (line_.size() < 2 || !is_punct(line_[0], '#') || line_[1].kind != Token::Kind::ident) return false;
     const std::string_view d = text(line_[1]);
-    return d == "include" || d == "include_next" || d == "import" || d == "embed";
+    if (line_.size() == 2) return d == "include" || d == "include_next" || d == "import" || d == "embed";
+    if (d == "define" || line_.size() < 4 || !is_punct(line_.back(), '(')) return false;
+    const Token& callee = line_[line_.size() - 2];
+    return is_ident(callee, "__has_include") || is_ident(callee, "__has_include_next");
   }
 
   Token lex_header_name() {
@@ -284,6 +360,8 @@ class Scanner {
         const std::string_view id = text(begin, pos_);
         if (id == "__has_include" || id == "__has_include_next") {
           code_has_include(id, begin);
+        } else if (id == "_Pragma") {
+          code_pragma(begin);
         } else {
           mention(id);
         }
@@ -344,6 +422,34 @@ class Scanner {
     pos_ = after;
     if (out_.unknowable.empty()) {
       out_.unknowable = "`" + std::string(id) + "` in code on line " + std::to_string(line_number(begin));
+    }
+  }
+
+  // `_Pragma ( "text" )` in ordinary code: the text read as a #pragma. Anything
+  // else there (a macro making the string) cannot be known.
+  void code_pragma(std::size_t begin) {
+    const std::size_t after = pos_;
+    bool ok = skip_space_in_code() && at(0) == '(';
+    std::size_t open = 0;
+    if (ok) {
+      ++pos_;
+      ok = skip_space_in_code() && at(0) == '"';
+      open = pos_;
+    }
+    if (ok) {
+      skip_quoted('"');
+      ok = pos_ > open + 1 && s_[pos_ - 1] == '"';
+    }
+    const std::size_t close = pos_;
+    if (ok) ok = skip_space_in_code() && at(0) == ')';
+    if (ok) {
+      ++pos_;
+      pragma_text(text(open + 1, close - 1), false);
+      return;
+    }
+    pos_ = after;
+    if (out_.unknowable.empty()) {
+      out_.unknowable = "`_Pragma` without a string literal in code on line " + std::to_string(line_number(begin));
     }
   }
 
@@ -492,6 +598,9 @@ class Scanner {
         if (!(j + 3 < line_.size() && hash_hash(j + 1))) break;
         j += 3;
       }
+      // Runs of '*' match what one does (and keep glob() linear in them).
+      pattern.erase(std::unique(pattern.begin(), pattern.end(), [](char a, char b) { return a == '*' && b == '*'; }),
+                    pattern.end());
       if (pattern == "__has_include" || pattern == "__has_include_next") unknowable(line_[i], line_[j].end);
       bool fits = false;
       for (std::size_t b = 0; b < kTarget.size() && !fits; ++b) {
@@ -510,8 +619,13 @@ class Scanner {
   // The argument line_[from, to): a header name (a string, or `<` ... `>` with
   // no parameter inside), one parameter of the macro being defined, something
   // built from a parameter, or anything else.
+  // `<` ... `>` as tokens is the name the preprocessor builds from them: their
+  // spellings, one blank where white space (or a comment) came between, none
+  // before the `>` (`<a.h >` is "a.h", `< b/**/.h>` is " b .h"). The text as
+  // written is `alt` when it differs: both are looked up.
   Arg classify(std::size_t from, std::size_t to, const std::vector<std::string_view>& params, bool in_body,
-               std::string& name, bool& quoted) const {
+               std::string& name, bool& quoted, std::string& alt) const {
+    alt.clear();
     if (from >= to) return Arg::empty;
     bool has_param = false;
     for (std::size_t j = from; j < to && in_body; ++j) {
@@ -523,13 +637,19 @@ class Scanner {
     if (has_param) {
       return to == from + 1 && line_[from].kind == Token::Kind::ident ? Arg::parameter : Arg::built;
     }
-    if (to == from + 1 && line_[from].kind == Token::Kind::string) {
+    if (to == from + 1 && (line_[from].kind == Token::Kind::string || line_[from].kind == Token::Kind::header)) {
       name = inner(line_[from]);
-      quoted = true;
+      quoted = line_[from].kind == Token::Kind::string || line_[from].quoted;
       return Arg::header;
     }
     if (to >= from + 2 && is_punct(line_[from], '<') && is_punct(line_[to - 1], '>')) {
-      name = std::string(text(line_[from].end, line_[to - 1].begin));
+      name.clear();
+      for (std::size_t j = from + 1; j + 1 < to; ++j) {
+        if (line_[j].space_before) name.push_back(' ');
+        name.append(text(line_[j]));
+      }
+      const std::string written(text(line_[from].end, line_[to - 1].begin));
+      if (written != name) alt = written;
       quoted = false;
       return Arg::header;
     }
@@ -556,10 +676,12 @@ class Scanner {
       } else {
         unknowable(line_[0], line_.back().end);
       }
+      dropped_tokens_ = 0;
       line_.clear();
       return;
     }
     if (!directive || unexpanded_directive(name)) {
+      dropped_tokens_ = 0;
       line_.clear();
       return;
     }
@@ -580,12 +702,12 @@ class Scanner {
     }
     // Each call's arguments are read to their end: a directive of thousands of tokens (nested
     // calls) would take quadratic time. Such a line is left uncached rather than read slowly.
-    constexpr std::size_t kMaxDirectiveTokens = 4096;
-    if (line_.size() > kMaxDirectiveTokens) {
+    if (dropped_tokens_ > 0) {
       if (out_.unknowable.empty()) {
-        out_.unknowable = "a directive of " + std::to_string(line_.size()) + " tokens on line " +
+        out_.unknowable = "a directive of " + std::to_string(line_.size() + dropped_tokens_) + " tokens on line " +
                           std::to_string(line_number(line_[0].begin)) + " (longer than the scanner reads)";
       }
+      dropped_tokens_ = 0;
       line_.clear();
       return;
     }
@@ -608,14 +730,24 @@ class Scanner {
         // `#define HAS __has_include`: an alias the scanner cannot follow.
         if (has_include) unknowable(t, t.end);
         mention(id);
+        directive_mentions_.insert(identifier_hash(id));
         continue;
       }
+      // `_Pragma("...")`: its text is a #pragma (NVRTC evaluates __has_include in some). One
+      // made from a macro's argument (`_Pragma(#x)`) has that argument at the call site.
+      if (id == "_Pragma" && i + 3 < line_.size() && line_[i + 2].kind == Token::Kind::string &&
+          is_punct(line_[i + 3], ')')) {
+        pragma_text(inner(line_[i + 2]), in_define);
+        continue;
+      }
+      const bool in_macro = in_define && i >= body;
       // A call: each argument is read. A header name is a lookup should `id` wrap __has_include;
       // a parameter of the macro being defined makes that macro forward to `id`; a name built
       // from a parameter makes it a builder for `id`; anything else cannot be known.
       bool forwards = false;
       bool builds = false;
       bool opaque = false;
+      bool closed = false;
       for (std::size_t k = i + 2;;) {
         std::size_t arg_end = k;
         for (int depth = 0; arg_end < line_.size(); ++arg_end) {
@@ -625,15 +757,20 @@ class Scanner {
           if (is_punct(a, ')')) --depth;
         }
         std::string header;
+        std::string alt;
         bool quoted = false;
-        const Arg arg = classify(k, arg_end, params, in_body, header, quoted);
+        const Arg arg = classify(k, arg_end, params, in_body, header, quoted, alt);
         if (arg == Arg::header) {
-          if (has_include) {
-            out_.refs.push_back(
-                {header, quoted,
-                 id == "__has_include" ? IncludeRef::Kind::has_include : IncludeRef::Kind::has_include_next});
-          } else {
-            out_.macro_lookups.push_back({std::string(id), header, quoted});
+          for (const std::string* n : {&header, &alt}) {
+            if (n == &alt && alt.empty()) continue;
+            if (has_include) {
+              out_.refs.push_back(
+                  {*n, quoted,
+                   id == "__has_include" ? IncludeRef::Kind::has_include : IncludeRef::Kind::has_include_next,
+                   in_macro});
+            } else {
+              out_.macro_lookups.push_back({std::string(id), *n, quoted, in_macro});
+            }
           }
         } else if (arg == Arg::parameter) {
           forwards = true;
@@ -642,20 +779,23 @@ class Scanner {
         } else if (arg == Arg::opaque || (has_include && (arg == Arg::empty || arg == Arg::inert))) {
           opaque = true;
         }
-        if (arg_end >= line_.size() || is_punct(line_[arg_end], ')')) break;
+        if (arg_end < line_.size() && is_punct(line_[arg_end], ')')) {
+          closed = true;
+          break;
+        }
+        if (arg_end >= line_.size()) break;
         k = arg_end + 1;
       }
+      // A call the directive does not close (`#define X W(`, then `X <a.h>)`): its arguments
+      // come from elsewhere.
+      if (!closed) opaque = true;
       if (has_include) {
         if (opaque) {
           unknowable(t, i + 3 < line_.size() ? line_[i + 3].end : line_.back().end);
         } else if (builds) {
-          if (std::find(out_.builders.begin(), out_.builders.end(), defined) == out_.builders.end()) {
-            out_.builders.emplace_back(defined);
-          }
+          add_unique(out_.builders, std::string(defined));
         } else if (forwards) {
-          if (std::find(out_.wrappers.begin(), out_.wrappers.end(), defined) == out_.wrappers.end()) {
-            out_.wrappers.emplace_back(defined);
-          }
+          add_unique(id == "__has_include" ? out_.wrappers : out_.next_wrappers, std::string(defined));
         }
         continue;
       }
@@ -678,6 +818,8 @@ class Scanner {
   mutable std::size_t newlines_ = 0;
   std::set<std::string, std::less<>> opaque_seen_;
   std::unordered_set<std::uint64_t> mentions_;
+  std::unordered_set<std::uint64_t> directive_mentions_;
+  std::size_t dropped_tokens_ = 0;  // of the current line, past kMaxDirectiveTokens
   std::size_t pos_ = 0;
   std::vector<Token> line_;
   IncludeScan out_;
@@ -706,7 +848,7 @@ bool has_lenient_splice(std::string_view text) {
 
 bool has_trigraph(std::string_view text) {
   for (std::size_t i = text.find("??"); i != std::string_view::npos; i = text.find("??", i + 1)) {
-    if (i + 2 < text.size() && (text[i + 2] == '=' || text[i + 2] == '/')) return true;
+    if (i + 2 < text.size() && trigraph(text[i + 2]) != 0) return true;
   }
   return false;
 }
@@ -719,10 +861,24 @@ bool has_quote_after_word(std::string_view text) {
   return false;
 }
 
+// What one element is, as a string: for a set of those already there.
+std::string identity_of(const IncludeRef& r) {
+  return r.name + '\0' + static_cast<char>('0' + static_cast<int>(r.kind)) + (r.quoted ? 'q' : 'a') +
+         (r.in_macro ? 'm' : '-');
+}
+std::string identity_of(const MacroLookup& m) {
+  return m.macro + '\0' + m.name + '\0' + (m.quoted ? 'q' : 'a') + (m.in_macro ? 'm' : '-');
+}
+std::string identity_of(const std::string& s) { return s; }
+std::string identity_of(const std::pair<std::string, std::string>& p) { return p.first + '\0' + p.second; }
+
+// Appends what `from` has that `to` lacks, in linear time.
 template <class T>
 void append_new(std::vector<T>& to, const std::vector<T>& from) {
+  std::unordered_set<std::string> there;
+  for (const auto& x : to) there.insert(identity_of(x));
   for (const auto& x : from) {
-    if (std::find(to.begin(), to.end(), x) == to.end()) to.push_back(x);
+    if (there.insert(identity_of(x)).second) to.push_back(x);
   }
 }
 
@@ -734,8 +890,14 @@ IncludeScan scan_includes(std::string_view text) {
   // splice; a feature the text never uses cannot change the reading, so it is left at one value.
   const bool trigraphs = has_trigraph(text);
   const bool lenient = has_lenient_splice(text);
-  const bool raw = text.find("R\"") != std::string_view::npos;
-  const bool separators = has_quote_after_word(text);
+  // A feature may be spelt across a splice (`R\<newline>"`): looked for in the joined text too.
+  std::string joined;
+  if (text.find('\\') != std::string_view::npos || trigraphs) {
+    std::vector<std::size_t> ignored;
+    joined = splice(text, Dialect{true, true, true, true}, ignored);
+  }
+  const bool raw = text.find("R\"") != std::string_view::npos || joined.find("R\"") != std::string::npos;
+  const bool separators = has_quote_after_word(text) || has_quote_after_word(joined);
   std::vector<Dialect> dialects;
   for (const auto& [r, sep] : {std::pair{true, true}, std::pair{true, false}, std::pair{false, false}}) {
     for (const bool tri : {false, true}) {
@@ -754,6 +916,7 @@ IncludeScan scan_includes(std::string_view text) {
     IncludeScan other = scan_as(text, dialects[i]);
     append_new(out.refs, other.refs);
     append_new(out.wrappers, other.wrappers);
+    append_new(out.next_wrappers, other.next_wrappers);
     append_new(out.macro_lookups, other.macro_lookups);
     append_new(out.forwards, other.forwards);
     append_new(out.opaque_calls, other.opaque_calls);
@@ -763,6 +926,10 @@ IncludeScan scan_includes(std::string_view text) {
     std::set_union(out.mentions.begin(), out.mentions.end(), other.mentions.begin(), other.mentions.end(),
                    std::back_inserter(merged));
     out.mentions = std::move(merged);
+    merged.clear();
+    std::set_union(out.directive_mentions.begin(), out.directive_mentions.end(), other.directive_mentions.begin(),
+                   other.directive_mentions.end(), std::back_inserter(merged));
+    out.directive_mentions = std::move(merged);
     out.pastes = out.pastes || other.pastes;
     if (out.unknowable.empty()) out.unknowable = std::move(other.unknowable);
   }

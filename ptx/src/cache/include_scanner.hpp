@@ -43,6 +43,8 @@ struct IncludeRef {
   std::string name;
   bool quoted = false;  // "name" (searched from the including file's directory first) or <name>
   Kind kind = Kind::include;
+  // In a macro's body: looked up where the macro is expanded, which may be any file.
+  bool in_macro = false;
   friend bool operator==(const IncludeRef&, const IncludeRef&) = default;
 };
 
@@ -52,12 +54,14 @@ struct MacroLookup {
   std::string macro;
   std::string name;
   bool quoted = false;
+  bool in_macro = false;  // in a macro's body: looked up where that macro is expanded
   friend bool operator==(const MacroLookup&, const MacroLookup&) = default;
 };
 
 struct IncludeScan {
   std::vector<IncludeRef> refs;
-  std::vector<std::string> wrappers;  // function-like macros whose body applies __has_include to a parameter
+  std::vector<std::string> wrappers;       // function-like macros whose body applies __has_include to a parameter
+  std::vector<std::string> next_wrappers;  // the same for __has_include_next
   std::vector<MacroLookup> macro_lookups;
   // `#define F(x) G(x)`: F wraps __has_include when G does (in this file or another).
   std::vector<std::pair<std::string, std::string>> forwards;
@@ -75,6 +79,8 @@ struct IncludeScan {
   // ordinary code, and in directives outside a call (`#define ALIAS W`, `APPLY(W, <h>)`).
   // A wrapper named there is used in a way only the preprocessor can know. Sorted.
   std::vector<std::uint64_t> mentions;
+  // The same for identifiers in directives alone (where macro arguments are pasted). Sorted.
+  std::vector<std::uint64_t> directive_mentions;
   // A directive pastes tokens (##): a name like `__has_` nearby could become __has_include.
   bool pastes = false;
   // The first construct whose file name cannot be known without preprocessing
