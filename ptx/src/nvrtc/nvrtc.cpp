@@ -85,17 +85,25 @@ std::string locate_nvrtc(const NvrtcLoadOptions& options) {
     std::string found;
   } search;
   const auto candidates = nvrtc_candidates(options);
-  // An explicit path names the file; only a bare soname may match what is mapped.
+  // An explicit path names the file; only a bare soname may match what is mapped, and
+  // only that soname (libnvrtc.so.13, or a file named for its full version,
+  // libnvrtc.so.13.0.88): another major another library mapped is not this one.
   if (candidates.front().find('/') == std::string::npos) {
+    struct Want {
+      std::string soname;
+      Search* search;
+    } want{candidates.front(), &search};
     dl_iterate_phdr(
         [](dl_phdr_info* info, std::size_t, void* data) -> int {
+          auto* w = static_cast<Want*>(data);
           const std::string_view name = info->dlpi_name != nullptr ? info->dlpi_name : "";
           const auto slash = name.rfind('/');
-          if (name.substr(slash == std::string_view::npos ? 0 : slash + 1).rfind("libnvrtc.so", 0) != 0) return 0;
-          static_cast<Search*>(data)->found = std::string(name);
+          const std::string_view file = name.substr(slash == std::string_view::npos ? 0 : slash + 1);
+          if (file != w->soname && file.rfind(w->soname + ".", 0) != 0) return 0;
+          w->search->found = std::string(name);
           return 1;
         },
-        &search);
+        &want);
   }
   // Not resolved to a canonical path: the cache names NVRTC by file size and
   // time, and a realpath() is a readlink per path component.
