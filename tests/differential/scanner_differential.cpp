@@ -134,6 +134,7 @@ struct Fragment {
   char existence;
   bool angle;                     // looked up with <>: never beside the program
   const char* content = nullptr;  // of header @
+  bool bare = false;              // @ without an extension: NVRTC also tries @.stdh
 };
 
 const Fragment kFragments[] = {
@@ -188,6 +189,14 @@ const Fragment kFragments[] = {
     {"#include <@>\n", '!', true, "#define W$(x) __has_include_next(x)\n#if W$(<&>)\n#endif\n"},
     {"#include <@>\n#if C$\n#endif\n", '!', true, "#define C$ __has_include(\"&\")\n"},
     {"#include \"@\"\n#if W$(\"&\")\n#endif\n", '!', false, "#define W$(x) __has_include(x)\n"},
+    // Names without an extension (NVRTC tries <name>.stdh after each).
+    {"#include <@>\n", '!', true, nullptr, true},
+    {"#if __has_include(\"@\")\n#endif\n", '?', false, nullptr, true},
+    // _Pragma through an alias; __has_include pasted together in code.
+    {"#define PR$ _Pragma\nvoid f$() {\n  PR$(\"unroll (__has_include(<@>) ? 1 : 4)\") for (int i = 0; i < 4; ++i) "
+     "{}\n}\n",
+     '?', true},
+    {"#define CAT$(a, b, c) a##b##c\n__device__ bool v$ = CAT$(__h, as_inc, lude)(<@>);\n", '?', true},
 };
 
 // Lines that open or close something a later fragment sits inside of.
@@ -235,7 +244,7 @@ Program generate(std::mt19937& rng, int index) {
     const Fragment& f = kFragments[rng() % std::size(kFragments)];
     const std::string tag = std::to_string(index) + "_" + std::to_string(k);
     Placed h;
-    h.name = std::string(kMark) + tag + ".h";
+    h.name = std::string(kMark) + tag + (f.bare ? "" : ".h");
     h.exists = f.existence == '!' || rng() % 2 == 0;
     h.dir = f.angle || rng() % 3 != 0 ? static_cast<int>(rng() % 2) : 2;
     if (f.content != nullptr) h.dir = 0;  // found first, so what it asks with include_next is past it
@@ -293,7 +302,9 @@ int main(int argc, char** argv) {
   for (int i = 0; i < programs; ++i) {
     const Program prog = generate(rng, i);
     for (const auto& h : prog.headers) {
-      if (h.exists) write_file(dirs[h.dir] / h.name, h.content.empty() ? "\n" : h.content);
+      // A name without an extension is found as itself or as <name>.stdh, by turns.
+      const std::string file = h.name.find('.') == std::string::npos && i % 2 == 0 ? h.name + ".stdh" : h.name;
+      if (h.exists) write_file(dirs[h.dir] / file, h.content.empty() ? "\n" : h.content);
     }
     drvshim::CompileOptions options;
     options.arch = "compute_90";
@@ -367,7 +378,10 @@ int main(int argc, char** argv) {
       }
     }
     for (const auto& h : prog.headers) {
-      for (const auto& d : dirs) fs::remove(d / h.name);
+      for (const auto& d : dirs) {
+        fs::remove(d / h.name);
+        fs::remove(d / (h.name + ".stdh"));
+      }
     }
   }
   fs::current_path("/");

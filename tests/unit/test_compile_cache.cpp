@@ -409,7 +409,7 @@ TEST(CompileCache, ProgramsWhoseInputsCannotBeKnownAreCompiledAndNeverStored) {
          p.source = "#define CAT(a, b) a##b\n#if CAT(__has_, include)(\"v.h\")\n#include \"v.h\"\n#endif\n" +
                     std::string(kValueKernel);
        },
-       "uncached: prog.cu has `__has_`, which pasted (##) could become __has_include"},
+       "uncached: prog.cu has names that pasted (##) together could make __has_include"},
       {"__has_include of a macro in ordinary code",
        [](KernelSource& p) {
          p.source = "#define NAME \"v.h\"\nconstexpr bool kHas = __has_include(NAME);\n#include \"v.h\"\n" +
@@ -611,6 +611,49 @@ TEST(CompileCache, HasIncludeWhereNvrtcExpandsItIsKeyed) {
       EXPECT_EQ(value_in(second.result.image), 2);
     }
   });
+}
+
+// A second review's forms: NVRTC's fallback to <name>.stdh for a name without
+// an extension, and pragma text reaching _Pragma through an alias.
+TEST(CompileCache, StdhFallbacksAndPragmaTextThroughAnAliasAreKeyed) {
+  TempDir dir;
+  const auto nv = load_nvrtc();
+  fs::create_directories(dir / "inc");
+  {
+    SCOPED_TRACE("#include <value> reads inc/value.stdh");
+    write_all(dir / "inc/value.stdh", value_header(1));
+    settle();
+    KernelSource p;
+    p.name = "prog.cu";
+    p.source = "#include <value>\n" + std::string(kValueKernel);
+    p.options.arch = "compute_90";
+    p.options.include_paths = {dir / "inc"};
+    const auto first = CompileCache(nv, in(dir / "c1")).compile(p);
+    ASSERT_EQ(first.outcome, CacheOutcome::compiled) << first.miss_reason << first.result.log;
+    EXPECT_EQ(value_in(first.result.image), 1);
+    edit_in_place(dir / "inc/value.stdh", value_header(2));
+    settle();
+    const auto second = CompileCache(nv, in(dir / "c1")).compile(p);
+    EXPECT_EQ(second.outcome, CacheOutcome::compiled) << "not the old image from disk";
+    EXPECT_EQ(value_in(second.result.image), 2);
+  }
+  {
+    SCOPED_TRACE("an alias of _Pragma whose text asks __has_include");
+    KernelSource p;
+    p.name = "prog.cu";
+    p.source =
+        "#define PR _Pragma\nextern \"C\" __global__ void k(int* p) {\n"
+        "  PR(\"unroll (__has_include(<pa.h>) ? 1 : 4)\")\n  for (int i = 0; i < 8; ++i) p[i] = i;\n}\n";
+    p.options.arch = "compute_90";
+    p.options.include_paths = {dir / "inc"};
+    const auto first = CompileCache(nv, in(dir / "c2")).compile(p);
+    ASSERT_EQ(first.outcome, CacheOutcome::compiled) << first.miss_reason << first.result.log;
+    write_all(dir / "inc/pa.h", "\n");
+    settle();
+    const auto second = CompileCache(nv, in(dir / "c2")).compile(p);
+    EXPECT_EQ(second.outcome, CacheOutcome::compiled) << "the header the pragma asks about appeared";
+    EXPECT_NE(second.result.image, first.result.image) << "NVRTC unrolls differently now";
+  }
 }
 
 // Defect 5 (and 9's stress test): a header that changed moments before a

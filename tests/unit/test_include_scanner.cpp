@@ -120,6 +120,9 @@ TEST(CompileCacheIncludeScanner, WrappersNamedOutsideACallBuildersAndPastesAreRe
   EXPECT_EQ(built.builds, (std::vector<std::pair<std::string, std::string>>{{"MY", "G"}}));
   EXPECT_TRUE(built.macro_lookups.empty()) << "x.h and cuda/x are no names";
   EXPECT_TRUE(built.refs.empty());
+  // Names that join into __has_include, pieces of any length; a beginning alone does not.
+  EXPECT_TRUE(scan_includes("__device__ bool v = CAT6(__h,as,_i,nc,lu,de)(<pd.h>);\n").has_include_pieces);
+  EXPECT_FALSE(scan_includes("int f(int __h, int a) { return __h + a; }\n").has_include_pieces);
   // Pasting that could make part of __has_include, and pasting that cannot.
   EXPECT_TRUE(scan_includes("#define CAT(a, b) a##b\n").pastes);
   EXPECT_TRUE(scan_includes("#define P(a) __has_ %:%: a\n").pastes);

@@ -215,12 +215,23 @@ void hash_headers(const HeaderMemo& memo, Sha256& key, const KernelSource& progr
       resolved[id] = "memory";
       return found;
     }
+    // A name without an extension is also tried as <name>.stdh, right after it, in each place.
+    const std::size_t base = name.rfind('/') == std::string::npos ? 0 : name.rfind('/') + 1;
+    const bool stdh = name.find('.', base) == std::string::npos;
     std::vector<std::string> candidates;
+    auto candidate = [&](std::string path) {
+      if (stdh) {
+        candidates.push_back(path);
+        candidates.push_back(std::move(path) + ".stdh");
+      } else {
+        candidates.push_back(std::move(path));
+      }
+    };
     if (!name.empty() && name[0] == '/') {
-      candidates.push_back(name);
+      candidate(name);
     } else {
-      if (quoted && dir) candidates.push_back(join(*dir, name));
-      for (const auto& d : dirs) candidates.push_back(join(d, name));
+      if (quoted && dir) candidate(join(*dir, name));
+      for (const auto& d : dirs) candidate(join(d, name));
     }
     std::string contribution;
     for (const auto& c : candidates) {
@@ -335,16 +346,12 @@ void hash_headers(const HeaderMemo& memo, Sha256& key, const KernelSource& progr
     for (const auto& w : *set) asking.emplace_back(identifier_hash(w), &w);
   }
   // Pasting (##) can make __has_include from pieces: `CAT(__has_, include)`. Where a macro
-  // pastes something that could become part of it, its first piece is refused: a name that
-  // begins it (four characters or more) anywhere, or a shorter beginning (`_`, `__`, `__h`:
-  // common names, CCCL's among them) in a file that also has a piece going on from there:
-  // any such piece among the file's directives (where macro arguments are), or one of three
-  // characters or more in its code (`has`, `_ha`, `as_include`). Shorter pieces in code, and
-  // pieces spread over several files, are not followed.
+  // pastes something that could become part of it, a file whose names join into it
+  // (`__h`, `as`, `_i`, `nclude`: IncludeScan::has_include_pieces) is refused, and a name
+  // that begins it (`__ha` or longer) anywhere. Pieces spread over several files, shorter
+  // beginnings among them, are not followed.
   const bool pastes = std::any_of(scanned.begin(), scanned.end(), [](const auto& s) { return s.first->pastes; });
   std::vector<std::pair<std::uint64_t, std::string>> prefixes;  // a name that begins it
-  std::vector<std::uint64_t> short_starts;                      // `_`, `__`, `__h`
-  std::vector<std::pair<std::uint64_t, std::string>> continuations;
   if (pastes) {
     const std::string_view full = "__has_include_next";
     for (std::size_t n = 4; n < full.size(); ++n) {
@@ -352,35 +359,19 @@ void hash_headers(const HeaderMemo& memo, Sha256& key, const KernelSource& progr
         prefixes.emplace_back(identifier_hash(full.substr(0, n)), full.substr(0, n));
       }
     }
-    for (std::size_t n = 1; n < 4; ++n) short_starts.push_back(identifier_hash(full.substr(0, n)));
-    std::set<std::string_view> pieces;
-    for (std::size_t from = 1; from < 4; ++from) {
-      for (std::size_t n = 1; from + n <= full.size(); ++n) pieces.insert(full.substr(from, n));
-    }
-    pieces.erase("_");  // a lone `_` goes on from `_` only towards `__`, itself a beginning
-    for (const auto piece : pieces) continuations.emplace_back(identifier_hash(piece), piece);
   }
   for (const auto& [scan, where] : scanned) {
     const auto& m = scan->mentions;
-    const auto& dm = scan->directive_mentions;
     for (const auto& [hash, name] : asking) {
       if (std::binary_search(m.begin(), m.end(), hash)) {
         refuse(where + " uses " + *name + ", which asks __has_include, where only the preprocessor can follow it");
       }
     }
+    if (!pastes) continue;
+    if (scan->has_include_pieces) refuse(where + " has names that pasted (##) together could make __has_include");
     for (const auto& [hash, name] : prefixes) {
       if (std::binary_search(m.begin(), m.end(), hash)) {
         refuse(where + " has `" + name + "`, which pasted (##) could become __has_include");
-      }
-    }
-    const bool short_start = std::any_of(short_starts.begin(), short_starts.end(),
-                                         [&](std::uint64_t h) { return std::binary_search(m.begin(), m.end(), h); });
-    if (!short_start) continue;
-    for (const auto& [hash, name] : continuations) {
-      const bool in_directive = std::binary_search(dm.begin(), dm.end(), hash);
-      const bool in_code = name.size() >= 3 && std::binary_search(m.begin(), m.end(), hash);
-      if (in_directive || in_code) {
-        refuse(where + " has `" + name + "`, which pasted (##) after `_`, `__` or `__h` could become __has_include");
       }
     }
   }

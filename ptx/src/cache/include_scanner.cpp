@@ -166,8 +166,6 @@ class Scanner {
     end_line();
     out_.mentions.assign(mentions_.begin(), mentions_.end());
     std::sort(out_.mentions.begin(), out_.mentions.end());
-    out_.directive_mentions.assign(directive_mentions_.begin(), directive_mentions_.end());
-    std::sort(out_.directive_mentions.begin(), out_.directive_mentions.end());
     dedupe(out_.wrappers);
     dedupe(out_.next_wrappers);
     dedupe(out_.builders);
@@ -185,9 +183,16 @@ class Scanner {
     for (auto& b : sub.builds) out_.builds.push_back(std::move(b));
     for (auto& o : sub.opaque_calls) out_.opaque_calls.push_back(std::move(o));
     mentions_.insert(sub.mentions.begin(), sub.mentions.end());
-    directive_mentions_.insert(sub.directive_mentions.begin(), sub.directive_mentions.end());
     out_.pastes = out_.pastes || sub.pastes;
     if (out_.unknowable.empty()) out_.unknowable = std::move(sub.unknowable);
+  }
+
+  // A string literal that mentions __has_include may be the text of a pragma
+  // (`_Pragma("unroll (__has_include(<a.h>) ? 1 : 4)")`, also through a macro
+  // that aliases or forwards _Pragma): read as one. Only too strict for others.
+  void string_text(std::size_t inner_begin, std::size_t inner_end, bool in_macro) {
+    const std::string_view literal = text(inner_begin, inner_end);
+    if (literal.find("__has_include") != std::string_view::npos) pragma_text(literal, in_macro);
   }
 
   // The text of `_Pragma("...")` (escapes undone), read as the #pragma it is.
@@ -343,7 +348,9 @@ class Scanner {
         continue;
       }
       if (c == '"') {
+        const std::size_t open = pos_;
         skip_quoted('"');
+        string_text(open + 1, pos_ > open + 1 && s_[pos_ - 1] == '"' ? pos_ - 1 : pos_, false);
         continue;
       }
       if (c == '\'') {
@@ -356,12 +363,14 @@ class Scanner {
       }
       if (ident_start(c)) {
         std::size_t begin = 0;
-        if (!identifier(begin, nullptr)) continue;
+        Token literal;
+        if (!identifier(begin, &literal)) {
+          if (literal.kind == Token::Kind::string) string_text(literal.inner_begin, literal.inner_end, false);
+          continue;
+        }
         const std::string_view id = text(begin, pos_);
         if (id == "__has_include" || id == "__has_include_next") {
           code_has_include(id, begin);
-        } else if (id == "_Pragma") {
-          code_pragma(begin);
         } else {
           mention(id);
         }
@@ -422,34 +431,6 @@ class Scanner {
     pos_ = after;
     if (out_.unknowable.empty()) {
       out_.unknowable = "`" + std::string(id) + "` in code on line " + std::to_string(line_number(begin));
-    }
-  }
-
-  // `_Pragma ( "text" )` in ordinary code: the text read as a #pragma. Anything
-  // else there (a macro making the string) cannot be known.
-  void code_pragma(std::size_t begin) {
-    const std::size_t after = pos_;
-    bool ok = skip_space_in_code() && at(0) == '(';
-    std::size_t open = 0;
-    if (ok) {
-      ++pos_;
-      ok = skip_space_in_code() && at(0) == '"';
-      open = pos_;
-    }
-    if (ok) {
-      skip_quoted('"');
-      ok = pos_ > open + 1 && s_[pos_ - 1] == '"';
-    }
-    const std::size_t close = pos_;
-    if (ok) ok = skip_space_in_code() && at(0) == ')';
-    if (ok) {
-      ++pos_;
-      pragma_text(text(open + 1, close - 1), false);
-      return;
-    }
-    pos_ = after;
-    if (out_.unknowable.empty()) {
-      out_.unknowable = "`_Pragma` without a string literal in code on line " + std::to_string(line_number(begin));
     }
   }
 
@@ -627,13 +608,8 @@ class Scanner {
                std::string& name, bool& quoted, std::string& alt) const {
     alt.clear();
     if (from >= to) return Arg::empty;
-    bool has_param = false;
-    for (std::size_t j = from; j < to && in_body; ++j) {
-      if (line_[j].kind == Token::Kind::ident &&
-          std::find(params.begin(), params.end(), text(line_[j])) != params.end()) {
-        has_param = true;
-      }
-    }
+    (void)params;
+    const bool has_param = in_body && params_before_[to] > params_before_[from];
     if (has_param) {
       return to == from + 1 && line_[from].kind == Token::Kind::ident ? Arg::parameter : Arg::built;
     }
@@ -654,10 +630,7 @@ class Scanner {
       return Arg::header;
     }
     // Numbers, literals and punctuation alone expand to nothing else: no name can come of them.
-    for (std::size_t j = from; j < to; ++j) {
-      if (line_[j].kind == Token::Kind::ident) return Arg::opaque;
-    }
-    return Arg::inert;
+    return idents_before_[to] > idents_before_[from] ? Arg::opaque : Arg::inert;
   }
 
   void end_line() {
@@ -712,8 +685,31 @@ class Scanner {
       return;
     }
     const bool in_define = name == "define";
+    for (const Token& t : line_) {
+      if (t.kind == Token::Kind::string) string_text(t.inner_begin, t.inner_end, in_define);
+    }
     std::vector<bool> pasted(line_.size(), false);
     if (in_define) pastes(body, params, pasted);
+    // Each '(' with its ')' (the line's end when unclosed), and running counts of parameters
+    // and identifiers: every call's arguments are then read in time linear in them.
+    {
+      const std::unordered_set<std::string_view> param_set(params.begin(), params.end());
+      match_.assign(line_.size(), line_.size() - 1);
+      params_before_.assign(line_.size() + 1, 0);
+      idents_before_.assign(line_.size() + 1, 0);
+      std::vector<std::size_t> open;
+      for (std::size_t j = 0; j < line_.size(); ++j) {
+        const Token& t = line_[j];
+        const bool ident = t.kind == Token::Kind::ident;
+        idents_before_[j + 1] = idents_before_[j] + (ident ? 1 : 0);
+        params_before_[j + 1] = params_before_[j] + (ident && j >= body && param_set.count(text(t)) != 0 ? 1 : 0);
+        if (is_punct(t, '(')) open.push_back(j);
+        if (is_punct(t, ')') && !open.empty()) {
+          match_[open.back()] = j;
+          open.pop_back();
+        }
+      }
+    }
     for (std::size_t i = 2; i < line_.size(); ++i) {
       const Token& t = line_[i];
       if (t.kind != Token::Kind::ident || pasted[i]) continue;
@@ -730,14 +726,6 @@ class Scanner {
         // `#define HAS __has_include`: an alias the scanner cannot follow.
         if (has_include) unknowable(t, t.end);
         mention(id);
-        directive_mentions_.insert(identifier_hash(id));
-        continue;
-      }
-      // `_Pragma("...")`: its text is a #pragma (NVRTC evaluates __has_include in some). One
-      // made from a macro's argument (`_Pragma(#x)`) has that argument at the call site.
-      if (id == "_Pragma" && i + 3 < line_.size() && line_[i + 2].kind == Token::Kind::string &&
-          is_punct(line_[i + 3], ')')) {
-        pragma_text(inner(line_[i + 2]), in_define);
         continue;
       }
       const bool in_macro = in_define && i >= body;
@@ -749,12 +737,10 @@ class Scanner {
       bool opaque = false;
       bool closed = false;
       for (std::size_t k = i + 2;;) {
+        // To the argument's end, nested parentheses jumped over whole.
         std::size_t arg_end = k;
-        for (int depth = 0; arg_end < line_.size(); ++arg_end) {
-          const Token& a = line_[arg_end];
-          if (depth == 0 && (is_punct(a, ',') || is_punct(a, ')'))) break;
-          if (is_punct(a, '(')) ++depth;
-          if (is_punct(a, ')')) --depth;
+        while (arg_end < line_.size() && !is_punct(line_[arg_end], ',') && !is_punct(line_[arg_end], ')')) {
+          arg_end = is_punct(line_[arg_end], '(') ? match_[arg_end] + 1 : arg_end + 1;
         }
         std::string header;
         std::string alt;
@@ -818,8 +804,10 @@ class Scanner {
   mutable std::size_t newlines_ = 0;
   std::set<std::string, std::less<>> opaque_seen_;
   std::unordered_set<std::uint64_t> mentions_;
-  std::unordered_set<std::uint64_t> directive_mentions_;
   std::size_t dropped_tokens_ = 0;  // of the current line, past kMaxDirectiveTokens
+  std::vector<std::size_t> match_;  // end_line()'s per-line tables
+  std::vector<std::size_t> params_before_;
+  std::vector<std::size_t> idents_before_;
   std::size_t pos_ = 0;
   std::vector<Token> line_;
   IncludeScan out_;
@@ -882,6 +870,24 @@ void append_new(std::vector<T>& to, const std::vector<T>& from) {
   }
 }
 
+// Whether names among `mentions` (sorted hashes) join, one after another, into
+// __has_include or __has_include_next.
+bool joins_into_has_include(const std::vector<std::uint64_t>& mentions) {
+  static constexpr std::string_view kFull = "__has_include_next";
+  std::array<bool, kFull.size() + 1> reached{};
+  reached[0] = true;
+  for (std::size_t from = 0; from < kFull.size(); ++from) {
+    if (!reached[from]) continue;
+    for (std::size_t to = from + 1; to <= kFull.size(); ++to) {
+      if (!reached[to] &&
+          std::binary_search(mentions.begin(), mentions.end(), identifier_hash(kFull.substr(from, to - from)))) {
+        reached[to] = true;
+      }
+    }
+  }
+  return reached[std::string_view("__has_include").size()] || reached[kFull.size()];
+}
+
 }  // namespace
 
 IncludeScan scan_includes(std::string_view text) {
@@ -926,13 +932,10 @@ IncludeScan scan_includes(std::string_view text) {
     std::set_union(out.mentions.begin(), out.mentions.end(), other.mentions.begin(), other.mentions.end(),
                    std::back_inserter(merged));
     out.mentions = std::move(merged);
-    merged.clear();
-    std::set_union(out.directive_mentions.begin(), out.directive_mentions.end(), other.directive_mentions.begin(),
-                   other.directive_mentions.end(), std::back_inserter(merged));
-    out.directive_mentions = std::move(merged);
     out.pastes = out.pastes || other.pastes;
     if (out.unknowable.empty()) out.unknowable = std::move(other.unknowable);
   }
+  out.has_include_pieces = joins_into_has_include(out.mentions);
   return out;
 }
 

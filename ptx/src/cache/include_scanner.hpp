@@ -79,10 +79,11 @@ struct IncludeScan {
   // ordinary code, and in directives outside a call (`#define ALIAS W`, `APPLY(W, <h>)`).
   // A wrapper named there is used in a way only the preprocessor can know. Sorted.
   std::vector<std::uint64_t> mentions;
-  // The same for identifiers in directives alone (where macro arguments are pasted). Sorted.
-  std::vector<std::uint64_t> directive_mentions;
   // A directive pastes tokens (##): a name like `__has_` nearby could become __has_include.
   bool pastes = false;
+  // The names this text uses could be pasted into __has_include or __has_include_next: pieces
+  // that follow on from one another from its start (`__h`, `as`, `_i`, `nclude`).
+  bool has_include_pieces = false;
   // The first construct whose file name cannot be known without preprocessing
   // ("#include HEADER_MACRO" on line 12); empty when there is none.
   std::string unknowable;
