@@ -47,10 +47,15 @@ int value_in(const std::vector<std::byte>& image) {
   return -1;
 }
 
-int stress(const char* cache_dir, const char* include_dir, const char* start, int millis) {
+// A cache in `cache_dir` that finds NVRTC as a program would.
+drvshim::CompileCache cache_in(const char* cache_dir) {
   drvshim::CacheOptions options;
   options.directory = cache_dir;
-  drvshim::CompileCache cache(drvshim::NvrtcLoadOptions{}, options);
+  return drvshim::CompileCache(drvshim::NvrtcLoadOptions{}, options);
+}
+
+int stress(const char* cache_dir, const char* include_dir, const char* start, int millis) {
+  drvshim::CompileCache cache = cache_in(cache_dir);
   drvshim::KernelSource program;
   program.source = "#include \"value.h\"\nextern \"C\" __global__ void k(int* p) { *p = kValue; }\n";
   program.name = "stress.cu";
@@ -77,9 +82,7 @@ int identity(const char* cache_dir, const char* preload) {
     std::fprintf(stderr, "cache_worker: %s\n", dlerror());
     return 5;
   }
-  drvshim::CacheOptions options;
-  options.directory = cache_dir;
-  drvshim::CompileCache cache(drvshim::NvrtcLoadOptions{}, options);
+  drvshim::CompileCache cache = cache_in(cache_dir);
   drvshim::KernelSource program;
   program.source = "extern \"C\" __global__ void k(int* p) { *p = 731005; }\n";
   program.name = "identity.cu";
@@ -104,9 +107,7 @@ int main(int argc, char** argv) {
                    argv[0], argv[0]);
       return 2;
     }
-    drvshim::CacheOptions options;
-    options.directory = argv[1];
-    drvshim::CompileCache cache(drvshim::NvrtcLoadOptions{}, options);
+    drvshim::CompileCache cache = cache_in(argv[1]);
     drvshim::KernelSource program;
     program.source =
         std::string("extern \"C\" __global__ void worker(int* p) { p[threadIdx.x] += ") + argv[3] + "; }\n";

@@ -598,17 +598,16 @@ class Scanner {
   enum class Arg { empty, inert, header, parameter, built, opaque };
 
   // The argument line_[from, to): a header name (a string, or `<` ... `>` with
-  // no parameter inside), one parameter of the macro being defined, something
-  // built from a parameter, or anything else.
+  // no parameter inside), one parameter of the macro being defined (counted in
+  // params_before_), something built from a parameter, or anything else.
   // `<` ... `>` as tokens is the name the preprocessor builds from them: their
   // spellings, one blank where white space (or a comment) came between, none
   // before the `>` (`<a.h >` is "a.h", `< b/**/.h>` is " b .h"). The text as
   // written is `alt` when it differs: both are looked up.
-  Arg classify(std::size_t from, std::size_t to, const std::vector<std::string_view>& params, bool in_body,
-               std::string& name, bool& quoted, std::string& alt) const {
+  Arg classify(std::size_t from, std::size_t to, bool in_body, std::string& name, bool& quoted,
+               std::string& alt) const {
     alt.clear();
     if (from >= to) return Arg::empty;
-    (void)params;
     const bool has_param = in_body && params_before_[to] > params_before_[from];
     if (has_param) {
       return to == from + 1 && line_[from].kind == Token::Kind::ident ? Arg::parameter : Arg::built;
@@ -745,7 +744,7 @@ class Scanner {
         std::string header;
         std::string alt;
         bool quoted = false;
-        const Arg arg = classify(k, arg_end, params, in_body, header, quoted, alt);
+        const Arg arg = classify(k, arg_end, in_body, header, quoted, alt);
         if (arg == Arg::header) {
           for (const std::string* n : {&header, &alt}) {
             if (n == &alt && alt.empty()) continue;

@@ -30,10 +30,11 @@ namespace {
 // name: the same file reached through a link (libnvrtc.so.13 or
 // libnvrtc.so.13.0.88), or a toolkit mounted elsewhere in a container, is the
 // same compiler.
+std::string fingerprint(const struct stat& st) { return fmt::format("{}:{}", st.st_size, mtime_ns(st)); }
 std::string fingerprint(const std::string& path) {
   struct stat st {};
   if (path.empty() || ::stat(path.c_str(), &st) != 0) return "missing";
-  return fmt::format("{}:{}", st.st_size, mtime_ns(st));
+  return fingerprint(st);
 }
 
 // The toolkit include directory as NVRTC::load() finds it: beside the
@@ -203,12 +204,12 @@ void CacheCore::write_toolchain_memo() const {
 }
 
 void CacheCore::learn_toolchain() {
-  nvrtc_print = fingerprint(nvrtc_path);
-  {
-    struct stat file {
-    }, dir{};
+  // One stat gives NVRTC's fingerprint and its place; its directory's, the rest.
+  nvrtc_print = "missing";
+  if (struct stat file{}; !nvrtc_path.empty() && ::stat(nvrtc_path.c_str(), &file) == 0) {
+    nvrtc_print = fingerprint(file);
     const std::string parent = nvrtc_path.substr(0, std::max<std::size_t>(nvrtc_path.rfind('/'), 1));
-    if (!nvrtc_path.empty() && ::stat(nvrtc_path.c_str(), &file) == 0 && ::stat(parent.c_str(), &dir) == 0) {
+    if (struct stat dir{}; ::stat(parent.c_str(), &dir) == 0) {
       nvrtc_place = fmt::format("{}:{} in {}:{}", file.st_dev, file.st_ino, dir.st_dev, dir.st_ino);
     }
   }

@@ -123,7 +123,9 @@ std::string locate_nvrtc(const NvrtcLoadOptions& options) {
   return {};
 }
 
-std::vector<std::string> library_search_dirs() {
+namespace {
+
+std::vector<std::string> search_dirs_now() {
   std::vector<std::string> first;     // RPATH, LD_LIBRARY_PATH, RUNPATH
   std::vector<std::string> defaults;  // the system's, searched after ld.so.cache
   auto add = [](std::vector<std::string>& to, std::string dir) {
@@ -134,7 +136,7 @@ std::vector<std::string> library_search_dirs() {
   // glibc's list for libdrvshim as the caller of dlopen (RPATHs of its loaders included).
   Dl_info info{};
   void* self = nullptr;
-  if (dladdr(reinterpret_cast<void*>(&library_search_dirs), &info) != 0 && info.dli_fname != nullptr) {
+  if (dladdr(reinterpret_cast<void*>(&search_dirs_now), &info) != 0 && info.dli_fname != nullptr) {
     self = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
   }
   bool listed = false;
@@ -178,6 +180,15 @@ std::vector<std::string> library_search_dirs() {
   }
   for (auto& d : defaults) add(first, std::move(d));
   return first;
+}
+
+}  // namespace
+
+// The list is fixed for the process (LD_LIBRARY_PATH as the dynamic linker read it at start,
+// the RPATHs of objects already loaded): asked for once, for NVRTC and its builtins alike.
+std::vector<std::string> library_search_dirs() {
+  static const std::vector<std::string> dirs = search_dirs_now();
+  return dirs;
 }
 
 std::string choose_target(const std::vector<int>& archs, int want) {
