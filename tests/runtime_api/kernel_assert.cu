@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // A device-side assert that fails: the kernel stops, the next
 // synchronisation reports cudaErrorAssert, the error is sticky until
-// cudaDeviceReset, after which the device works again.
+// cudaDeviceReset, after which the device works again. The thread's
+// last-error slot forgets it once read; the device does not.
 #include <cassert>
+#include <thread>
 
 #include "helper_samples.cuh"
 
@@ -28,6 +30,12 @@ int main(int argc, char** argv) {
   const cudaError_t after = cudaMalloc(&more, 16);
   std::printf("an allocation after it: %s\n", cudaGetErrorName(after));
   std::printf("last error: %s\n", cudaGetErrorName(cudaGetLastError()));
+  // Reading the slot clears it, the sticky code too; the device keeps it.
+  std::printf("last error read again: %s\n", cudaGetErrorName(cudaGetLastError()));
+  std::printf("peek after reading: %s\n", cudaGetErrorName(cudaPeekAtLastError()));
+  std::printf("an allocation after reading: %s\n", cudaGetErrorName(cudaMalloc(&more, 16)));
+  std::printf("peek after that: %s\n", cudaGetErrorName(cudaPeekAtLastError()));
+  std::thread([] { std::printf("a new thread's peek: %s\n", cudaGetErrorName(cudaPeekAtLastError())); }).join();
   checkCudaErrors(cudaDeviceReset());
   // On the H200 (cudart 13.0) the device stays unusable in this process after
   // a device-side assert: cudaErrorDevicesUnavailable (printed, not checked).
