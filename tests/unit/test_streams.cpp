@@ -5,6 +5,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "fixture.hpp"
@@ -199,6 +200,28 @@ TEST_F(Streams, StickyErrorsPoisonTheContextAndLaterCallsFailFast) {
   primary_.reset();
   drv_.reset();
   drvshim_fake_reset();  // the process would have to recreate the context; the fake starts over
+}
+
+// The codes CUDA documents as leaving the context unusable ("the process must
+// be terminated and relaunched", cuda.h): written out here, not taken from the
+// library, so a code dropped from or added to its list fails this test.
+TEST(StickyErrors, AreExactlyTheCodesCudaDocumentsAsCorruptingTheContext) {
+  const std::set<int> documented = {700, 702, 710, 714, 715, 716, 717, 718, 719};
+  for (int code = 0; code <= 1000; ++code) {
+    EXPECT_EQ(is_sticky_error(code), documented.count(code) == 1) << "CUresult " << code;
+  }
+}
+
+TEST_F(Streams, ALaunchTimeoutPoisonsTheContextLikeEveryStickyError) {
+  {
+    auto s = Stream::create(ctx());
+    drvshim_fake_stream_fail(native(s.ref()), CUDA_ERROR_LAUNCH_TIMEOUT);
+    EXPECT_EQ(expect_throw<CudaError>([&] { s.ref().synchronize(); }).code(), CUDA_ERROR_LAUNCH_TIMEOUT);
+    EXPECT_EQ(expect_throw<ContextPoisonedError>([&] { (void)ctx().memory_info(); }).code(), CUDA_ERROR_LAUNCH_TIMEOUT);
+  }
+  primary_.reset();
+  drv_.reset();
+  drvshim_fake_reset();  // the poisoned context's stream was leaked on purpose; the fake starts over
 }
 
 class SyncEachOp : public Streams {
