@@ -5,6 +5,7 @@
 // semantics and error codes and what reached the driver.
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <mutex>
 #include <vector>
 
@@ -371,12 +372,38 @@ TEST_F(RuntimeExecution, ThePerThreadDefaultStreamEntryPointsUseIt) {
     cudaKernel_t k = nullptr;
     ASSERT_EQ(__cudaGetKernel(&k, &stub), cudaSuccess);
     EXPECT_EQ(__cudaLaunchKernel_ptsz(k, dim3(1), dim3(1), nullptr, 0, nullptr), cudaSuccess);
+    cudaEvent_t e = nullptr;
+    ASSERT_EQ(cudaEventCreate(&e), cudaSuccess);
+    EXPECT_EQ(cudaEventRecord_ptsz(e, nullptr), cudaSuccess);
+    EXPECT_EQ(cudaStreamWaitEvent_ptsz(nullptr, e, 0), cudaSuccess);
+    EXPECT_EQ(cudaLaunchHostFunc_ptsz(
+                  nullptr, [](void*) {}, nullptr),
+              cudaSuccess);
+    EXPECT_EQ(cudaStreamQuery_ptsz(nullptr), cudaSuccess);
+    EXPECT_EQ(cudaStreamSynchronize_ptsz(nullptr), cudaSuccess);
+    EXPECT_EQ(cudaEventDestroy(e), cudaSuccess);
   });
-  bool per_thread = false;
+  // Each driver call names the stream (its argument at this index): CU_STREAM_PER_THREAD is 0x2, the
+  // legacy stream 0x1 or 0.
+  const std::map<std::string, std::size_t> stream_argument = {{"cuLaunchKernel", 8},    {"cuEventRecord", 1},
+                                                              {"cuStreamWaitEvent", 0}, {"cuLaunchHostFunc", 0},
+                                                              {"cuStreamQuery", 0},     {"cuStreamSynchronize", 0}};
+  std::map<std::string, int> seen;
   for (const auto& r : trace::records()) {
-    if (r.api == "cuLaunchKernel" && r.args.find(", 0x2,") != std::string::npos) per_thread = true;
+    const auto it = stream_argument.find(r.api);
+    if (it == stream_argument.end()) continue;
+    ++seen[r.api];
+    std::vector<std::string> args;
+    for (std::size_t from = 0;;) {
+      const std::size_t comma = r.args.find(", ", from);
+      args.push_back(r.args.substr(from, comma - from));
+      if (comma == std::string::npos) break;
+      from = comma + 2;
+    }
+    ASSERT_GT(args.size(), it->second) << r.api << "(" << r.args << ")";
+    EXPECT_EQ(args[it->second], "0x2") << r.api << "(" << r.args << ") on stream 0 of a _ptsz call";
   }
-  EXPECT_TRUE(per_thread) << "stream 0 of a _ptsz launch is CU_STREAM_PER_THREAD";
+  for (const auto& [api, _] : stream_argument) EXPECT_GE(seen[api], 1) << api << " was not called";
 }
 
 // ---- symbols and managed variables ---------------------------------------------------------------
