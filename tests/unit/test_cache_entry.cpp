@@ -59,6 +59,24 @@ TEST(CompileCacheEntry, DecodesExactlyWhatWasEncoded) {
   EXPECT_FALSE(back.linked);
 }
 
+// Each flag is its own bit: an image decoded as the wrong kind (a CUBIN
+// loaded as PTX, SASS the driver linked taken for NVRTC's) is refused by
+// the driver or, worse, used for another device.
+TEST(CompileCacheEntry, TheImageKindFlagsRoundTripIndependently) {
+  const auto key = key_of("k");
+  for (const bool cubin : {false, true}) {
+    for (const bool linked : {false, true}) {
+      Stored in = sample();
+      in.result.cubin = cubin;
+      in.linked = linked;
+      Stored out;
+      ASSERT_EQ(decode(encode(key, in), key, out), "");
+      EXPECT_EQ(out.result.cubin, cubin) << "cubin " << cubin << ", linked " << linked;
+      EXPECT_EQ(out.linked, linked) << "cubin " << cubin << ", linked " << linked;
+    }
+  }
+}
+
 TEST(CompileCacheEntry, EveryTruncationIsRefused) {
   const auto key = key_of("k");
   const std::string bytes = encode(key, sample());

@@ -137,6 +137,18 @@ TEST(CompileCache, EveryInputThatChangesTheOutputChangesTheKey) {
     differs(p, "an in-memory header");
   }
   {
+    // The same in-memory header by name, with other contents: another program.
+    auto p = program();
+    p.source = "#include \"value.h\"\n__global__ void k(int* p) { p[0] = VALUE; }\n";
+    p.headers = {{"value.h", "#define VALUE 1\n"}};
+    const auto one = cache.compile(p);
+    p.headers = {{"value.h", "#define VALUE 2\n"}};
+    const auto two = cache.compile(p);
+    EXPECT_EQ(two.outcome, CacheOutcome::compiled) << "an in-memory header's contents";
+    EXPECT_NE(two.key, one.key) << "an in-memory header's contents";
+    EXPECT_NE(two.result.image, one.result.image);
+  }
+  {
     auto p = program();
     p.source = "template <int N> __global__ void k(int* p) { p[0] = N; }\n";
     p.name_expressions = {"k<1>"};
