@@ -19,7 +19,10 @@
 #include <cstdlib>
 #include <fstream>
 #include <future>
+#include <set>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "background_test_support.hpp"
 #include "rt_fixture.hpp"
@@ -54,21 +57,40 @@ std::vector<std::byte> image_of(const char* text) {
   return out;
 }
 
-// The threads of this process. The first thread a process creates under TSan
-// also starts TSan's own background thread, for good: one thread started and
-// joined first keeps that one out of a before/after comparison.
-std::size_t thread_count() {
+// The threads of this process, by id. The first thread a process creates
+// under TSan also starts TSan's own background thread, for good: one thread
+// started and joined first keeps that one out of a before/after comparison.
+std::set<std::string> thread_ids() {
   static const bool settled = [] {
     std::thread([] {}).join();
     return true;
   }();
   (void)settled;
-  std::size_t n = 0;
+  std::set<std::string> ids;
   if (DIR* d = opendir("/proc/self/task")) {
-    while (const dirent* e = readdir(d)) n += e->d_name[0] != '.' ? 1 : 0;
+    while (const dirent* e = readdir(d)) {
+      if (e->d_name[0] != '.') ids.insert(e->d_name);
+    }
     closedir(d);
   }
-  return n;
+  return ids;
+}
+
+// The threads alive now that were not in `before`. Compared by id, not by
+// count: a thread an earlier test let go may still be exiting when `before`
+// is taken, and its exit must not hide (or be taken for) a thread this test
+// leaves behind. pthread_join returns when the kernel clears the thread's id,
+// a moment before the task leaves /proc: a new thread is given a second to go.
+std::vector<std::string> threads_started_since(const std::set<std::string>& before) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  for (;;) {
+    std::vector<std::string> out;
+    for (const auto& id : thread_ids()) {
+      if (before.count(id) == 0) out.push_back(id);
+    }
+    if (out.empty() || std::chrono::steady_clock::now() > deadline) return out;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
 }
 
 const InitStepReport step_named(const BackgroundInit& bg, std::string_view name) {
@@ -332,7 +354,7 @@ TEST_F(Background, ALoadFailureIsTheLoadersErrorAndEveryDriverStepIsSkipped) {
 TEST_F(Background, DestroyingTheDriverAndTheHandleWhileCuInitRunsIsSafe) {
   const ScopedEnv slow("DRVSHIM_FAKE_INIT_DELAY_MS", "300");
   trace::enable(true);
-  const std::size_t threads_before = thread_count();
+  const auto threads_before = thread_ids();
   auto o = fake_options();
   o.primary_contexts = {0};
   o.modules.push_back({"mod", 0, {}, image_of(kModulePtx)});
@@ -342,7 +364,7 @@ TEST_F(Background, DestroyingTheDriverAndTheHandleWhileCuInitRunsIsSafe) {
     until_running(bg, "init");
     EXPECT_FALSE(bg.finished());
   }  // the handle, while cuInit sleeps
-  EXPECT_EQ(thread_count(), threads_before) << "the helper thread was joined";
+  EXPECT_TRUE(threads_started_since(threads_before).empty()) << "the helper thread was joined";
   EXPECT_EQ(drvshim_fake_call_count("cuInit"), 1u);
   EXPECT_EQ(drvshim_fake_call_count("cuDevicePrimaryCtxRetain"), 0u) << "the steps after cuInit were skipped";
   const auto destroyed = events("background-destroy");
@@ -404,7 +426,7 @@ TEST_F(Background, TakingAPrimaryContextMovesTheHandlesRetain) {
 }
 
 TEST_F(Background, OptionsThatCannotWorkAreRefusedBeforeAnyThreadStarts) {
-  const std::size_t threads_before = thread_count();
+  const auto threads_before = thread_ids();
   auto module_elsewhere = fake_options();
   module_elsewhere.primary_contexts = {0};
   module_elsewhere.modules.push_back({"mod", 1, {}, image_of(kModulePtx)});
@@ -426,7 +448,7 @@ TEST_F(Background, OptionsThatCannotWorkAreRefusedBeforeAnyThreadStarts) {
   auto repeated = fake_options();
   repeated.primary_contexts = {0, 0};
   EXPECT_THROW((void)BackgroundInit::start(std::move(repeated)), InvalidArgumentError);
-  EXPECT_EQ(thread_count(), threads_before);
+  EXPECT_TRUE(threads_started_since(threads_before).empty()) << "no thread was started";
   EXPECT_EQ(drvshim_fake_call_count("cuInit"), 0u);
 }
 
