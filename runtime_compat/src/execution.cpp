@@ -3,6 +3,10 @@
 // cudaLaunchKernel, cooperative launches, cudaLaunchKernelExC), kernel
 // attributes and cache preferences, occupancy.
 #include <climits>
+#include <cstddef>
+#include <cstring>
+#include <span>
+#include <vector>
 
 #include "registration.hpp"
 
@@ -20,7 +24,14 @@ struct LaunchRequest {
   cudaStream_t stream = nullptr;
   bool cooperative = false;
   std::optional<Dim3> cluster;
+  std::span<const LaunchAttribute> attributes{};  // those without a field of their own, as given
 };
+
+// cudaLaunchAttribute numbers and lays out its attributes as the driver's
+// CUlaunchAttribute (driver_types.h, cuda.h), which LaunchAttribute mirrors.
+static_assert(sizeof(cudaLaunchAttribute) == sizeof(LaunchAttribute) &&
+              offsetof(cudaLaunchAttribute, val) == offsetof(LaunchAttribute, value) &&
+              sizeof(cudaLaunchAttributeValue) == sizeof(LaunchAttribute::value));
 
 cudaError_t unknown_function(const char* api, const void* func) {
   return fail(
@@ -47,7 +58,8 @@ cudaError_t launch(const char* api, KernelHandle* k, const LaunchRequest& r, voi
                         static_cast<unsigned>(r.shared),
                         s,
                         r.cluster,
-                        r.cooperative};
+                        r.cooperative,
+                        r.attributes};
     try {
       launch_raw(kernel, config, args);
     } catch (const InvalidArgumentError& e) {
@@ -69,7 +81,16 @@ cudaError_t launch_by_function(const char* api, const void* func, const LaunchRe
 cudaError_t launch_ex(const char* api, const cudaLaunchConfig_t* config, const void* func, void** args,
                       DefaultStream zero) {
   if (config == nullptr) return null_argument(api, "config");
+  if (config->numAttrs != 0 && config->attrs == nullptr) {
+    return fail(cudaErrorInvalidValue,
+                fmt::format("{}: config->attrs is null with numAttrs {}", api, config->numAttrs));
+  }
   LaunchRequest r{config->gridDim, config->blockDim, config->dynamicSmemBytes, config->stream, false, std::nullopt};
+  // Cooperative launches and clusters have drvshim's own checks; every other
+  // attribute goes to the driver as the program gave it (programmatic
+  // dependent launch, priority, memory sync domains, ...), and the driver
+  // answers for it: an id it does not know is cudaErrorInvalidValue, as under cudart.
+  std::vector<LaunchAttribute> others;
   for (unsigned i = 0; i < config->numAttrs; ++i) {
     const cudaLaunchAttribute& a = config->attrs[i];
     switch (a.id) {
@@ -78,12 +99,14 @@ cudaError_t launch_ex(const char* api, const cudaLaunchConfig_t* config, const v
         r.cluster = Dim3{a.val.clusterDim.x, a.val.clusterDim.y, a.val.clusterDim.z};
         break;
       case cudaLaunchAttributeIgnore: break;
-      default:
-        return not_supported(api, fmt::format("launch attribute {} (only cooperative and cluster dimensions are)",
-                                              static_cast<int>(a.id))
-                                      .c_str());
+      default: {
+        LaunchAttribute& out = others.emplace_back();
+        out.id = static_cast<int>(a.id);
+        std::memcpy(out.value.data(), &a.val, sizeof a.val);
+      }
     }
   }
+  r.attributes = others;
   return launch_by_function(api, func, r, args, zero);
 }
 

@@ -74,6 +74,11 @@ CUresult fake_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz
 CUresult fake_cuLaunchKernelEx(const CUlaunchConfig* c, CUfunction f, void** args, void** extra) {
   FAKE_ENTER("cuLaunchKernelEx");
   if (c == nullptr || extra != nullptr) return CUDA_ERROR_INVALID_VALUE;
+  // The numbers cuda.h (13.0) defines; the driver refuses any other.
+  for (unsigned i = 0; i < c->numAttrs; ++i) {
+    const int id = static_cast<int>(c->attrs[i].id);
+    if (id < 0 || id > 16 || id == 15) return CUDA_ERROR_INVALID_VALUE;
+  }
   // Clusters above the portable size (8 blocks) need the kernel's opt-in.
   for (unsigned i = 0; i < c->numAttrs; ++i) {
     if (c->attrs[i].id != CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) continue;

@@ -113,6 +113,30 @@ inline std::vector<ContractResult> run_contract_cases(const drvshim::Driver& drv
         "positive");
   }
   {
+    // Launch attributes go to cuLaunchKernelEx as given: the driver knows
+    // programmatic dependent launch and priorities, and refuses a number it
+    // does not know.
+    PrimaryContext p = dev.retain_primary_context();
+    const std::string ptx = fresh_ptx();
+    const Module m = Module::load(p.ref(), std::as_bytes(std::span<const char>(ptx.data(), ptx.size())));
+    const Kernel k = m.kernel("drvshim_contract_scale");
+    DeviceBuffer buf = DeviceBuffer::allocate(p.ref(), 4);
+    Stream s = Stream::create(p.ref());
+    const auto launch_with = [&](LaunchAttribute a) {
+      return code_of_failure([&] {
+        LaunchConfig config{{1}, {1}, 0, s.ref(), {}};
+        config.attributes = std::span<const LaunchAttribute>(&a, 1);
+        launch(k, config, buf.address(), 2.0f);
+        s.ref().synchronize();
+      });
+    };
+    add("launch attribute: programmatic stream serialization",
+        launch_with(LaunchAttribute::programmatic_stream_serialization()), "ok");
+    add("launch attribute: priority", launch_with(LaunchAttribute::priority(0)), "ok");
+    add("launch attribute: ignore", launch_with(LaunchAttribute{}), "ok");
+    add("launch attribute: an unknown number", launch_with(LaunchAttribute::raw(99, {})), "CUDA_ERROR_INVALID_VALUE");
+  }
+  {
     Context c = dev.create_context();
     add("create_context: not left current", drv.current_context() == 0 ? "none" : "some", "none");
     add("create_context: primary unaffected", state_text(dev.primary_context_state()), "inactive,sched_auto");

@@ -5,6 +5,7 @@
 // semantics and error codes and what reached the driver.
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -354,8 +355,27 @@ TEST_F(RuntimeExecution, AttributesOccupancyAndLaunchForms) {
     config.numAttrs = 1;
     EXPECT_EQ(cudaLaunchKernelExC(nullptr, &coop, nullptr), cudaErrorInvalidValue);
     EXPECT_EQ(cudaLaunchKernelExC(&config, &coop, nullptr), cudaSuccess);
-    cluster.id = cudaLaunchAttributePriority;
-    EXPECT_EQ(cudaLaunchKernelExC(&config, &coop, nullptr), cudaErrorNotSupported);
+    // Every other attribute goes to the driver as given (CUB launches merge
+    // sort with programmatic stream serialization); the driver refuses a
+    // number it does not know.
+    cudaLaunchAttribute attrs[2]{};
+    attrs[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[0].val.programmaticStreamSerializationAllowed = 1;
+    attrs[1].id = cudaLaunchAttributePriority;
+    attrs[1].val.priority = -1;
+    config.attrs = attrs;
+    config.numAttrs = 2;
+    const unsigned long long ex_before = drvshim_fake_call_count("cuLaunchKernelEx");
+    EXPECT_EQ(cudaLaunchKernelExC(&config, &coop, nullptr), cudaSuccess);
+    EXPECT_EQ(drvshim_fake_call_count("cuLaunchKernelEx"), ex_before + 1) << "the attributes need cuLaunchKernelEx";
+    const int unnamed = 99;  // no cudaLaunchAttributeID names it
+    std::memcpy(&attrs[1].id, &unnamed, sizeof unnamed);
+    EXPECT_EQ(cudaLaunchKernelExC(&config, &coop, nullptr), cudaErrorInvalidValue);
+    EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+    config.attrs = nullptr;
+    EXPECT_EQ(cudaLaunchKernelExC(&config, &coop, nullptr), cudaErrorInvalidValue) << "attrs null, numAttrs 2";
+    config.numAttrs = 0;
+    EXPECT_EQ(cudaLaunchKernelExC(&config, &coop, nullptr), cudaSuccess) << "no attributes at all";
     static const char unknown = 0;
     EXPECT_EQ(cudaFuncGetAttributes(&attr, &unknown), cudaErrorInvalidDeviceFunction);
     EXPECT_EQ(cudaLaunchKernel(&unknown, dim3(1), dim3(1), nullptr, 0, nullptr), cudaErrorInvalidDeviceFunction);

@@ -23,10 +23,30 @@ struct Dim3 {
   std::uint64_t count() const noexcept { return std::uint64_t{x} * y * z; }
 };
 
+/// One launch attribute as cuLaunchKernelEx takes it: the driver's number
+/// (CUlaunchAttributeID) and its value, laid out as CUlaunchAttribute (the
+/// id, then a 64-byte value at offset 8), so an array of CUlaunchAttribute or
+/// cudaLaunchAttribute can be viewed as these. The named constructors cover
+/// what has no field of its own in LaunchConfig; `raw` takes any other id.
+struct LaunchAttribute {
+  int id = 0;  ///< 0 (CU_LAUNCH_ATTRIBUTE_IGNORE): ignored
+  alignas(8) std::array<std::byte, 64> value{};
+
+  /// CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION: the kernel may
+  /// start before the previous kernel on the stream has finished, once that
+  /// one triggers (programmatic dependent launch, compute capability 9.0+).
+  DRVSHIM_API static LaunchAttribute programmatic_stream_serialization(bool allowed = true) noexcept;
+  /// CU_LAUNCH_ATTRIBUTE_PRIORITY: the launch's priority, as a stream's.
+  DRVSHIM_API static LaunchAttribute priority(int priority) noexcept;
+  /// Any attribute by the driver's number, its value copied from `value`
+  /// (at most 64 bytes). Throws InvalidArgumentError for a longer value.
+  DRVSHIM_API static LaunchAttribute raw(int id, std::span<const std::byte> value);
+};
+
 /// How to launch: grid, block, dynamic shared memory, stream, and optionally
-/// cluster dimensions (then cuLaunchKernelEx is used) and a cooperative launch
-/// (cuLaunchCooperativeKernel: the whole grid must be resident at once, so
-/// grid-wide synchronisation works).
+/// cluster dimensions and further attributes (then cuLaunchKernelEx is used)
+/// and a cooperative launch (cuLaunchCooperativeKernel: the whole grid must be
+/// resident at once, so grid-wide synchronisation works).
 struct LaunchConfig {
   Dim3 grid;
   Dim3 block;
@@ -34,6 +54,10 @@ struct LaunchConfig {
   std::optional<StreamRef> stream;  ///< empty: the legacy default stream of the kernel's context
   std::optional<Dim3> cluster;
   bool cooperative = false;
+  /// Passed to the driver after the cluster and cooperative ones; the driver
+  /// checks them (an id it does not know is CUDA_ERROR_INVALID_VALUE). Not
+  /// owned: the span's elements must live until launch_raw returns.
+  std::span<const LaunchAttribute> attributes{};
 };
 
 /// Launches with arguments the caller packed: `args[i]` points at parameter i

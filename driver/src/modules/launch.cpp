@@ -2,6 +2,10 @@
 // Launching kernels: the argument check of the typed launch and launch_raw.
 #include <drvshim/module.hpp>
 
+#include <cstddef>
+#include <cstring>
+#include <vector>
+
 #include "devices/context_scope.hpp"
 #include "log_internal.hpp"
 #include "modules/module_internal.hpp"
@@ -15,6 +19,40 @@ using detail::core_of;
 using detail::fn;
 
 }  // namespace
+
+static_assert(sizeof(LaunchAttribute) == sizeof(CUlaunchAttribute) &&
+                  offsetof(LaunchAttribute, value) == offsetof(CUlaunchAttribute, value) &&
+                  sizeof(LaunchAttribute::value) == sizeof(CUlaunchAttributeValue) &&
+                  alignof(LaunchAttribute) == alignof(CUlaunchAttribute),
+              "LaunchAttribute is laid out as the driver's CUlaunchAttribute");
+
+LaunchAttribute LaunchAttribute::programmatic_stream_serialization(bool allowed) noexcept {
+  LaunchAttribute a;
+  a.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  const int value = allowed ? 1 : 0;
+  std::memcpy(a.value.data(), &value, sizeof value);
+  return a;
+}
+
+LaunchAttribute LaunchAttribute::priority(int priority) noexcept {
+  LaunchAttribute a;
+  a.id = CU_LAUNCH_ATTRIBUTE_PRIORITY;
+  std::memcpy(a.value.data(), &priority, sizeof priority);
+  return a;
+}
+
+LaunchAttribute LaunchAttribute::raw(int id, std::span<const std::byte> value) {
+  if (value.size() > sizeof(LaunchAttribute::value)) {
+    throw InvalidArgumentError("LaunchAttribute::raw",
+                               fmt::format("attribute {}: a value of {} bytes; at most 64 are accepted (the size of "
+                                           "CUlaunchAttributeValue)",
+                                           id, value.size()));
+  }
+  LaunchAttribute a;
+  a.id = id;
+  std::memcpy(a.value.data(), value.data(), value.size());
+  return a;
+}
 
 namespace detail {
 
@@ -90,15 +128,37 @@ void launch_raw(const Kernel& kernel, const LaunchConfig& config, void** args) {
                        config.shared_bytes,
                        config.stream ? config.stream->name() : StreamRef::legacy_default(ctx).name());
   };
-  if (config.cluster) {
-    core.require_function(detail::Api::k_cuLaunchKernelEx, "launch with cluster dimensions");
-    CUlaunchAttribute attrs[2]{};
-    attrs[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attrs[0].value.clusterDim.x = config.cluster->x;
-    attrs[0].value.clusterDim.y = config.cluster->y;
-    attrs[0].value.clusterDim.z = config.cluster->z;
-    attrs[1].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
-    attrs[1].value.cooperative = 1;
+  if (config.cluster || !config.attributes.empty()) {
+    core.require_function(detail::Api::k_cuLaunchKernelEx,
+                          config.cluster ? "launch with cluster dimensions" : "launch with launch attributes");
+    // A launch takes a handful of attributes; more than fit here come from the heap.
+    constexpr std::size_t kInline = 8;
+    CUlaunchAttribute inline_attrs[kInline]{};
+    std::vector<CUlaunchAttribute> heap_attrs;
+    const std::size_t count = (config.cluster ? 1u : 0u) + (config.cooperative ? 1u : 0u) + config.attributes.size();
+    CUlaunchAttribute* attrs = inline_attrs;
+    if (count > kInline) {
+      heap_attrs.resize(count);
+      attrs = heap_attrs.data();
+    }
+    std::size_t n = 0;
+    if (config.cluster) {
+      attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+      attrs[n].value.clusterDim.x = config.cluster->x;
+      attrs[n].value.clusterDim.y = config.cluster->y;
+      attrs[n].value.clusterDim.z = config.cluster->z;
+      ++n;
+    }
+    if (config.cooperative) {
+      attrs[n].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+      attrs[n].value.cooperative = 1;
+      ++n;
+    }
+    for (const LaunchAttribute& a : config.attributes) {
+      attrs[n].id = static_cast<CUlaunchAttributeID>(a.id);
+      std::memcpy(&attrs[n].value, a.value.data(), sizeof attrs[n].value);
+      ++n;
+    }
     CUlaunchConfig lc{};
     lc.gridDimX = config.grid.x;
     lc.gridDimY = config.grid.y;
@@ -109,7 +169,7 @@ void launch_raw(const Kernel& kernel, const LaunchConfig& config, void** args) {
     lc.sharedMemBytes = config.shared_bytes;
     lc.hStream = cu_stream;
     lc.attrs = attrs;
-    lc.numAttrs = config.cooperative ? 2 : 1;
+    lc.numAttrs = static_cast<unsigned>(n);
     DRVSHIM_TRY(core, cuLaunchKernelEx, objects(), &lc, fn(kernel), args, nullptr);
   } else if (config.cooperative) {
     core.require_function(detail::Api::k_cuLaunchCooperativeKernel, "cooperative launch");
