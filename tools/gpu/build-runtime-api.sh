@@ -13,10 +13,13 @@
 #   corpus.txt                      the programs (name|sources|flags|gencode|rdc|mode)
 # Both builds of a program use the same sources, flags and -gencode (SASS for
 # sm_90 and PTX, unless the program names its own).
-#   tools/gpu/build-runtime-api.sh [BUILD_DIR]
+#   tools/gpu/build-runtime-api.sh [BUILD_DIR] [PROGRAM...]
+# With PROGRAM names, only those programs of the corpus are built.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-${DRVSHIM_GPU_BUILD_DIR:-$root/build-gpu}}
+shift $(( $# >= 1 ? 1 : 0 ))
+only=("$@")
 bundle=${DRVSHIM_RT_BUNDLE:-$root/.gpu-bundle-rt}
 nvcc=${NVCC:-/usr/local/cuda/bin/nvcc}
 src=$root/tests/runtime_api
@@ -35,7 +38,13 @@ cp -L "$libdir/libdrvshim.so.0" "$libdir/libdrvshim_cudart.so.0" "$bundle/lib/"
 cp -L "$libdir/libdrvshim_cudart.so.0" "$bundle/lib/drvshim/cudart/libcudart.so.13"
 strip --strip-debug "$bundle/lib/libdrvshim.so.0" "$bundle/lib/libdrvshim_cudart.so.0" \
   "$bundle/lib/drvshim/cudart/libcudart.so.13"
-cp "$build/tests/runtime_api/corpus.txt" "$bundle/corpus.txt"
+if ((${#only[@]})); then
+  for name in "${only[@]}"; do
+    grep "^$name|" "$build/tests/runtime_api/corpus.txt" || { echo "build-runtime-api: no program $name in the corpus" >&2; exit 2; }
+  done > "$bundle/corpus.txt"
+else
+  cp "$build/tests/runtime_api/corpus.txt" "$bundle/corpus.txt"
+fi
 cp "$root/tools/gpu/run-runtime-api.sh" "$bundle/"
 
 default_gencode="-gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90"
