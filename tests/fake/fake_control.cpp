@@ -155,6 +155,28 @@ void drvshim_fake_stream_hold(void* stream, int on) {
   if (on == 0) pump(e, lock);
 }
 
+void drvshim_fake_hold_new_streams(int on) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::unique_lock<std::mutex> lock(e.mutex);
+  e.hold_new_streams = on != 0;
+}
+
+void drvshim_fake_release_streams(void) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::unique_lock<std::mutex> lock(e.mutex);
+  for (FakeStream* st : e.streams) st->held = false;
+  pump(e, lock);
+}
+
+void drvshim_fake_set_driver_version(int version) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::unique_lock<std::mutex> lock(e.mutex);
+  e.driver_version = version;
+}
+
 void drvshim_fake_legacy_stream_hold(void* context, int on) {
   ensure_profile_from_env();
   Engine& e = engine();

@@ -83,6 +83,14 @@ DRVSHIM_FAKE_API int drvshim_fake_live_streams(void);
  * work waits for the legacy stream's earlier work, legacy work (and every
  * synchronous copy or memset, which runs there) for every blocking stream's. */
 DRVSHIM_FAKE_API void drvshim_fake_stream_hold(void* stream, int on);
+/* Streams created while on (reset: off) start held, as drvshim_fake_stream_hold
+ * would hold them: for streams a library creates inside, whose handles a test
+ * does not see. drvshim_fake_release_streams releases every held stream. */
+DRVSHIM_FAKE_API void drvshim_fake_hold_new_streams(int on);
+DRVSHIM_FAKE_API void drvshim_fake_release_streams(void);
+/* The version cuDriverGetVersion reports from now on (a driver updated
+ * between two runs; the profile sets it again). */
+DRVSHIM_FAKE_API void drvshim_fake_set_driver_version(int version);
 /* Holds the legacy default stream of `context` (a CUcontext), likewise. */
 DRVSHIM_FAKE_API void drvshim_fake_legacy_stream_hold(void* context, int on);
 /* The stream's next query or synchronize reports `code` as the failure of

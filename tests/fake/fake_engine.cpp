@@ -48,6 +48,7 @@ void reset_state(Engine& e) {
   e.free_streams.clear();
   e.legacy_streams.clear();
   e.recycle_handles = false;
+  e.hold_new_streams = false;
   e.endless_param_info = false;
   for (FakeEvent* ev : e.events) delete ev;
   e.events.clear();

@@ -177,6 +177,7 @@ struct Engine {
   std::set<FakeStream*> streams;
   std::map<FakeCtx*, std::unique_ptr<FakeStream>> legacy_streams;  // each context's legacy default stream
   bool recycle_handles = false;     // reuse the last destroyed stream's handle (ABA tests)
+  bool hold_new_streams = false;    // streams created now are held (FakeStream::held)
   bool endless_param_info = false;  // cuFuncGetParamInfo never reports the end (a broken driver)
   std::vector<FakeStream*> free_streams;
   std::set<FakeEvent*> events;

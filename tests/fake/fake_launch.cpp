@@ -71,6 +71,21 @@ CUresult fake_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz
   return do_launch(e, lock, f, grid, block, shared, s, args);
 }
 
+// A cooperative launch must fit on the device at once (occupancy x SMs).
+CUresult cooperative_fits(Engine& e, CUstream s, const unsigned grid[3], const unsigned block[3]) {
+  FakeCtx* ctx = nullptr;
+  if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
+  if (attr(e, ctx->device, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH) == 0) return CUDA_ERROR_NOT_SUPPORTED;
+  const unsigned threads = block[0] * block[1] * block[2];
+  const unsigned per_sm = threads == 0 ? 0 : std::min(32u, 2048u / threads);
+  if (static_cast<unsigned long long>(grid[0]) * grid[1] * grid[2] >
+      static_cast<unsigned long long>(per_sm) *
+          static_cast<unsigned long long>(attr(e, ctx->device, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT))) {
+    return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+  }
+  return CUDA_SUCCESS;
+}
+
 CUresult fake_cuLaunchKernelEx(const CUlaunchConfig* c, CUfunction f, void** args, void** extra) {
   FAKE_ENTER("cuLaunchKernelEx");
   if (c == nullptr || extra != nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -91,6 +106,10 @@ CUresult fake_cuLaunchKernelEx(const CUlaunchConfig* c, CUfunction f, void** arg
   }
   const unsigned grid[3] = {c->gridDimX, c->gridDimY, c->gridDimZ};
   const unsigned block[3] = {c->blockDimX, c->blockDimY, c->blockDimZ};
+  for (unsigned i = 0; i < c->numAttrs; ++i) {
+    if (c->attrs[i].id != CU_LAUNCH_ATTRIBUTE_COOPERATIVE || c->attrs[i].value.cooperative == 0) continue;
+    if (const CUresult r = cooperative_fits(e, c->hStream, grid, block); r != CUDA_SUCCESS) return r;
+  }
   unsigned cluster[3] = {1, 1, 1};
   for (unsigned i = 0; i < c->numAttrs; ++i) {
     if (c->attrs[i].id != CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) continue;
@@ -101,22 +120,12 @@ CUresult fake_cuLaunchKernelEx(const CUlaunchConfig* c, CUfunction f, void** arg
   return do_launch(e, lock, f, grid, block, c->sharedMemBytes, c->hStream, args, cluster);
 }
 
-// A cooperative launch must fit on the device at once (occupancy x SMs).
 CUresult fake_cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                         unsigned bz, unsigned shared, CUstream s, void** args) {
   FAKE_ENTER("cuLaunchCooperativeKernel");
-  FakeCtx* ctx = nullptr;
-  if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
-  if (attr(e, ctx->device, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH) == 0) return CUDA_ERROR_NOT_SUPPORTED;
-  const unsigned threads = bx * by * bz;
-  const unsigned per_sm = threads == 0 ? 0 : std::min(32u, 2048u / threads);
-  if (static_cast<unsigned long long>(gx) * gy * gz >
-      static_cast<unsigned long long>(per_sm) *
-          static_cast<unsigned long long>(attr(e, ctx->device, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT))) {
-    return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
-  }
   const unsigned grid[3] = {gx, gy, gz};
   const unsigned block[3] = {bx, by, bz};
+  if (const CUresult r = cooperative_fits(e, s, grid, block); r != CUDA_SUCCESS) return r;
   return do_launch(e, lock, f, grid, block, shared, s, args);
 }
 

@@ -285,6 +285,7 @@ CUresult fake_cuStreamCreateWithPriority(CUstream* ps, unsigned flags, int prior
   st->ctx = ctx;
   st->flags = flags;
   st->priority = std::clamp(priority, -5, 0);
+  st->held = e.hold_new_streams;
   e.streams.insert(st);
   *ps = reinterpret_cast<CUstream>(st);
   return CUDA_SUCCESS;
