@@ -746,6 +746,21 @@ TEST(TraceDiagnostics, AContextALibraryPushesAndKeepsForItsOwnCallsIsNoFinding) 
   EXPECT_TRUE(has(analyse(used.records()), "unbalanced-context-stack"));
 }
 
+TEST(TraceDiagnostics, ACallOfAnotherLibraryOnAnotherThreadLeavesAKeptPushBalanced) {
+  // A thread's stack is its own: a library keeping its context pushed on the main thread is
+  // not blamed for what another library does on a thread of its own.
+  Stream s;
+  s.call(kMain, "cuInit", "0x0", 0, "cydriver.so")
+      .call(kMain, "cuDevicePrimaryCtxRetain", "->0xc0, 0", 0, "cydriver.so")
+      .call(kMain, "cuCtxPushCurrent_v2", "0xc0", 0, "cydriver.so", 0xc0)
+      .call(kWorker, "cuCtxSetCurrent", "0xc0", 0, "libother.so", 0xc0)
+      .call(kWorker, "cuMemAlloc_v2", "->0x80, 64", 0, "libother.so", 0xc0)
+      .call(kMain, "cuMemAlloc_v2", "->0x7f, 64", 0, "cydriver.so", 0xc0);
+  const auto a = analyse(s.records());
+  EXPECT_TRUE(a.diagnostics.empty()) << format_diagnostics(a);
+  EXPECT_EQ(a.processes[0].threads.at(kMain).stack, std::vector<std::uintptr_t>{0xc0}) << "the push is still there";
+}
+
 TEST(TraceDiagnostics, AQueryOfTheCurrentContextFailingWithInvalidContextIsAProbe) {
   // The CUDA Runtime asks each new thread whether it has a current context (PyTorch, Triton).
   Stream s;
@@ -840,6 +855,43 @@ TEST(TraceDiagnostics, AnErrorIgnoredByTheNextCallOnTheSameObject) {
       .call(kMain, "cuStreamQuery", "0x5a", 600, "app", 0xc0)
       .call(kMain, "cuStreamSynchronize", "0x5a", 0, "app", 0xc0);
   EXPECT_FALSE(has(analyse(answer.records()), "ignored-error")) << "NOT_READY from a query is an answer";
+}
+
+TEST(TraceDiagnostics, FreeingMemoryAfterAFailedCallOnItHandlesTheError) {
+  // Freeing the memory a call failed on is the cleanup the diagnostic asks for: reporting
+  // it would flag correct error handling.
+  Stream freed;
+  start(freed);
+  freed.call(kMain, "cuMemAlloc_v2", "->0x7f, 64", 0, "app", 0xc0)
+      .call(kMain, "cuMemsetD8_v2", "0x7f, 0, 64", 700, "app", 0xc0)
+      .call(kMain, "cuMemFree_v2", "0x7f", 0, "app", 0xc0);
+  const auto a = analyse(freed.records());
+  EXPECT_EQ(a.processes[0].errors.size(), 1u);
+  EXPECT_TRUE(a.diagnostics.empty()) << format_diagnostics(a);
+  // Using the memory again instead is the mistake.
+  Stream used;
+  start(used);
+  used.call(kMain, "cuMemAlloc_v2", "->0x7f, 64", 0, "app", 0xc0)
+      .call(kMain, "cuMemsetD8_v2", "0x7f, 0, 64", 700, "app", 0xc0)
+      .call(kMain, "cuMemsetD8_v2", "0x7f, 1, 64", 0, "app", 0xc0);
+  const auto b = analyse(used.records());
+  ASSERT_EQ(b.diagnostics.size(), 1u) << format_diagnostics(b);
+  EXPECT_EQ(b.diagnostics[0].title,
+            "cuMemsetD8_v2 on 0x7f returned CUDA_ERROR_ILLEGAL_ADDRESS and tid 100 (app) went on with cuMemsetD8_v2 "
+            "on the same object");
+}
+
+TEST(TraceDiagnostics, NotReadyFromAnEventQueryIsAnAnswer) {
+  // Polling an event until it completes, then waiting for it, is how events are used: the
+  // poll's NOT_READY is no failure and the wait ignores no error.
+  Stream s;
+  start(s);
+  s.call(kMain, "cuEventCreate", "->0xe1, 0x0", 0, "app", 0xc0)
+      .call(kMain, "cuEventQuery", "0xe1", 600, "app", 0xc0)
+      .call(kMain, "cuEventSynchronize", "0xe1", 0, "app", 0xc0);
+  const auto a = analyse(s.records());
+  EXPECT_TRUE(a.processes[0].errors.empty());
+  EXPECT_TRUE(a.diagnostics.empty()) << format_diagnostics(a);
 }
 
 TEST(TraceDiagnostics, RepeatsAreCountedNotListed) {

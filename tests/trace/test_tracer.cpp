@@ -273,6 +273,21 @@ INSTANTIATE_TEST_SUITE_P(
       return name;
     });
 
+TEST(Tracer, AFailedCallsOutValuesAreRecordedAsUnknown) {
+  // A failed call writes nothing through its out pointers: what is there is the program's
+  // own initial value, and showing it would make a failed allocation look like one that
+  // handed out an address.
+  const TraceRun run = trace({}, {kScenarios, "no-context"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  std::vector<Record> allocs;
+  for (const auto& r : run.records) {
+    if (r.kind == Kind::call && symbol_of(r) == "cuMemAlloc_v2") allocs.push_back(r);
+  }
+  ASSERT_EQ(allocs.size(), 1u);
+  EXPECT_EQ(allocs[0].result, 201);  // CUDA_ERROR_INVALID_CONTEXT
+  EXPECT_EQ(allocs[0].args, "->?, 64");
+}
+
 TEST(Tracer, ACleanProgramGetsNoDiagnostic) {
   const TraceRun run = trace({}, {kScenarios, "proc-address"});
   EXPECT_TRUE(run.analysis.diagnostics.empty()) << diagnostics_of(run);
@@ -299,6 +314,30 @@ TEST(Tracer, AForkedChildIsTracedUnderItsOwnPid) {
     if (r.pid == child->pid && (first_seq == 0 || r.seq < first_seq)) first_seq = r.seq;
   }
   EXPECT_EQ(first_seq, 1u);
+}
+
+TEST(Tracer, TheForkRecordSaysWhetherTheParentHadInitialisedCuda) {
+  // Only the child of a parent that had initialised CUDA is told its driver calls cannot
+  // work; a fork worker of a parent that never did may use CUDA and must not be warned.
+  auto fork_args = [](const TraceRun& run) {
+    for (const auto& r : run.records) {
+      if (r.kind == Kind::process && r.api == "fork") return r.args;
+    }
+    return std::string();
+  };
+  const TraceRun initialised = trace({}, {kScenarios, "fork"});
+  ASSERT_EQ(initialised.code, 0) << initialised.err;
+  const std::string after_init = fork_args(initialised);
+  const std::string said_after = "parent=" + std::to_string(initialised.analysis.root_pid) + "; parent_initialized=1;";
+  EXPECT_EQ(after_init.rfind(said_after, 0), 0u) << after_init;
+  EXPECT_TRUE(has_diagnostic(initialised, "fork-after-init")) << diagnostics_of(initialised);
+  const TraceRun uninitialised = trace({}, {kScenarios, "fork-worker"});
+  ASSERT_EQ(uninitialised.code, 0) << uninitialised.err;
+  const std::string before_init = fork_args(uninitialised);
+  const std::string said_before =
+      "parent=" + std::to_string(uninitialised.analysis.root_pid) + "; parent_initialized=0;";
+  EXPECT_EQ(before_init.rfind(said_before, 0), 0u) << before_init;
+  EXPECT_FALSE(has_diagnostic(uninitialised, "fork-after-init")) << diagnostics_of(uninitialised);
 }
 
 TEST(Tracer, ChildProcessesAreTracedUnlessAskedNotTo) {

@@ -135,6 +135,15 @@ inline std::vector<ContractResult> run_contract_cases(const drvshim::Driver& drv
     add("launch attribute: priority", launch_with(LaunchAttribute::priority(0)), "ok");
     add("launch attribute: ignore", launch_with(LaunchAttribute{}), "ok");
     add("launch attribute: an unknown number", launch_with(LaunchAttribute::raw(99, {})), "CUDA_ERROR_INVALID_VALUE");
+    const auto cooperative_cluster = [&](unsigned grid) {
+      return code_of_failure([&] {
+        launch(k, LaunchConfig{{grid}, {1}, 0, s.ref(), Dim3{1, 1, 1}, true}, buf.address(), 2.0f);
+        s.ref().synchronize();
+      });
+    };
+    add("cooperative launch with a cluster: fits", cooperative_cluster(1), "ok");
+    add("cooperative launch with a cluster: a grid of 2^20 blocks", cooperative_cluster(1u << 20),
+        "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE");
   }
   {
     Context c = dev.create_context();

@@ -51,6 +51,31 @@ TEST_F(CompileCacheLink, PtxForANewerDeviceIsLinkedOnceAndTheLinkedImageCached) 
   EXPECT_EQ(v[31], 32);
 }
 
+// SASS is the driver's work: after a driver update the PTX is linked again,
+// never served as the old driver linked it.
+TEST_F(CompileCacheLink, ADriverOfAnotherVersionLinksAgain) {
+  drvshim_fake_register_kernel("add", &adds_cpu);
+  drvshim_fake_set_attribute(0, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 10);
+  drvshim_fake_set_attribute(0, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 1);
+  TempDir dir;
+  const auto nv = load_nvrtc();
+  KernelSource p = program(1);
+  p.options.arch.clear();
+  const CachedCompile first = CompileCache(nv, in(dir / "c")).compile_for(ctx(), p);
+  ASSERT_TRUE(first.linked);
+  primary_.reset();
+  drv_.reset();
+  drvshim_fake_set_driver_version(13010);  // the driver was updated
+  drv_.emplace(load_and_init());
+  primary_.emplace(drv_->device(0).retain_primary_context());
+  const auto links_before = drvshim_fake_call_count("cuLinkComplete");
+  const CachedCompile second = CompileCache(nv, in(dir / "c")).compile_for(ctx(), p);
+  EXPECT_EQ(second.outcome, CacheOutcome::compiled) << "SASS the old driver linked was served";
+  EXPECT_TRUE(second.linked);
+  EXPECT_NE(second.key, first.key);
+  EXPECT_EQ(drvshim_fake_call_count("cuLinkComplete"), links_before + 1);
+}
+
 // The toolchain memo is found whatever path reached libnvrtc (here: a link to
 // its directory, then the path the library is mapped by): a hit in a fresh
 // cache object still needs no compiler to choose its target.

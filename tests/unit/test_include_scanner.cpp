@@ -69,6 +69,22 @@ TEST(CompileCacheIncludeScanner, IgnoresWhatOnlyLooksLikeADirective) {
   EXPECT_TRUE(s.unknowable.empty()) << s.unknowable;
 }
 
+// What looks like a comment inside a string or character literal is text:
+// the directives after it are still directives.
+TEST(CompileCacheIncludeScanner, ACommentOpenerInsideALiteralHidesNothing) {
+  const auto s = scan_includes(
+      "const char* a = \"/*\";\n"
+      "#include \"after_string.h\"\n"
+      "const char b = '/'; const char* c = \"*\";\n"
+      "#include \"after_chars.h\"\n"
+      "const char* d = \"//\";\n"
+      "#include \"after_slashes.h\"\n"
+      "int e; // */\n");
+  EXPECT_EQ(s.refs,
+            (std::vector<IncludeRef>{quoted("after_string.h"), quoted("after_chars.h"), quoted("after_slashes.h")}));
+  EXPECT_TRUE(s.unknowable.empty()) << s.unknowable;
+}
+
 // Each reading a language version or compiler gives: what any of them sees is kept.
 TEST(CompileCacheIncludeScanner, EveryLanguageVersionsReadingIsKept) {
   // C++17 has no trigraphs: the comment ends at its line and the include is read.

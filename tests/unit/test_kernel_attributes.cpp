@@ -105,6 +105,24 @@ TEST_F(KernelAttributes, CooperativeLaunchesMustFitOnTheDevice) {
   EXPECT_GT(k.available_dynamic_shared_bytes(2, 256), 0u);
 }
 
+// With cluster dimensions both go to cuLaunchKernelEx: cooperative exactly
+// when asked for (a grid that cannot be resident at once is refused then,
+// and only then).
+TEST_F(KernelAttributes, ACooperativeClusterLaunchIsCooperativeExactlyWhenAsked) {
+  const Kernel k = module_->kernel("big_shared");
+  auto buf = DeviceBuffer::allocate(ctx(), 64);
+  const unsigned fits = static_cast<unsigned>(k.max_active_blocks_per_sm(256, 0, 0) * ctx().device().sm_count());
+  LaunchConfig config{{fits + 2}, {256}, 0, {}, Dim3{2, 1, 1}, false};
+  const auto before = drvshim_fake_call_count("cuLaunchKernelEx");
+  launch(k, config, buf.address());
+  config.cooperative = true;
+  EXPECT_EQ(expect_throw<CudaError>([&] { launch(k, config, buf.address()); }).code(),
+            CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE);
+  config.grid.x = fits;
+  launch(k, config, buf.address());
+  EXPECT_EQ(drvshim_fake_call_count("cuLaunchKernelEx"), before + 3);
+}
+
 TEST_F(KernelAttributes, LibraryGlobalsAndManagedVariables) {
   auto lib = Library::load(*drv_, bytes_of(kPtx));
   const auto counter = lib.global<unsigned>(ctx(), "counter");

@@ -5,6 +5,8 @@
 #include <functional>
 #include <numeric>
 #include <optional>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "fixture.hpp"
@@ -154,6 +156,30 @@ TEST_F(Memory, MappedBuffersAreRefusedWhereTheDeviceCannotMapHostMemory) {
   auto e = expect_throw<UnsupportedError>([&] { (void)MappedBuffer::allocate(ctx(), 256); });
   EXPECT_NE(std::string(e.what()).find("can_map_host_memory attribute is 0"), std::string::npos) << e.what();
   EXPECT_EQ(drvshim_fake_call_count("cuMemHostAlloc"), 0u);
+}
+
+// A stream-ordered free on another stream than the allocation's is ordered
+// after that stream's work: the driver is told that stream.
+TEST_F(Memory, AStreamOrderedFreeGoesToTheStreamItIsGiven) {
+  auto allocated_on = Stream::create(ctx());
+  auto used_on = Stream::create(ctx());
+  auto pooled = AsyncDeviceBuffer::allocate(allocated_on.ref(), 512);
+  trace::enable(true);
+  pooled.free(used_on.ref());
+  trace::enable(false);
+  std::ostringstream hex;
+  hex << ", 0x" << std::hex << used_on.ref().native();
+  const std::string expected = hex.str();
+  int frees = 0;
+  for (const auto& r : trace::records()) {
+    if (r.api != "cuMemFreeAsync") continue;
+    ++frees;
+    EXPECT_TRUE(r.args.size() >= expected.size() &&
+                r.args.compare(r.args.size() - expected.size(), expected.size(), expected) == 0)
+        << "cuMemFreeAsync(" << r.args << ") was not given the stream " << expected.substr(2);
+  }
+  EXPECT_EQ(frees, 1);
+  EXPECT_EQ(drvshim_fake_live_device_allocations(), 0);
 }
 
 TEST_F(Memory, ManagedAndStreamOrderedAllocations) {

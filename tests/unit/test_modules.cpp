@@ -397,6 +397,24 @@ TEST_F(ParamProbe, AFailedQueryLeavesTheKernelUsableAndUnchecked) {
   EXPECT_EQ(drvshim_fake_launch_count(), 1u);
 }
 
+// A sticky error while reading the layout is the context's death, not an
+// unknown layout: it is raised (and poisons the context) rather than giving
+// back a kernel whose launches would all fail.
+TEST_F(ParamProbe, AStickyErrorDuringTheProbeIsRaisedNotTakenForAnUnknownLayout) {
+  {
+    auto m = Module::load(ctx(), bytes_of(kPtx));
+    drvshim_fake_fail_call("cuFuncGetParamInfo", 2, CUDA_ERROR_ILLEGAL_ADDRESS);
+    const auto e = expect_throw<CudaError>([&] { (void)m.kernel("vadd"); });
+    EXPECT_EQ(e.code(), CUDA_ERROR_ILLEGAL_ADDRESS);
+    EXPECT_NE(std::string(e.what()).find("kernel vadd, parameter 1"), std::string::npos) << e.what();
+    EXPECT_EQ(expect_throw<ContextPoisonedError>([&] { (void)DeviceBuffer::allocate(ctx(), 64); }).code(),
+              CUDA_ERROR_ILLEGAL_ADDRESS);
+  }
+  primary_.reset();
+  drv_.reset();
+  drvshim_fake_reset();  // the poisoned context's module was leaked on purpose; the fake starts over
+}
+
 // Before: the probe asked for ever larger indices (this test hung).
 TEST_F(ParamProbe, TheProbeIsBoundedAgainstADriverThatNeverSaysEnough) {
   auto m = Module::load(ctx(), bytes_of(kPtx));

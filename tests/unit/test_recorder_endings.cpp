@@ -5,9 +5,11 @@
 // drains while its thread is inside the recorder, and a drain asked for from a
 // signal handler.
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <drvshim_recorder/json_line.hpp>
@@ -73,6 +75,23 @@ TEST_F(RecorderEndings, RecordsLostOverTheCapAreSaidPerThreadWithTheReason) {
   EXPECT_EQ(kept, 10u);
 }
 
+TEST_F(RecorderEndings, RecordsWrittenToTheFileGiveTheirRoomBackSoALongTraceKeepsRecording) {
+  // The cap bounds records waiting to be written, not the length of the trace: a program
+  // traced to a file for hours writes far more records than the cap.
+  const std::string file = path("long.jsonl");
+  ASSERT_EQ(recorder::set_file(file, 0), "");
+  const auto budget = static_cast<std::int64_t>(recorder::max_records());
+  recorder::testing::take_budget(budget - 300);  // as if the cap were 300 records
+  for (int batch = 0; batch < 10; ++batch) {
+    for (int i = 0; i < 100; ++i) recorder::event(recorder::Kind::event, "step", "");
+    recorder::flush();
+  }
+  recorder::testing::take_budget(-(budget - 300));
+  recorder::flush();
+  EXPECT_EQ(lines_with(file, "\"api\":\"step\"").size(), 1000u);
+  EXPECT_TRUE(lines_with(file, "\"api\":\"records-dropped\"").empty());
+}
+
 TEST_F(RecorderEndings, ABatchThatPartlyFitsUnderTheCapIsWrittenUpToIt) {
   const std::string file = path("cap.jsonl");
   ASSERT_EQ(recorder::set_file(file, 4096 + 2000), "");  // 4096 stay for the notice
@@ -103,6 +122,39 @@ TEST_F(RecorderEndings, ATraceFileReplacedByAnotherFileIsNeverWrittenTo) {
   EXPECT_EQ(lines_with(path("moved.jsonl"), "\"api\":\"before\"").size(), 1u);
   // The trace goes on in the file it was (renamed), never in the file that took its name.
   EXPECT_EQ(lines_with(path("moved.jsonl"), "\"api\":\"after\"").size(), 1u);
+}
+
+TEST_F(RecorderEndings, ATraceDescriptorTheProgramReusedForItsOwnFileIsNeverWrittenTo) {
+  // Programs close descriptors they did not open (daemons, sandboxes) and get the same
+  // numbers back for their own files: a trace line there would corrupt the program's data.
+  const std::string file = path("trace.jsonl");
+  ASSERT_EQ(recorder::set_file(file, 0), "");
+  recorder::event(recorder::Kind::event, "before", "");
+  recorder::flush();  // the trace file is open on a descriptor of the recorder's now
+  struct stat trace_st {};
+  ASSERT_EQ(::stat(file.c_str(), &trace_st), 0);
+  int trace_fd = -1;
+  for (const auto& entry : fs::directory_iterator("/proc/self/fd")) {
+    const int fd = std::atoi(entry.path().filename().c_str());
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && st.st_dev == trace_st.st_dev && st.st_ino == trace_st.st_ino) trace_fd = fd;
+  }
+  ASSERT_GE(trace_fd, 0) << "the recorder's descriptor of the trace file";
+  // The program's own regular file, on the same file system, at the trace's number.
+  const std::string own = path("own.txt");
+  const int own_fd = ::open(own.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  ASSERT_GE(own_fd, 0);
+  ASSERT_EQ(::dup2(own_fd, trace_fd), trace_fd);
+  ::close(own_fd);
+  recorder::event(recorder::Kind::event, "after", "");
+  recorder::flush();
+  ::close(trace_fd);
+  std::ifstream in(own);
+  const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(all, "");
+  // The trace goes on in the trace file, opened again.
+  EXPECT_EQ(lines_with(file, "\"api\":\"before\"").size(), 1u);
+  EXPECT_EQ(lines_with(file, "\"api\":\"after\"").size(), 1u);
 }
 
 TEST_F(RecorderEndings, AWriteThatFailsLeavesOnlyWholeRecordsAndANotice) {

@@ -426,6 +426,58 @@ TEST_F(RuntimeExecution, ThePerThreadDefaultStreamEntryPointsUseIt) {
   for (const auto& [api, _] : stream_argument) EXPECT_GE(seen[api], 1) << api << " was not called";
 }
 
+// cudaStreamLegacy and cudaStreamPerThread name the driver's two default
+// streams whichever form a program calls: the legacy stream's work stays
+// ordered with the blocking streams, the per-thread stream's does not.
+TEST_F(RuntimeExecution, TheNamedDefaultStreamsAreTheDriversInEitherForm) {
+  trace::enable(true);
+  on_thread([] {
+    void* dev = nullptr;
+    ASSERT_EQ(cudaMalloc(&dev, 64), cudaSuccess);
+    EXPECT_EQ(cudaMemsetAsync(dev, 1, 64, cudaStreamLegacy), cudaSuccess);
+    EXPECT_EQ(cudaMemsetAsync_ptsz(dev, 2, 64, cudaStreamLegacy), cudaSuccess);
+    EXPECT_EQ(cudaMemsetAsync(dev, 3, 64, cudaStreamPerThread), cudaSuccess);
+    EXPECT_EQ(cudaMemsetAsync_ptsz(dev, 4, 64, cudaStreamPerThread), cudaSuccess);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(cudaFree(dev), cudaSuccess);
+  });
+  std::vector<std::string> streams;
+  for (const auto& r : trace::records()) {
+    if (r.api.rfind("cuMemsetD8", 0) == 0) streams.push_back(r.args.substr(r.args.rfind(", ") + 2));
+  }
+  EXPECT_EQ(streams, (std::vector<std::string>{"0x1", "0x1", "0x2", "0x2"}));
+}
+
+// In a per-thread-default-stream program the synchronous copy and memset go
+// on the thread's stream and return once it has run them: the host may read
+// the destination at once.
+TEST_F(RuntimeExecution, SynchronousCopiesOfAPerThreadProgramWaitForItsStream) {
+  trace::enable(true);
+  on_thread([] {
+    void* dev = nullptr;
+    ASSERT_EQ(cudaMalloc(&dev, 64), cudaSuccess);
+    std::vector<unsigned char> host(64, 7);
+    EXPECT_EQ(cudaMemset_ptds(dev, 3, 64), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy_ptds(host.data(), dev, 64, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(host[63], 3);
+    EXPECT_EQ(cudaFree(dev), cudaSuccess);
+  });
+  // Each operation on CU_STREAM_PER_THREAD (0x2) is followed by a wait for that stream.
+  std::vector<std::string> calls;
+  for (const auto& r : trace::records()) {
+    if (r.api.rfind("cuMemsetD8", 0) == 0 || r.api.rfind("cuMemcpy", 0) == 0 || r.api == "cuStreamSynchronize") {
+      calls.push_back(r.api + "(" + r.args + ")");
+    }
+  }
+  ASSERT_EQ(calls.size(), 4u) << ::testing::PrintToString(calls);
+  EXPECT_EQ(calls[0].rfind("cuMemsetD8Async(", 0), 0u) << calls[0];
+  EXPECT_NE(calls[0].find(", 0x2)"), std::string::npos) << calls[0];
+  EXPECT_EQ(calls[1], "cuStreamSynchronize(0x2)");
+  EXPECT_EQ(calls[2].rfind("cuMemcpyDtoHAsync", 0), 0u) << calls[2];
+  EXPECT_NE(calls[2].find(", 0x2)"), std::string::npos) << calls[2];
+  EXPECT_EQ(calls[3], "cuStreamSynchronize(0x2)");
+}
+
 // ---- symbols and managed variables ---------------------------------------------------------------
 
 using RuntimeSymbols = RuntimeCompatTest;

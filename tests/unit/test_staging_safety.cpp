@@ -19,6 +19,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -366,6 +367,72 @@ TEST_F(StagingSafety, ABlockWhoseDmaIsQueuedIsNotReusedBeforeTheStreamPassesIt) 
   EXPECT_EQ(std::count(next.data(), next.data() + next.size(), std::byte{0x11}),
             static_cast<std::ptrdiff_t>(next.size()))
       << "a queued DMA wrote into a block handed out again";
+}
+
+// A device busy with other work runs a DMA later than it was queued, so a
+// ring block may be refilled only once the DMA that reads it has landed: with
+// the engine's stream held while the copy starts (its DMAs queue but do not
+// run), copies several times the ring's size, both ways, must bring every
+// byte once the stream runs.
+TEST_F(StagingSafety, CopiesLargerThanTheRingStayExactWhenDmasRunLate) {
+  const std::size_t n = (13 << 20) + 7;  // more than four times the ring of three 1 MiB blocks
+  const auto src = pattern(n, 21);
+  auto dev = DeviceBuffer::allocate(ctx(), n);
+  PinnedPool pool(ctx());
+  drvshim_fake_hold_new_streams(1);
+  StagingEngine engine(pool, small());  // its stream: held
+  drvshim_fake_hold_new_streams(0);
+  const auto late = [](const std::function<void()>& copy_now) {
+    std::thread device_busy([] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      drvshim_fake_release_streams();
+    });
+    copy_now();
+    device_busy.join();
+  };
+  late([&] { engine.copy_to_device(bytes_of(dev), std::as_bytes(std::span(src))); });
+  std::vector<std::uint8_t> direct(n);
+  copy(std::as_writable_bytes(std::span(direct)), DeviceSpan<const std::byte>(bytes_of(dev)));
+  EXPECT_TRUE(direct == src) << "the device received other bytes than the source's";
+  std::vector<std::uint8_t> back(n);
+  drvshim_fake_hold_new_streams(1);
+  StagingEngine other(pool, small());
+  drvshim_fake_hold_new_streams(0);
+  late(
+      [&] { other.copy_to_host(std::as_writable_bytes(std::span(back)), DeviceSpan<const std::byte>(bytes_of(dev))); });
+  EXPECT_TRUE(back == src) << "the host received other bytes than the device's";
+  EXPECT_EQ(engine.stats().staged_copies + other.stats().staged_copies, 2u);
+}
+
+// A synchronous copy that fails midway still waits for the DMAs it queued
+// before its blocks go back: the device would otherwise write into blocks
+// the pool has handed out again. The engine's stream is held, so the DMAs
+// queued before the failure have not run when it comes.
+TEST_F(StagingSafety, ACopyThatFailsMidwayWaitsForItsQueuedDmasBeforeGivingBlocksBack) {
+  const std::size_t n = 6 << 20;
+  const auto src = pattern(n, 22);
+  auto dev = DeviceBuffer::allocate(ctx(), n);
+  copy(bytes_of(dev), std::as_bytes(std::span(src)));
+  PinnedPool pool(ctx());
+  drvshim_fake_hold_new_streams(1);
+  StagingEngine engine(pool, small());
+  drvshim_fake_hold_new_streams(0);
+  std::vector<std::uint8_t> back(n);
+  drvshim_fake_fail_call("cuMemcpyDtoHAsync", 3, CUDA_ERROR_UNKNOWN);
+  expect_throw<CudaError>([&] {
+    engine.copy_to_host(std::as_writable_bytes(std::span(back)), DeviceSpan<const std::byte>(bytes_of(dev)));
+  });
+  std::vector<PinnedBlock> again;
+  for (int i = 0; i < 3; ++i) {
+    again.push_back(pool.acquire(1 << 20));
+    std::memset(again.back().data(), 0x11, again.back().size());
+  }
+  drvshim_fake_release_streams();  // whatever is still queued runs now
+  ctx().synchronize();
+  for (const auto& b : again) {
+    EXPECT_EQ(std::count(b.data(), b.data() + b.size(), std::byte{0x11}), static_cast<std::ptrdiff_t>(b.size()))
+        << "a DMA of the failed copy wrote into a block handed out again";
+  }
 }
 
 // ---- ordering after the legacy default stream -------------------------------------------------------
