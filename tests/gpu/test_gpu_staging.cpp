@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "gpu_env.hpp"
+#include "staging_test_support.hpp"
 #include "stream_order_cases.hpp"
 
 using namespace drvshim;
@@ -61,7 +62,7 @@ void spin_on(const Kernel& spin_then_fill, const StreamRef& stream, const Device
 
 std::vector<std::byte> pattern(std::size_t bytes, unsigned seed) {
   std::vector<std::byte> v(bytes);
-  for (std::size_t i = 0; i < bytes; ++i) v[i] = static_cast<std::byte>((i * 131 + seed) >> 3);
+  for (std::size_t i = 0; i < bytes; ++i) v[i] = static_cast<std::byte>(drvshim_test::test_byte(i, seed));
   return v;
 }
 

@@ -40,7 +40,7 @@ namespace {
 
 std::vector<std::byte> pattern(std::size_t bytes, unsigned seed) {
   std::vector<std::byte> v(bytes);
-  for (std::size_t i = 0; i < bytes; ++i) v[i] = static_cast<std::byte>((i * 131 + seed) >> 3);
+  for (std::size_t i = 0; i < bytes; ++i) v[i] = static_cast<std::byte>(test_byte(i, seed));
   return v;
 }
 

@@ -46,7 +46,7 @@ bool membarrier_available() {
 
 std::vector<std::uint8_t> pattern(std::size_t bytes, unsigned seed) {
   std::vector<std::uint8_t> v(bytes);
-  for (std::size_t i = 0; i < bytes; ++i) v[i] = static_cast<std::uint8_t>((i * 131 + seed) >> 3);
+  for (std::size_t i = 0; i < bytes; ++i) v[i] = test_byte(i, seed);
   return v;
 }
 
