@@ -3,7 +3,9 @@
 # Builds everything and runs all tests (installing the build's packages first):
 #   1. the main build: unit tests against the fake driver, the export check,
 #      and the GPU tests (reported as skipped where there is no driver);
-#   2. the sanitizer lanes: the unit tests rebuilt with ASan+UBSan, and with
+#   2. a few planted bugs (tools/dev/mutants.toml, those marked for CI), each
+#      of which the unit tests must catch;
+#   3. the sanitizer lanes: the unit tests rebuilt with ASan+UBSan, and with
 #      TSan (the concurrency stress tests among them), and run again.
 # This is the README's test command and what .ci/run runs.
 #
@@ -59,6 +61,13 @@ if ((quick)); then
 fi
 (cd "$build" && ctest --output-on-failure -j"$jobs" --timeout 300 -LE gpu)
 lane_time "main build and tests"
+
+echo "== mutation check (the mutants marked for CI) =="
+# A few of tools/dev/mutants.toml's planted bugs, each of which its tests must
+# catch, so the tool and the list cannot rot; the checkout is restored and the
+# build rebuilt afterwards. The whole list: CONTRIBUTING.md, "Run the mutation tests".
+python3 "$root/tools/dev/mutate.py" --in-place --build-dir "$build" --ci --jobs "$jobs"
+lane_time "mutation check"
 
 echo "== GPU tests (real driver) =="
 # Without a driver every GPU test reports "skipped" with the reason; ctest then
