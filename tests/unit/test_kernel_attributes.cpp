@@ -121,6 +121,14 @@ TEST_F(KernelAttributes, ACooperativeClusterLaunchIsCooperativeExactlyWhenAsked)
   config.grid.x = fits;
   launch(k, config, buf.address());
   EXPECT_EQ(drvshim_fake_call_count("cuLaunchKernelEx"), before + 3);
+  // The same attributes given raw as well are refused before the driver (two of one attribute).
+  const int on = 1;
+  const LaunchAttribute raw = LaunchAttribute::raw(2, std::as_bytes(std::span(&on, 1)));
+  config.attributes = std::span(&raw, 1);
+  const auto e = expect_throw<InvalidArgumentError>([&] { launch(k, config, buf.address()); });
+  EXPECT_NE(std::string(e.what()).find("launch attribute cooperative (2) is LaunchConfig's own"), std::string::npos)
+      << e.what();
+  EXPECT_EQ(drvshim_fake_call_count("cuLaunchKernelEx"), before + 3);
 }
 
 TEST_F(KernelAttributes, LibraryGlobalsAndManagedVariables) {

@@ -50,7 +50,7 @@ LaunchAttribute LaunchAttribute::raw(int id, std::span<const std::byte> value) {
   }
   LaunchAttribute a;
   a.id = id;
-  std::memcpy(a.value.data(), value.data(), value.size());
+  if (!value.empty()) std::memcpy(a.value.data(), value.data(), value.size());  // an empty span's data() may be null
   return a;
 }
 
@@ -155,6 +155,14 @@ void launch_raw(const Kernel& kernel, const LaunchConfig& config, void** args) {
       ++n;
     }
     for (const LaunchAttribute& a : config.attributes) {
+      if (a.id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION || a.id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE) {
+        // The driver's answer to two of one attribute is not documented.
+        throw InvalidArgumentError(
+            "launch",
+            fmt::format("kernel {}: launch attribute {} is LaunchConfig's own", kernel.name(),
+                        a.id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE ? "cooperative (2)" : "cluster dimension (4)"),
+            "set LaunchConfig::cluster or LaunchConfig::cooperative instead");
+      }
       attrs[n].id = static_cast<CUlaunchAttributeID>(a.id);
       std::memcpy(&attrs[n].value, a.value.data(), sizeof attrs[n].value);
       ++n;
