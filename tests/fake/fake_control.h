@@ -94,7 +94,7 @@ DRVSHIM_FAKE_API void drvshim_fake_set_driver_version(int version);
 /* Holds the legacy default stream of `context` (a CUcontext), likewise. */
 DRVSHIM_FAKE_API void drvshim_fake_legacy_stream_hold(void* context, int on);
 /* The stream's next query or synchronize reports `code` as the failure of
- * earlier work; a sticky code (700, 702, 710, 714-719) also poisons its context:
+ * earlier work; a sticky code (226, 700, 702, 710, 714-719, 721, 810, 911) also poisons its context:
  * every later call in it returns the code. */
 DRVSHIM_FAKE_API void drvshim_fake_stream_fail(void* stream, int code);
 DRVSHIM_FAKE_API int drvshim_fake_live_events(void);

@@ -254,7 +254,10 @@ FakeStream* user_stream(Engine& e, CUstream s) {
 CUresult take_failure(FakeStream* st) {
   if (st == nullptr || st->fail_with == 0) return CUDA_SUCCESS;
   const int code = std::exchange(st->fail_with, 0);
-  if (code == 700 || code == 702 || code == 710 || (code >= 714 && code <= 719)) st->ctx->sticky = code;
+  if (code == 226 || code == 700 || code == 702 || code == 710 || (code >= 714 && code <= 719) || code == 721 ||
+      code == 810 || code == 911) {
+    st->ctx->sticky = code;
+  }
   return static_cast<CUresult>(code);
 }
 

@@ -206,7 +206,7 @@ TEST_F(Streams, StickyErrorsPoisonTheContextAndLaterCallsFailFast) {
 // be terminated and relaunched", cuda.h): written out here, not taken from the
 // library, so a code dropped from or added to its list fails this test.
 TEST(StickyErrors, AreExactlyTheCodesCudaDocumentsAsCorruptingTheContext) {
-  const std::set<int> documented = {700, 702, 710, 714, 715, 716, 717, 718, 719};
+  const std::set<int> documented = {226, 700, 702, 710, 714, 715, 716, 717, 718, 719, 721, 810, 911};
   for (int code = 0; code <= 1000; ++code) {
     EXPECT_EQ(is_sticky_error(code), documented.count(code) == 1) << "CUresult " << code;
   }

@@ -172,8 +172,11 @@ OutOfMemoryError::OutOfMemoryError(ErrorDetails details, std::size_t requested, 
       free_(free_bytes),
       total_(total_bytes) {}
 
+// The codes cuda.h documents as leaving the process "in an inconsistent
+// state": any further CUDA work returns the same error.
 bool is_sticky_error(int code) noexcept {
   switch (code) {
+    case 226:  // CONTAINED
     case 700:  // ILLEGAL_ADDRESS
     case 702:  // LAUNCH_TIMEOUT
     case 710:  // ASSERT
@@ -183,6 +186,9 @@ bool is_sticky_error(int code) noexcept {
     case 717:  // INVALID_ADDRESS_SPACE
     case 718:  // INVALID_PC
     case 719:  // LAUNCH_FAILED
+    case 721:  // TENSOR_MEMORY_LEAK
+    case 810:  // MPS_CLIENT_TERMINATED
+    case 911:  // EXTERNAL_DEVICE
       return true;
     default: return false;
   }
