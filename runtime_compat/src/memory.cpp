@@ -328,6 +328,9 @@ DRVSHIM_CUDART cudaError_t cudaFreeHost(void* ptr) {
   return guarded("cudaFreeHost", [&] {
     auto h = registries().host_memory.remove(reinterpret_cast<std::uintptr_t>(ptr));
     if (!h) return fail(cudaErrorInvalidValue, fmt::format("cudaFreeHost: {} is not from cudaHostAlloc", ptr));
+    if (const cudaError_t sticky = sticky_error(h->device); sticky != cudaSuccess) {
+      return fail(sticky, fmt::format("cudaFreeHost: device {} has a sticky error", h->device));
+    }
     h->owner.free();
     return cudaSuccess;
   });

@@ -283,6 +283,9 @@ DRVSHIM_CUDART cudaError_t cudaEventDestroy(cudaEvent_t event) {
       return fail(cudaErrorInvalidResourceHandle,
                   fmt::format("cudaEventDestroy: {} is not an event from cudaEventCreate", static_cast<void*>(event)));
     }
+    if (const cudaError_t sticky = sticky_error(e->device); sticky != cudaSuccess) {
+      return fail(sticky, fmt::format("cudaEventDestroy: device {} has a sticky error", e->device));
+    }
     e->owner.destroy();
     return cudaSuccess;
   });

@@ -447,6 +447,10 @@ TEST_F(RuntimeCompat, StickyErrorsAreReturnedByFreeAndStreamDestroyAsUnderCudart
     cudaStream_t s = nullptr;
     ASSERT_EQ(cudaMalloc(&p, 256), cudaSuccess);
     ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+    cudaEvent_t event = nullptr;
+    ASSERT_EQ(cudaEventCreate(&event), cudaSuccess);
+    void* host = nullptr;
+    ASSERT_EQ(cudaMallocHost(&host, 64), cudaSuccess);
     drvshim_fake_stream_fail(s, 700);  // an illegal address in work queued there
     EXPECT_EQ(cudaStreamSynchronize(s), cudaErrorIllegalAddress);
     EXPECT_EQ(cudaPeekAtLastError(), cudaErrorIllegalAddress);
@@ -458,6 +462,10 @@ TEST_F(RuntimeCompat, StickyErrorsAreReturnedByFreeAndStreamDestroyAsUnderCudart
     std::thread([] { EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess) << "a new thread's slot"; }).join();
     EXPECT_EQ(cudaFree(p), cudaErrorIllegalAddress);
     EXPECT_EQ(cudaPeekAtLastError(), cudaErrorIllegalAddress) << "the failed call recorded it again";
+    EXPECT_EQ(cudaGetLastError(), cudaErrorIllegalAddress);
+    EXPECT_EQ(cudaEventDestroy(event), cudaErrorIllegalAddress);
+    EXPECT_EQ(cudaFreeHost(host), cudaErrorIllegalAddress);
+    EXPECT_EQ(cudaGetLastError(), cudaErrorIllegalAddress);
     EXPECT_EQ(cudaStreamDestroy(s), cudaErrorIllegalAddress);
     void* q = nullptr;
     EXPECT_EQ(cudaMalloc(&q, 16), cudaErrorIllegalAddress) << "every call in the context";
