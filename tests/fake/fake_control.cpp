@@ -166,7 +166,7 @@ void drvshim_fake_release_streams(void) {
   ensure_profile_from_env();
   Engine& e = engine();
   std::unique_lock<std::mutex> lock(e.mutex);
-  for (FakeStream* st : e.streams) st->held = false;
+  for (FakeStream* st : all_queues(e)) st->held = false;
   pump(e, lock);
 }
 

@@ -88,7 +88,7 @@ CUresult cooperative_fits(Engine& e, CUstream s, const unsigned grid[3], const u
 
 CUresult fake_cuLaunchKernelEx(const CUlaunchConfig* c, CUfunction f, void** args, void** extra) {
   FAKE_ENTER("cuLaunchKernelEx");
-  if (c == nullptr || extra != nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (c == nullptr || extra != nullptr || (c->numAttrs != 0 && c->attrs == nullptr)) return CUDA_ERROR_INVALID_VALUE;
   // The numbers cuda.h (13.0) defines; the driver refuses any other.
   for (unsigned i = 0; i < c->numAttrs; ++i) {
     const int id = static_cast<int>(c->attrs[i].id);
