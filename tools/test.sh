@@ -52,6 +52,11 @@ lane_start=$SECONDS
 
 echo "== main build =="
 build=${DRVSHIM_BUILD_DIR:-$root/build}
+# A mutation check killed before it could restore the checkout left its
+# journal in the build: put the file back before building anything.
+if [[ -f $build/mutate-journal.json ]]; then
+  python3 "$root/tools/dev/mutate.py" --in-place --build-dir "$build" --restore
+fi
 cmake -S "$root" -B "$build" $(generator_args "$build") -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build "$build" -j"$jobs"
 if ((quick)); then

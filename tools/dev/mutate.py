@@ -27,6 +27,9 @@ Usage:
       unmutated and catch each mutant. The checkout is restored and BUILD
       rebuilt afterwards, also when interrupted (SIGINT, SIGTERM, SIGHUP); a
       mutant left behind by a killed run is restored by the next run.
+  mutate.py --in-place --build-dir BUILD --restore
+      Only restores a file a killed run left mutated (tools/test.sh runs it
+      before building).
   mutate.py --check
       Checks the list only: every entry complete, every `before` text found
       exactly once in its file, some mutants marked for CI (no build; ctest
@@ -141,6 +144,12 @@ def spawn(cmd, timeout, **kw):
         kill_group(p)
         out, _ = p.communicate()
         return None, out
+    except BaseException:
+        # An interrupt: the group goes first, so no compiler of it can write
+        # a mutant's object after the planted file is restored.
+        kill_group(p)
+        p.wait()
+        raise
     finally:
         with _children_lock:
             _children.discard(p)
@@ -411,6 +420,9 @@ class Suite:
                                 p.cancel()
                             kill_children()
                             return failed
+            except BaseException:
+                kill_children()  # an interrupt: the pool's runs end now, not after their tests
+                raise
             finally:
                 pool.shutdown(wait=True, cancel_futures=True)
         return []
@@ -463,6 +475,7 @@ def main(argv):
     ap.add_argument("--timeout", type=positive, default=300, help="seconds one test may run")
     ap.add_argument("--mutants", type=Path, default=MUTANTS)
     ap.add_argument("--no-baseline", action="store_true")
+    ap.add_argument("--restore", action="store_true")
     a = ap.parse_args(argv)
     if a.in_place != bool(a.build_dir):
         ap.error("--in-place and --build-dir go together: the checkout is mutated and built in BUILD")
@@ -473,6 +486,10 @@ def main(argv):
     try:
         if a.in_place:
             restore_from_journal(a.build_dir.resolve())
+        if a.restore:
+            if not a.in_place:
+                ap.error("--restore restores this checkout: give --in-place --build-dir BUILD")
+            return 0
         mutants = load(a.mutants)
         if a.check:
             print(f"mutate: {len(mutants)} mutants, every one applies to this tree "
