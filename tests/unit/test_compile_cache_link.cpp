@@ -11,14 +11,21 @@ void adds_cpu(const drvshim_fake_launch* l, void** args) {
   for (unsigned i = 0; i < l->block[0]; ++i) p[i] += 1;
 }
 
-class CompileCacheLink : public PrimaryContextTest {};
+class CompileCacheLink : public PrimaryContextTest {
+ protected:
+  // Device 0 newer than NVRTC's newest target (compute capability 10.1), with
+  // the test kernel's CPU version: compiles for it take the PTX + link path.
+  static void device_newer_than_nvrtc() {
+    drvshim_fake_register_kernel("add", &adds_cpu);
+    drvshim_fake_set_attribute(0, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 10);
+    drvshim_fake_set_attribute(0, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 1);
+  }
+};
 
 // A device newer than NVRTC's newest target: PTX, linked to SASS by the
 // driver, and that SASS is what the cache keeps (keyed by driver and device).
 TEST_F(CompileCacheLink, PtxForANewerDeviceIsLinkedOnceAndTheLinkedImageCached) {
-  drvshim_fake_register_kernel("add", &adds_cpu);
-  drvshim_fake_set_attribute(0, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 10);
-  drvshim_fake_set_attribute(0, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 1);
+  device_newer_than_nvrtc();
   TempDir dir;
   const auto nv = load_nvrtc();
   KernelSource p = program(1);
@@ -54,9 +61,7 @@ TEST_F(CompileCacheLink, PtxForANewerDeviceIsLinkedOnceAndTheLinkedImageCached) 
 // SASS is the driver's work: after a driver update the PTX is linked again,
 // never served as the old driver linked it.
 TEST_F(CompileCacheLink, ADriverOfAnotherVersionLinksAgain) {
-  drvshim_fake_register_kernel("add", &adds_cpu);
-  drvshim_fake_set_attribute(0, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 10);
-  drvshim_fake_set_attribute(0, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 1);
+  device_newer_than_nvrtc();
   TempDir dir;
   const auto nv = load_nvrtc();
   KernelSource p = program(1);
