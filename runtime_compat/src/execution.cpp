@@ -93,7 +93,12 @@ cudaError_t launch_ex(const char* api, const cudaLaunchConfig_t* config, const v
   std::vector<LaunchAttribute> others;
   for (unsigned i = 0; i < config->numAttrs; ++i) {
     const cudaLaunchAttribute& a = config->attrs[i];
-    switch (a.id) {
+    // Read as a number: a program may pass one no enumerator names, and
+    // loading such a value as the enum is undefined behaviour.
+    int id = 0;
+    static_assert(sizeof a.id == sizeof id);
+    std::memcpy(&id, &a.id, sizeof id);
+    switch (id) {
       case cudaLaunchAttributeCooperative: r.cooperative = a.val.cooperative != 0; break;
       case cudaLaunchAttributeClusterDimension:
         r.cluster = Dim3{a.val.clusterDim.x, a.val.clusterDim.y, a.val.clusterDim.z};
@@ -101,7 +106,7 @@ cudaError_t launch_ex(const char* api, const cudaLaunchConfig_t* config, const v
       case cudaLaunchAttributeIgnore: break;
       default: {
         LaunchAttribute& out = others.emplace_back();
-        out.id = static_cast<int>(a.id);
+        out.id = id;
         std::memcpy(out.value.data(), &a.val, sizeof a.val);
       }
     }

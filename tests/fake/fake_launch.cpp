@@ -4,6 +4,7 @@
 // once), then the kernel's CPU implementation, at once or queued on its
 // stream with its arguments copied.
 #include <algorithm>
+#include <cstring>
 #include <memory>
 
 #include "fake_engine.hpp"
@@ -91,7 +92,8 @@ CUresult fake_cuLaunchKernelEx(const CUlaunchConfig* c, CUfunction f, void** arg
   if (c == nullptr || extra != nullptr || (c->numAttrs != 0 && c->attrs == nullptr)) return CUDA_ERROR_INVALID_VALUE;
   // The numbers cuda.h (13.0) defines; the driver refuses any other.
   for (unsigned i = 0; i < c->numAttrs; ++i) {
-    const int id = static_cast<int>(c->attrs[i].id);
+    int id = 0;  // read as a number: loading an unnamed value as the enum is undefined
+    std::memcpy(&id, &c->attrs[i].id, sizeof id);
     if (id < 0 || id > 16 || id == 15) return CUDA_ERROR_INVALID_VALUE;
   }
   // Clusters above the portable size (8 blocks) need the kernel's opt-in.

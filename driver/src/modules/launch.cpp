@@ -163,7 +163,10 @@ void launch_raw(const Kernel& kernel, const LaunchConfig& config, void** args) {
                         a.id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE ? "cooperative (2)" : "cluster dimension (4)"),
             "set LaunchConfig::cluster or LaunchConfig::cooperative instead");
       }
-      attrs[n].id = static_cast<CUlaunchAttributeID>(a.id);
+      // Copied as a number: the driver answers for ids no enumerator names,
+      // and converting such a value to the enum is undefined behaviour.
+      static_assert(sizeof attrs[n].id == sizeof a.id);
+      std::memcpy(&attrs[n].id, &a.id, sizeof a.id);
       std::memcpy(&attrs[n].value, a.value.data(), sizeof attrs[n].value);
       ++n;
     }
