@@ -2,6 +2,7 @@
 // Execution control: launches (nvcc's __cudaLaunchKernel, the legacy
 // cudaLaunchKernel, cooperative launches, cudaLaunchKernelExC), kernel
 // attributes and cache preferences, occupancy.
+#include <array>
 #include <climits>
 #include <cstddef>
 #include <cstring>
@@ -90,7 +91,16 @@ cudaError_t launch_ex(const char* api, const cudaLaunchConfig_t* config, const v
   // attribute goes to the driver as the program gave it (programmatic
   // dependent launch, priority, memory sync domains, ...), and the driver
   // answers for it: an id it does not know is cudaErrorInvalidValue, as under cudart.
-  std::vector<LaunchAttribute> others;
+  // A launch has a handful of attributes (CUB's: one): no allocation for those.
+  std::array<LaunchAttribute, 8> inline_others;
+  std::vector<LaunchAttribute> heap_others;
+  std::size_t n = 0;
+  const auto next = [&]() -> LaunchAttribute& {
+    if (n < inline_others.size()) return inline_others[n++];
+    if (heap_others.empty()) heap_others.assign(inline_others.begin(), inline_others.end());
+    ++n;
+    return heap_others.emplace_back();
+  };
   for (unsigned i = 0; i < config->numAttrs; ++i) {
     const cudaLaunchAttribute& a = config->attrs[i];
     // Read as a number: a program may pass one no enumerator names, and
@@ -105,13 +115,14 @@ cudaError_t launch_ex(const char* api, const cudaLaunchConfig_t* config, const v
         break;
       case cudaLaunchAttributeIgnore: break;
       default: {
-        LaunchAttribute& out = others.emplace_back();
+        LaunchAttribute& out = next();
         out.id = id;
         std::memcpy(out.value.data(), &a.val, sizeof a.val);
       }
     }
   }
-  r.attributes = others;
+  r.attributes = heap_others.empty() ? std::span<const LaunchAttribute>(inline_others.data(), n)
+                                     : std::span<const LaunchAttribute>(heap_others);
   return launch_by_function(api, func, r, args, zero);
 }
 

@@ -5,6 +5,7 @@
 // launches, occupancy with flags, library globals and managed variables,
 // context limits, stream attributes, pitched and 2D memory, managed-memory
 // hints, page-locked flags.
+#include <array>
 #include <cstring>
 #include <vector>
 
@@ -129,6 +130,10 @@ TEST_F(KernelAttributes, ACooperativeClusterLaunchIsCooperativeExactlyWhenAsked)
   EXPECT_NE(std::string(e.what()).find("launch attribute cooperative (2) is LaunchConfig's own"), std::string::npos)
       << e.what();
   EXPECT_EQ(drvshim_fake_call_count("cuLaunchKernelEx"), before + 3);
+  const std::array<std::byte, 65> too_long{};
+  const auto long_value = expect_throw<InvalidArgumentError>([&] { (void)LaunchAttribute::raw(8, too_long); });
+  EXPECT_NE(std::string(long_value.what()).find("a value of 65 bytes; at most 64 are accepted"), std::string::npos)
+      << long_value.what();
 }
 
 TEST_F(KernelAttributes, LibraryGlobalsAndManagedVariables) {
