@@ -120,6 +120,15 @@ unsigned long long drvshim_fake_misuse_count(void) {
   return e.misuse;
 }
 
+unsigned long long drvshim_fake_take_misuse(void) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  const unsigned long long n = e.misuse;
+  e.misuse = 0;
+  return n;
+}
+
 const char* drvshim_fake_last_misuse(void) {
   ensure_profile_from_env();
   return engine().last_misuse.c_str();

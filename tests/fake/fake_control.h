@@ -65,6 +65,10 @@ DRVSHIM_FAKE_API void drvshim_fake_clear_call_log(void);
  * unretained primary context, unknown handles), and the last one's text. */
 DRVSHIM_FAKE_API unsigned long long drvshim_fake_misuse_count(void);
 DRVSHIM_FAKE_API const char* drvshim_fake_last_misuse(void);
+/* The misuse count, then zero: for a test that passes a dead handle on
+ * purpose (the Runtime hands unknown handles to the driver, as cudart does)
+ * and asserts exactly how many the fake saw. */
+DRVSHIM_FAKE_API unsigned long long drvshim_fake_take_misuse(void);
 
 /* The memory ledger (leak checks): live device allocations (cuMemAlloc,
  * managed, stream-ordered), pinned host allocations, host registrations, streams. */

@@ -323,6 +323,15 @@ CUresult fake_cuStreamSynchronize(CUstream s) {
   return take_failure(user_stream(e, s));
 }
 
+CUresult fake_cuStreamGetCtx(CUstream s, CUcontext* pctx) {
+  FAKE_ENTER("cuStreamGetCtx");
+  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  FakeCtx* ctx = nullptr;
+  if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
+  *pctx = as_cu(ctx);
+  return CUDA_SUCCESS;
+}
+
 CUresult fake_cuStreamQuery(CUstream s) {
   FAKE_ENTER("cuStreamQuery");
   FakeCtx* ctx = nullptr;
@@ -354,6 +363,7 @@ std::vector<ProcEntry> stream_procs() {
       {"cuStreamDestroy", 4000, erase_fn(&fake_cuStreamDestroy)},
       {"cuStreamSynchronize", 2000, erase_fn(&fake_cuStreamSynchronize)},
       {"cuStreamQuery", 2000, erase_fn(&fake_cuStreamQuery)},
+      {"cuStreamGetCtx", 9020, erase_fn(&fake_cuStreamGetCtx)},
       {"cuLaunchHostFunc", 10000, erase_fn(&fake_cuLaunchHostFunc)},
   };
 }

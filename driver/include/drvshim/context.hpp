@@ -19,8 +19,11 @@
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <optional>
 
 namespace drvshim {
+
+class Driver;
 
 /// Free and total device memory, as cuMemGetInfo reports them.
 struct MemoryInfo {
@@ -84,12 +87,32 @@ class DRVSHIM_API ContextRef {
  private:
   friend class PrimaryContext;
   friend class Context;
+  friend DRVSHIM_API std::optional<ContextRef> current_context(const Driver& driver);
+  friend DRVSHIM_API ContextRef context_of_stream(const Driver& driver, std::uintptr_t stream);
   ContextRef(Device device, std::uintptr_t address, bool primary) noexcept
       : device_(std::move(device)), address_(address), primary_(primary) {}
   Device device_;
   std::uintptr_t address_;
   bool primary_;
 };
+
+/// A view of the calling thread's current context, whoever made it current:
+/// drvshim, the CUDA Runtime, or the program itself (cuCtxCreate,
+/// cuCtxSetCurrent, cuCtxPushCurrent). Wraps cuCtxGetCurrent, then
+/// cuCtxGetDevice for its device; nullopt when no context is current. The view
+/// owns nothing (the context must outlive its use) and is_primary() is false
+/// even for a primary context (the driver cannot say). Throws MissingStepError
+/// before Driver::init(), CudaError when the driver refuses.
+DRVSHIM_API std::optional<ContextRef> current_context(const Driver& driver);
+
+/// A view of the context a stream belongs to, for streams drvshim did not
+/// create (cuStreamCreate, the CUDA Runtime, another library): wraps
+/// cuStreamGetCtx, then cuCtxGetDevice with that context pushed for the call.
+/// Throws CudaError (CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_CONTEXT_IS_DESTROYED)
+/// for a handle the driver refuses, DriverTooOldError without cuStreamGetCtx
+/// (CUDA 9.2), InvalidArgumentError for the default streams (0, 0x1, 0x2),
+/// which belong to whatever context is current.
+DRVSHIM_API ContextRef context_of_stream(const Driver& driver, std::uintptr_t stream);
 
 /// Makes a context current for a scope: cuCtxPushCurrent on construction,
 /// cuCtxPopCurrent on destruction (also during stack unwinding). Not copyable

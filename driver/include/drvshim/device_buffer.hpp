@@ -88,4 +88,10 @@ struct PitchedAllocation {
 [[nodiscard]] DRVSHIM_API PitchedAllocation allocate_pitched(const ContextRef& context, std::size_t width_bytes,
                                                              std::size_t height, unsigned element_bytes = 4);
 
+/// cuMemFree of device memory drvshim did not allocate (cuMemAlloc, the CUDA
+/// Runtime, another library), with `context` current for the call. Throws
+/// CudaError as the driver answers (CUDA_ERROR_INVALID_VALUE for an address
+/// that is not the start of an allocation).
+DRVSHIM_API void free_device_memory(const ContextRef& context, std::uint64_t address);
+
 }  // namespace drvshim

@@ -42,6 +42,13 @@ using Milliseconds = std::chrono::duration<double, std::milli>;
 /// throws InvalidArgumentError before the driver is called (in every build).
 class DRVSHIM_API EventRef {
  public:
+  /// A view of an event drvshim did not create (cuEventCreate, the CUDA
+  /// Runtime, another library), used with `context` current. The view owns
+  /// nothing and cannot tell when the event is destroyed. Its flags are
+  /// unknown (flags() is none, recorded() true): record() and elapsed() leave
+  /// the checks drvshim makes for its own events to the driver.
+  static EventRef wrap(const ContextRef& context, std::uintptr_t handle);
+
   std::uintptr_t native() const noexcept;
   const ContextRef& context() const noexcept { return context_; }
   EventFlags flags() const noexcept;
@@ -64,6 +71,7 @@ class DRVSHIM_API EventRef {
 
  private:
   friend class Event;
+  friend DRVSHIM_API Milliseconds elapsed(const EventRef& start, const EventRef& end);
   EventRef(ContextRef context, std::shared_ptr<detail::EventState> state) noexcept
       : context_(std::move(context)), state_(std::move(state)) {}
   ContextRef context_;
@@ -98,6 +106,9 @@ class DRVSHIM_API Event {
  public:
   /// cuEventCreate. Throws InvalidArgumentError for interprocess without disable_timing.
   [[nodiscard]] static Event create(const ContextRef& context, EventFlags flags = EventFlags::none);
+  /// Takes ownership of an event drvshim did not create, destroyed (cuEventDestroy)
+  /// with `context` current; its views are as EventRef::wrap's.
+  [[nodiscard]] static Event adopt(const ContextRef& context, std::uintptr_t handle);
 
   Event(Event&& other) noexcept;
   Event& operator=(Event&& other) noexcept;

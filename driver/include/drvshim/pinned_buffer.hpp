@@ -110,4 +110,9 @@ class DRVSHIM_API MappedBuffer : public PinnedBuffer {
 /// (CUDA_ERROR_INVALID_VALUE) for other memory.
 DRVSHIM_API unsigned host_allocation_flags(const ContextRef& context, const void* host);
 
+/// cuMemFreeHost of page-locked memory drvshim did not allocate
+/// (cuMemHostAlloc, another library), with `context` current for the call.
+/// Throws CudaError as the driver answers (CUDA_ERROR_INVALID_VALUE for memory
+/// that is not such an allocation).
+DRVSHIM_API void free_host_memory(const ContextRef& context, void* host);
 }  // namespace drvshim

@@ -76,4 +76,9 @@ class DRVSHIM_API RegisteredRange {
 /// (713) for memory that is not registered.
 [[nodiscard]] DRVSHIM_API Status unregister_host_range(const ContextRef& context, void* data) noexcept;
 
+/// cuMemHostUnregister of a range drvshim did not register (cuMemHostRegister,
+/// another library), with `context` current for the call. Throws CudaError as
+/// the driver answers (CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED).
+DRVSHIM_API void unregister_host_memory(const ContextRef& context, void* host);
+
 }  // namespace drvshim

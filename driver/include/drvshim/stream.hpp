@@ -85,6 +85,12 @@ class DRVSHIM_API StreamRef {
   static StreamRef legacy_default(const ContextRef& context) noexcept;
   /// The per-thread default stream (CU_STREAM_PER_THREAD) of `context`.
   static StreamRef per_thread_default(const ContextRef& context) noexcept;
+  /// A view of a stream drvshim did not create (cuStreamCreate, the CUDA
+  /// Runtime, another library) in `context`, the context it belongs to
+  /// (context_of_stream() asks the driver). The view owns nothing and cannot
+  /// tell when the stream is destroyed: the handle must stay valid while the
+  /// view is used. The default-stream values (0, 0x1, 0x2) give the default streams.
+  static StreamRef wrap(const ContextRef& context, std::uintptr_t handle) noexcept;
 
   /// The CUstream, as an opaque address (0x1 legacy, 0x2 per-thread default).
   std::uintptr_t native() const noexcept { return handle_; }
@@ -159,6 +165,13 @@ class DRVSHIM_API Stream {
   /// outside stream_priority_range(context) (the message gives the range).
   [[nodiscard]] static Stream create(const ContextRef& context, StreamFlags flags = StreamFlags::non_blocking,
                                      int priority = 0);
+  /// Takes ownership of a stream drvshim did not create (cuStreamCreate,
+  /// another library) in `context`, its context: destroy() and the destructor
+  /// call cuStreamDestroy. `flags` and `priority` are what flags() and
+  /// priority() report (the driver is not asked). Throws InvalidArgumentError
+  /// for the default streams (0, 0x1, 0x2), which nobody destroys.
+  [[nodiscard]] static Stream adopt(const ContextRef& context, std::uintptr_t handle,
+                                    StreamFlags flags = StreamFlags::blocking, int priority = 0);
 
   Stream(Stream&& other) noexcept;
   Stream& operator=(Stream&& other) noexcept;

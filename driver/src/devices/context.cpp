@@ -271,4 +271,57 @@ Status ContextTraits::release(value_type& v) noexcept {
 
 }  // namespace detail
 
+// ---- views of contexts drvshim did not make ----------------------------------------------
+
+namespace {
+
+// The Device whose driver handle is `handle` (the ordinal, on every driver seen so far).
+Device device_with_handle(const Driver& driver, CUdevice handle) {
+  const int count = driver.device_count();
+  if (handle >= 0 && handle < count) {
+    Device d = driver.device(handle);
+    if (d.native() == handle) return d;
+  }
+  for (Device& d : driver.devices()) {
+    if (d.native() == handle) return d;
+  }
+  throw InvalidArgumentError("current_context",
+                             fmt::format("the driver names device handle {}, which no ordinal has", handle));
+}
+
+}  // namespace
+
+std::optional<ContextRef> current_context(const Driver& driver) {
+  const auto& core = *detail::Access::core(driver);
+  core.require_init("current_context");
+  CUcontext ctx = nullptr;
+  DRVSHIM_TRY(core, cuCtxGetCurrent, std::string(), &ctx);
+  if (ctx == nullptr) return std::nullopt;
+  CUdevice device = 0;
+  DRVSHIM_TRY(core, cuCtxGetDevice, fmt::format("current context 0x{:x}", reinterpret_cast<std::uintptr_t>(ctx)),
+              &device);
+  return ContextRef(device_with_handle(driver, device), reinterpret_cast<std::uintptr_t>(ctx), false);
+}
+
+ContextRef context_of_stream(const Driver& driver, std::uintptr_t stream) {
+  const auto& core = *detail::Access::core(driver);
+  core.require_init("context_of_stream");
+  if (stream <= 0x2) {
+    throw InvalidArgumentError(
+        "context_of_stream",
+        fmt::format("stream 0x{:x} is a default stream, which belongs to the current context", stream),
+        "ask current_context() for the default streams");
+  }
+  core.require_function(detail::Api::k_cuStreamGetCtx, "context_of_stream");
+  CUcontext ctx = nullptr;
+  DRVSHIM_TRY(core, cuStreamGetCtx, fmt::format("stream 0x{:x}", stream), reinterpret_cast<CUstream>(stream), &ctx);
+  CUdevice device = 0;
+  {
+    detail::ContextScope scope(core, reinterpret_cast<std::uintptr_t>(ctx), "context_of_stream");
+    DRVSHIM_TRY(core, cuCtxGetDevice,
+                fmt::format("context 0x{:x} of stream 0x{:x}", reinterpret_cast<std::uintptr_t>(ctx), stream), &device);
+  }
+  return ContextRef(device_with_handle(driver, device), reinterpret_cast<std::uintptr_t>(ctx), false);
+}
+
 }  // namespace drvshim

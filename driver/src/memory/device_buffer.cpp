@@ -104,4 +104,11 @@ PitchedAllocation allocate_pitched(const ContextRef& context, std::size_t width_
   return PitchedAllocation{DeviceBuffer(context, ptr, pitch * height), pitch};
 }
 
+void free_device_memory(const ContextRef& context, std::uint64_t address) {
+  const auto& core = detail::core_of(context);
+  detail::ContextScope scope(core, context.address(), "free_device_memory");
+  DRVSHIM_TRY(core, cuMemFree, fmt::format("device memory 0x{:x}, {}", address, detail::context_text(context)),
+              static_cast<CUdeviceptr>(address));
+}
+
 }  // namespace drvshim

@@ -101,4 +101,10 @@ unsigned host_allocation_flags(const ContextRef& context, const void* host) {
   return flags;
 }
 
+void free_host_memory(const ContextRef& context, void* host) {
+  const auto& core = detail::core_of(context);
+  detail::ContextScope scope(core, context.address(), "free_host_memory");
+  DRVSHIM_TRY(core, cuMemFreeHost, fmt::format("host memory {}, {}", host, detail::context_text(context)), host);
+}
+
 }  // namespace drvshim

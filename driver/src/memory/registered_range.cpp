@@ -116,4 +116,10 @@ Status unregister_host_range(const ContextRef& context, void* data) noexcept {
     return Status("cuCtxPushCurrent", e.code() != 0 ? e.code() : CUDA_ERROR_UNKNOWN);
   }
 }
+void unregister_host_memory(const ContextRef& context, void* host) {
+  const auto& core = detail::core_of(context);
+  detail::ContextScope scope(core, context.address(), "unregister_host_memory");
+  DRVSHIM_TRY(core, cuMemHostUnregister, fmt::format("host memory {}, {}", host, detail::context_text(context)), host);
+}
+
 }  // namespace drvshim

@@ -121,6 +121,7 @@
   X(cuStreamSetAttribute, cuStreamSetAttribute, 11000, Optional)                                                      \
   X(cuStreamGetAttribute, cuStreamGetAttribute, 11000, Optional)                                                      \
   X(cuStreamAttachMemAsync, cuStreamAttachMemAsync, 6000, Optional)                                                   \
+  X(cuStreamGetCtx, cuStreamGetCtx, 9020, Optional)                                                                   \
   /* memory: pitched and 2D, managed-memory hints */                                                                  \
   X(cuMemAllocPitch, cuMemAllocPitch, 3020, Optional)                                                                 \
   X(cuMemcpy2D, cuMemcpy2D, 3020, Optional)                                                                           \

@@ -17,6 +17,7 @@ struct EventState {
   std::uintptr_t handle = 0;
   EventFlags flags = EventFlags::none;
   std::atomic<bool> recorded{false};
+  bool foreign = false;  // not created by drvshim: flags and context unknown, checks left to the driver
 };
 
 }  // namespace detail
@@ -36,7 +37,7 @@ std::string EventRef::name() const { return fmt::format("event 0x{:x}", state_->
 void EventRef::record(const StreamRef& stream) const {
   const auto handle = detail::live_event_handle(*this, "EventRef::record");
   detail::check_stream_view(stream, "EventRef::record");
-  if (stream.context().address() != context_.address()) {
+  if (!state_->foreign && stream.context().address() != context_.address()) {
     throw InvalidArgumentError(
         "EventRef::record",
         fmt::format("{} belongs to context 0x{:x} (device {}), {} to context 0x{:x} (device {})", name(),
@@ -74,6 +75,7 @@ Milliseconds elapsed(const EventRef& start, const EventRef& end) {
   const auto start_handle = detail::live_event_handle(start, "elapsed");
   const auto end_handle = detail::live_event_handle(end, "elapsed");
   for (const EventRef* e : {&start, &end}) {
+    if (e->state_->foreign) continue;
     if (has(e->flags(), EventFlags::disable_timing)) {
       throw InvalidArgumentError("elapsed",
                                  fmt::format("{} was created with disable_timing: it has no timestamp", e->name()),
@@ -85,7 +87,7 @@ Milliseconds elapsed(const EventRef& start, const EventRef& end) {
           "record both events on a stream (EventRef::record) before asking for the time between them");
     }
   }
-  if (start.context().address() != end.context().address()) {
+  if (!start.state_->foreign && !end.state_->foreign && start.context().address() != end.context().address()) {
     throw InvalidArgumentError(
         "elapsed",
         fmt::format("{} belongs to context 0x{:x} (device {}), {} to context 0x{:x} (device {})", start.name(),
@@ -140,6 +142,24 @@ Event Event::create(const ContextRef& context, EventFlags flags) {
   state->handle = reinterpret_cast<std::uintptr_t>(ev);
   state->flags = flags;
   return Event(context, std::move(state));
+}
+
+Event Event::adopt(const ContextRef& context, std::uintptr_t handle) {
+  if (handle == 0) throw InvalidArgumentError("Event::adopt", "the event handle is null", "pass a CUevent");
+  auto state = std::make_shared<detail::EventState>();
+  state->handle = handle;
+  state->recorded.store(true);
+  state->foreign = true;
+  return Event(context, std::move(state));
+}
+
+EventRef EventRef::wrap(const ContextRef& context, std::uintptr_t handle) {
+  if (handle == 0) throw InvalidArgumentError("EventRef::wrap", "the event handle is null", "pass a CUevent");
+  auto state = std::make_shared<detail::EventState>();
+  state->handle = handle;
+  state->recorded.store(true);
+  state->foreign = true;
+  return EventRef(context, std::move(state));
 }
 
 Event::Event(Event&&) noexcept = default;

@@ -210,6 +210,20 @@ Stream Stream::create(const ContextRef& context, StreamFlags flags, int priority
   return Stream(context, reinterpret_cast<std::uintptr_t>(stream), flags, priority);
 }
 
+Stream Stream::adopt(const ContextRef& context, std::uintptr_t handle, StreamFlags flags, int priority) {
+  if (handle <= 0x2) {
+    throw InvalidArgumentError("Stream::adopt", fmt::format("stream 0x{:x} is a default stream", handle),
+                               "adopt a stream from cuStreamCreate; the default streams are never destroyed");
+  }
+  return Stream(context, handle, flags, priority);
+}
+
+StreamRef StreamRef::wrap(const ContextRef& context, std::uintptr_t handle) noexcept {
+  if (handle == 0 || handle == 0x1) return legacy_default(context);
+  if (handle == 0x2) return per_thread_default(context);
+  return StreamRef(context, handle, 0);
+}
+
 Stream::Stream(Stream&&) noexcept = default;
 Stream& Stream::operator=(Stream&&) noexcept = default;
 Stream::~Stream() = default;
