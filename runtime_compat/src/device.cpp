@@ -185,8 +185,11 @@ DRVSHIM_CUDART cudaError_t cudaSetDevice(int device) {
 
 DRVSHIM_CUDART cudaError_t cudaGetDevice(int* device) {
   if (device == nullptr) return null_argument("cudaGetDevice", "device");
-  *device = thread().device;
-  return cudaSuccess;
+  // A context the program made current itself names the device, as under cudart.
+  return guarded("cudaGetDevice", [&] {
+    *device = current_device();
+    return cudaSuccess;
+  });
 }
 
 DRVSHIM_CUDART cudaError_t cudaInitDevice(int device, unsigned device_flags, unsigned flags) {
@@ -460,6 +463,9 @@ DRVSHIM_CUDART cudaError_t cudaDeviceSynchronize() {
 DRVSHIM_CUDART cudaError_t cudaDeviceReset() {
   return guarded("cudaDeviceReset", [] {
     if (device_count("cudaDeviceReset") == 0) return cudaSuccess;
+    // With a context the program made current itself, the primary context is
+    // not the current device's state: cudart leaves it, and that context, alone.
+    if (foreign_context_current()) return cudaSuccess;
     reset_device(thread().device);
     return cudaSuccess;
   });

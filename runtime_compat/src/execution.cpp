@@ -133,7 +133,7 @@ struct Bound {
 };
 Bound bind_here(KernelHandle& k, const char* api) {
   ContextRef ctx = context(api);
-  Kernel kernel = bound_kernel(k, ctx, thread().device, api);
+  Kernel kernel = bound_kernel(k, ctx, ctx.device().ordinal(), api);
   return Bound{std::move(ctx), std::move(kernel)};
 }
 
@@ -224,8 +224,9 @@ DRVSHIM_CUDART cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttrib
     return fail(cudaErrorInvalidValue, fmt::format("cudaFuncSetAttribute: attribute {} is not settable", number));
   }
   return guarded("cudaFuncSetAttribute", [&] {
-    set_kernel_attribute(*k, context("cudaFuncSetAttribute"), thread().device, static_cast<FunctionAttribute>(number),
-                         value, "cudaFuncSetAttribute");
+    const ContextRef ctx = context("cudaFuncSetAttribute");
+    set_kernel_attribute(*k, ctx, ctx.device().ordinal(), static_cast<FunctionAttribute>(number), value,
+                         "cudaFuncSetAttribute");
     return cudaSuccess;
   });
 }
@@ -237,8 +238,9 @@ DRVSHIM_CUDART cudaError_t cudaFuncSetCacheConfig(const void* func, cudaFuncCach
     return fail(cudaErrorInvalidValue, fmt::format("cudaFuncSetCacheConfig: {}", static_cast<int>(config)));
   }
   return guarded("cudaFuncSetCacheConfig", [&] {
-    set_kernel_cache_preference(*k, context("cudaFuncSetCacheConfig"), thread().device,
-                                static_cast<CachePreference>(config), "cudaFuncSetCacheConfig");
+    const ContextRef ctx = context("cudaFuncSetCacheConfig");
+    set_kernel_cache_preference(*k, ctx, ctx.device().ordinal(), static_cast<CachePreference>(config),
+                                "cudaFuncSetCacheConfig");
     return cudaSuccess;
   });
 }

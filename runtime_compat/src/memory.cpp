@@ -162,9 +162,10 @@ cudaError_t do_memset_2d(const char* api, void* ptr, std::size_t pitch, int valu
 std::size_t allocation_size(const DeviceAllocation& a) { return a.bytes; }
 
 template <class Owner>
-void record_device(void** out, std::uintptr_t address, std::size_t bytes, Owner&& owner) {
-  registries().device_memory.add(address, std::make_shared<DeviceAllocation>(
-                                              DeviceAllocation{thread().device, bytes, std::forward<Owner>(owner)}));
+void record_device(void** out, const ContextRef& ctx, std::uintptr_t address, std::size_t bytes, Owner&& owner) {
+  registries().device_memory.add(
+      address, std::make_shared<DeviceAllocation>(
+                   DeviceAllocation{ctx.device().ordinal(), bytes, std::forward<Owner>(owner), foreign(ctx)}));
   *out = reinterpret_cast<void*>(address);
 }
 
@@ -180,7 +181,7 @@ DRVSHIM_CUDART cudaError_t cudaMalloc(void** ptr, size_t bytes) {
     if (bytes == 0) return cudaSuccess;  // as cudart: success, and a null pointer
     auto buffer = DeviceBuffer::allocate(ctx, bytes);
     const DevicePtr address = buffer.address();
-    record_device(ptr, address, bytes, std::move(buffer));
+    record_device(ptr, ctx, address, bytes, std::move(buffer));
     return cudaSuccess;
   });
 }
@@ -197,7 +198,7 @@ DRVSHIM_CUDART cudaError_t cudaMallocPitch(void** ptr, size_t* pitch, size_t wid
     auto a = allocate_pitched(ctx, width, height, 4);
     const DevicePtr address = a.buffer.address();
     *pitch = a.pitch;
-    record_device(ptr, address, a.pitch * height, std::move(a.buffer));
+    record_device(ptr, ctx, address, a.pitch * height, std::move(a.buffer));
     return cudaSuccess;
   });
 }
@@ -211,9 +212,10 @@ DRVSHIM_CUDART cudaError_t cudaMallocManaged(void** ptr, size_t bytes, unsigned 
         fmt::format("cudaMallocManaged: flags 0x{:x}: cudaMemAttachGlobal (1) or cudaMemAttachHost (2)", flags));
   }
   return guarded("cudaMallocManaged", [&] {
-    auto buffer = ManagedBuffer::allocate(context("cudaMallocManaged"), bytes, static_cast<MemoryAttach>(flags));
+    const ContextRef ctx = context("cudaMallocManaged");
+    auto buffer = ManagedBuffer::allocate(ctx, bytes, static_cast<MemoryAttach>(flags));
     const DevicePtr address = buffer.address();
-    record_device(ptr, address, bytes, std::move(buffer));
+    record_device(ptr, ctx, address, bytes, std::move(buffer));
     return cudaSuccess;
   });
 }
@@ -228,7 +230,7 @@ cudaError_t malloc_async(const char* api, void** ptr, std::size_t bytes, cudaStr
     if (bytes == 0) return cudaSuccess;
     auto buffer = AsyncDeviceBuffer::allocate(s, bytes);
     const DevicePtr address = buffer.address();
-    record_device(ptr, address, bytes, std::move(buffer));
+    record_device(ptr, s.context(), address, bytes, std::move(buffer));
     return cudaSuccess;
   });
 }
@@ -283,10 +285,14 @@ DRVSHIM_CUDART cudaError_t cudaFree(void* ptr) {
     auto a = memory.remove(address);
     if (!a) {
       const auto [base, inside] = memory.find_containing(address, allocation_size);
-      return fail(cudaErrorInvalidValue,
-                  inside
-                      ? fmt::format("cudaFree: {} points inside the allocation at 0x{:x}, not at its start", ptr, base)
-                      : fmt::format("cudaFree: {} is not an allocation of this runtime", ptr));
+      if (inside) {
+        return fail(cudaErrorInvalidValue,
+                    fmt::format("cudaFree: {} points inside the allocation at 0x{:x}, not at its start", ptr, base));
+      }
+      // Memory the runtime did not allocate (cuMemAlloc, another library):
+      // as cudart, the driver frees it or says why not.
+      free_device_memory(context("cudaFree"), address);
+      return cudaSuccess;
     }
     // After a sticky error the context is gone: the memory went with it, and
     // cudart reports the error here as at every other call.
@@ -313,9 +319,9 @@ DRVSHIM_CUDART cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned flag
     if (bytes == 0) return cudaSuccess;  // as cudart: success, and a null pointer
     PinnedBuffer buffer = PinnedBuffer::allocate(ctx, bytes, static_cast<HostAllocFlags>(flags));
     void* data = buffer.data();
-    registries().host_memory.add(
-        reinterpret_cast<std::uintptr_t>(data),
-        std::make_shared<HostAllocation>(HostAllocation{thread().device, flags, std::move(buffer)}));
+    registries().host_memory.add(reinterpret_cast<std::uintptr_t>(data),
+                                 std::make_shared<HostAllocation>(
+                                     HostAllocation{ctx.device().ordinal(), flags, std::move(buffer), foreign(ctx)}));
     *ptr = data;
     return cudaSuccess;
   });
@@ -327,7 +333,11 @@ DRVSHIM_CUDART cudaError_t cudaFreeHost(void* ptr) {
   if (ptr == nullptr) return cudaSuccess;
   return guarded("cudaFreeHost", [&] {
     auto h = registries().host_memory.remove(reinterpret_cast<std::uintptr_t>(ptr));
-    if (!h) return fail(cudaErrorInvalidValue, fmt::format("cudaFreeHost: {} is not from cudaHostAlloc", ptr));
+    if (!h) {
+      // Not the runtime's (cuMemHostAlloc, another library): the driver frees it or says why not.
+      free_host_memory(context("cudaFreeHost"), ptr);
+      return cudaSuccess;
+    }
     if (const cudaError_t sticky = sticky_error(h->device); sticky != cudaSuccess) {
       return fail(sticky, fmt::format("cudaFreeHost: device {} has a sticky error", h->device));
     }
@@ -357,8 +367,9 @@ DRVSHIM_CUDART cudaError_t cudaHostGetFlags(unsigned* flags, void* host) {
   return guarded("cudaHostGetFlags", [&] {
     const auto [base, h] = registries().host_memory.find_containing(
         reinterpret_cast<std::uintptr_t>(host), [](const HostAllocation& a) { return a.owner.size(); });
-    if (!h) return fail(cudaErrorInvalidValue, fmt::format("cudaHostGetFlags: {} is not from cudaHostAlloc", host));
-    *flags = host_allocation_flags(h->owner.context(), h->owner.data());
+    // Memory the runtime did not allocate: the driver answers for it.
+    *flags = h ? host_allocation_flags(h->owner.context(), h->owner.data())
+               : host_allocation_flags(context("cudaHostGetFlags"), host);
     return cudaSuccess;
   });
 }
@@ -366,11 +377,11 @@ DRVSHIM_CUDART cudaError_t cudaHostGetFlags(unsigned* flags, void* host) {
 DRVSHIM_CUDART cudaError_t cudaHostRegister(void* ptr, size_t bytes, unsigned flags) {
   if (ptr == nullptr) return null_argument("cudaHostRegister", "ptr");
   return guarded("cudaHostRegister", [&] {
-    auto range =
-        RegisteredRange::register_range(context("cudaHostRegister"), ptr, bytes, static_cast<HostRegisterFlags>(flags));
-    registries().registrations.add(
-        reinterpret_cast<std::uintptr_t>(ptr),
-        std::make_shared<HostRegistration>(HostRegistration{thread().device, flags, std::move(range)}));
+    const ContextRef ctx = context("cudaHostRegister");
+    auto range = RegisteredRange::register_range(ctx, ptr, bytes, static_cast<HostRegisterFlags>(flags));
+    registries().registrations.add(reinterpret_cast<std::uintptr_t>(ptr),
+                                   std::make_shared<HostRegistration>(HostRegistration{
+                                       ctx.device().ordinal(), flags, std::move(range), foreign(ctx)}));
     return cudaSuccess;
   });
 }
@@ -380,7 +391,10 @@ DRVSHIM_CUDART cudaError_t cudaHostUnregister(void* ptr) {
   return guarded("cudaHostUnregister", [&] {
     auto r = registries().registrations.remove(reinterpret_cast<std::uintptr_t>(ptr));
     if (!r) {
-      return fail(cudaErrorHostMemoryNotRegistered, fmt::format("cudaHostUnregister: {} is not registered", ptr));
+      // Not registered by the runtime (cuMemHostRegister, another library):
+      // the driver unregisters it or says it is not registered.
+      unregister_host_memory(context("cudaHostUnregister"), ptr);
+      return cudaSuccess;
     }
     r->owner.unregister();
     return cudaSuccess;

@@ -44,6 +44,10 @@ struct DeviceSlot {
   std::optional<PrimaryContext> primary;
   std::atomic<std::uint64_t> generation{next_generation()};  // renewed by each reset
   std::atomic<int> sticky{0};                                // a sticky error seen in its context
+  // The primary context's handle once retained, kept after a reset (the
+  // driver hands out the same handle again), so that a thread that still has
+  // it current is known to be on this device.
+  std::atomic<std::uintptr_t> primary_address{0};
 };
 
 struct Runtime {
@@ -278,6 +282,7 @@ ContextRef primary(int device, const char* trigger) {
           "the device cannot be used again in this process; restart it", false});
     }
   }
+  s->primary_address.store(s->primary->ref().address(), std::memory_order_release);
   return s->primary->ref();
 }
 
@@ -316,7 +321,74 @@ ContextRef current_for(int device, const char* trigger) {
 
 }  // namespace
 
-ContextRef context(const char* trigger) { return current_for(thread().device, trigger); }
+namespace {
+
+// The device whose primary context has this handle, or -1.
+int primary_device_of(std::uintptr_t address) noexcept {
+  auto& r = runtime();
+  if (r.ready.load(std::memory_order_acquire) == nullptr) return -1;
+  for (std::size_t d = 0; d < r.slots.size(); ++d) {
+    if (r.slots[d]->primary_address.load(std::memory_order_acquire) == address) return static_cast<int>(d);
+  }
+  return -1;
+}
+
+// The context the program made current itself (cuCtxCreate, cuCtxSetCurrent)
+// as this thread last saw it: asking the driver for its device once.
+struct ForeignCache {
+  std::uintptr_t address = 0;
+  std::optional<ContextRef> context;
+};
+thread_local ForeignCache t_foreign;
+
+}  // namespace
+
+ContextRef context(const char* trigger) {
+  // As cudart: the calling thread's current context, whoever made it current;
+  // the device's primary context only when none is.
+  const Driver& drv = driver(trigger);
+  const std::uintptr_t current = drv.current_context();
+  if (current != 0) {
+    const auto& c = t_current;
+    if (c.context && c.context->address() == current) {
+      DeviceSlot* s = slot(c.device);
+      if (s != nullptr && c.generation == s->generation.load(std::memory_order_acquire)) return *c.context;
+    }
+    if (const int device = primary_device_of(current); device >= 0) {
+      thread().device = device;
+      return current_for(device, trigger);
+    }
+    auto& f = t_foreign;
+    if (f.address != current || !f.context) {
+      f.context = current_context(drv);
+      f.address = current;
+      logf(log::Level::info, "runtime_compat: {} uses the context 0x{:x} the program made current (device {})", trigger,
+           current, f.context->device().ordinal());
+    }
+    return *f.context;
+  }
+  return current_for(thread().device, trigger);
+}
+
+bool foreign_context_current() {
+  const Driver* drv = runtime().ready.load(std::memory_order_acquire);
+  if (drv == nullptr) return false;
+  const std::uintptr_t current = drv->current_context();
+  if (current == 0 || primary_device_of(current) >= 0) return false;
+  const auto& c = t_current;
+  return !(c.context && c.context->address() == current);
+}
+
+int current_device() {
+  if (!foreign_context_current()) {
+    // A primary context made current through the driver names its device too.
+    if (const Driver* drv = runtime().ready.load(std::memory_order_acquire)) {
+      if (const int d = primary_device_of(drv->current_context()); d >= 0) return d;
+    }
+    return thread().device;
+  }
+  return context("cudaGetDevice").device().ordinal();
+}
 
 ContextRef make_current(int device, const char* trigger) { return current_for(device, trigger); }
 
@@ -380,12 +452,12 @@ StreamRef stream_of(cudaStream_t stream, DefaultStream zero, const char* trigger
     return StreamRef::per_thread_default(context(trigger));
   }
   const auto entry = registries().streams.find(handle);
-  if (!entry) {
-    throw CudaError(
-        ErrorDetails{trigger, cudaErrorInvalidResourceHandle, fmt::format("stream {}", static_cast<void*>(stream)),
-                     "pass a stream from cudaStreamCreate, 0, cudaStreamLegacy or cudaStreamPerThread", false});
-  }
   (void)context(trigger);  // the calling thread's context is current, as under cudart
+  if (!entry) {
+    // A stream the runtime did not create (cuStreamCreate, another library):
+    // cudaStream_t is CUstream, and the driver knows its context.
+    return StreamRef::wrap(context_of_stream(driver(trigger), handle), handle);
+  }
   return entry->owner.ref();
 }
 
@@ -396,7 +468,8 @@ Registries& registries() noexcept { return runtime().registries; }
 void drop_objects(std::optional<int> device) {
   drop_peer_access(device);
   auto& r = registries();
-  const auto mine = [&](const auto& entry) { return !device || entry.device == *device; };
+  // What the program made in its own contexts stays: a reset is the primary context's.
+  const auto mine = [&](const auto& entry) { return !entry.foreign && (!device || entry.device == *device); };
   // Removed under the registries' locks, destroyed after (destruction calls the driver).
   auto events = r.events.remove_if(mine);
   auto streams = r.streams.remove_if(mine);

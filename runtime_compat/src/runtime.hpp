@@ -112,6 +112,16 @@ ContextRef primary(int device, const char* trigger);
 // The calling thread's device's primary context, retained and made current
 // on this thread (cuCtxSetCurrent only when another one is current), as cudart does.
 ContextRef context(const char* trigger);
+// Whether `ctx` is a context the program made current itself (cuCtxCreate,
+// cuCtxSetCurrent), not a primary context the runtime retained.
+inline bool foreign(const ContextRef& ctx) noexcept { return !ctx.is_primary(); }
+// Whether a context the program made current itself is current on this
+// thread (no driver call before the runtime set up).
+bool foreign_context_current();
+// The calling thread's device: the current context's when the program made
+// one current itself, else cudaSetDevice's choice (no driver call before the
+// runtime set up).
+int current_device();
 // The primary context of `device` made current on this thread (cudaSetDevice).
 ContextRef make_current(int device, const char* trigger);
 // The reset generation of `device` (bumped by cudaDeviceReset and shutdown):
@@ -189,34 +199,41 @@ class Registry {
   std::map<std::uintptr_t, std::shared_ptr<T>> items_;
 };
 
+// Every entry records its device and whether it lives in a context the
+// program made current itself (cuCtxCreate): cudaDeviceReset leaves those.
 // Device memory: cudaMalloc, cudaMallocPitch, cudaMallocManaged, cudaMallocAsync.
 struct DeviceAllocation {
   int device = 0;
   std::size_t bytes = 0;
   std::variant<DeviceBuffer, ManagedBuffer, AsyncDeviceBuffer> owner;
+  bool foreign = false;  // made in a context the program made current, not a primary context
 };
 // Page-locked host memory: cudaHostAlloc / cudaMallocHost.
 struct HostAllocation {
   int device = 0;
   unsigned flags = 0;
   PinnedBuffer owner;
+  bool foreign = false;  // made in a context the program made current, not a primary context
 };
 // Registered host memory: cudaHostRegister.
 struct HostRegistration {
   int device = 0;
   unsigned flags = 0;
   RegisteredRange owner;
+  bool foreign = false;  // made in a context the program made current, not a primary context
 };
 struct StreamEntry {
   int device = 0;
   unsigned flags = 0;
   int priority = 0;
   Stream owner;
+  bool foreign = false;  // made in a context the program made current, not a primary context
 };
 struct EventEntry {
   int device = 0;
   unsigned flags = 0;
   Event owner;
+  bool foreign = false;  // made in a context the program made current, not a primary context
 };
 
 struct Registries {

@@ -15,14 +15,16 @@ namespace {
 constexpr DefaultStream kLegacy = DefaultStream::legacy;
 constexpr DefaultStream kPerThread = DefaultStream::per_thread;
 
-std::shared_ptr<EventEntry> event_entry(const char* api, cudaEvent_t event) {
-  auto e = registries().events.find(reinterpret_cast<std::uintptr_t>(event));
-  if (!e) {
-    throw CudaError(ErrorDetails{api, cudaErrorInvalidResourceHandle,
-                                 fmt::format("event {}", static_cast<void*>(event)),
-                                 "pass an event from cudaEventCreate", false});
+// The event a cudart handle names: one of the runtime's, or (cudaEvent_t is
+// CUevent) one made with cuEventCreate or by another library, which the
+// driver checks. Null is cudaErrorInvalidResourceHandle, as under cudart.
+EventRef event_of(const char* api, cudaEvent_t event) {
+  if (event == nullptr) {
+    throw CudaError(ErrorDetails{api, cudaErrorInvalidResourceHandle, "event 0 (null)",
+                                 "pass an event from cudaEventCreate or cuEventCreate", false});
   }
-  return e;
+  if (auto e = registries().events.find(reinterpret_cast<std::uintptr_t>(event))) return e->owner.ref();
+  return EventRef::wrap(context(api), reinterpret_cast<std::uintptr_t>(event));
 }
 
 cudaError_t create_stream(const char* api, cudaStream_t* stream, unsigned flags, int priority) {
@@ -39,8 +41,8 @@ cudaError_t create_stream(const char* api, cudaStream_t* stream, unsigned flags,
     priority = std::clamp(priority, range.greatest, range.least);
     auto s = Stream::create(ctx, static_cast<StreamFlags>(flags), priority);
     const std::uintptr_t native = s.ref().native();
-    registries().streams.add(
-        native, std::make_shared<StreamEntry>(StreamEntry{thread().device, flags, priority, std::move(s)}));
+    registries().streams.add(native, std::make_shared<StreamEntry>(StreamEntry{ctx.device().ordinal(), flags, priority,
+                                                                               std::move(s), foreign(ctx)}));
     *stream = reinterpret_cast<cudaStream_t>(native);
     return cudaSuccess;
   });
@@ -60,8 +62,8 @@ cudaError_t query(const char* api, cudaStream_t stream, DefaultStream zero) {
 cudaError_t wait_event(const char* api, cudaStream_t stream, cudaEvent_t event, unsigned flags, DefaultStream zero) {
   if (flags > cudaEventWaitExternal) return fail(cudaErrorInvalidValue, fmt::format("{}: flags 0x{:x}", api, flags));
   return guarded(api, [&] {
-    const auto e = event_entry(api, event);
-    stream_of(stream, zero, api).wait(e->owner.ref());
+    const EventRef e = event_of(api, event);
+    stream_of(stream, zero, api).wait(e);
     return cudaSuccess;
   });
 }
@@ -152,8 +154,8 @@ cudaError_t record(const char* api, cudaEvent_t event, cudaStream_t stream, unsi
     return not_supported(api, "cudaEventRecordExternal (events recorded for graphs) is not supported");
   }
   return guarded(api, [&] {
-    const auto e = event_entry(api, event);
-    e->owner.ref().record(stream_of(stream, zero, api));
+    const EventRef e = event_of(api, event);
+    e.record(stream_of(stream, zero, api));
     return cudaSuccess;
   });
 }
@@ -174,12 +176,18 @@ DRVSHIM_CUDART cudaError_t cudaStreamCreateWithPriority(cudaStream_t* stream, un
 
 DRVSHIM_CUDART cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   return guarded("cudaStreamDestroy", [&] {
-    auto s = registries().streams.remove(reinterpret_cast<std::uintptr_t>(stream));
+    const auto handle = reinterpret_cast<std::uintptr_t>(stream);
+    auto s = registries().streams.remove(handle);
     if (!s) {
-      return fail(cudaErrorInvalidResourceHandle,
-                  fmt::format("cudaStreamDestroy: {} is not a stream from cudaStreamCreate (the default streams cannot "
-                              "be destroyed)",
-                              static_cast<void*>(stream)));
+      if (handle <= 0x2) {
+        return fail(cudaErrorInvalidResourceHandle,
+                    fmt::format("cudaStreamDestroy: {} is a default stream, which cannot be destroyed",
+                                static_cast<void*>(stream)));
+      }
+      // A stream the runtime did not create (cuStreamCreate): destroyed as cudart does, by the driver.
+      (void)context("cudaStreamDestroy");
+      Stream::adopt(context_of_stream(driver("cudaStreamDestroy"), handle), handle).destroy();
+      return cudaSuccess;
     }
     if (const cudaError_t sticky = sticky_error(s->device); sticky != cudaSuccess) {
       return fail(sticky, fmt::format("cudaStreamDestroy: device {} has a sticky error", s->device));
@@ -266,9 +274,11 @@ DRVSHIM_CUDART cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned
                             flags));
   }
   return guarded("cudaEventCreate", [&] {
-    auto e = Event::create(context("cudaEventCreate"), static_cast<EventFlags>(flags));
+    const ContextRef ctx = context("cudaEventCreate");
+    auto e = Event::create(ctx, static_cast<EventFlags>(flags));
     const std::uintptr_t native = e.ref().native();
-    registries().events.add(native, std::make_shared<EventEntry>(EventEntry{thread().device, flags, std::move(e)}));
+    registries().events.add(
+        native, std::make_shared<EventEntry>(EventEntry{ctx.device().ordinal(), flags, std::move(e), foreign(ctx)}));
     *event = reinterpret_cast<cudaEvent_t>(native);
     return cudaSuccess;
   });
@@ -280,8 +290,10 @@ DRVSHIM_CUDART cudaError_t cudaEventDestroy(cudaEvent_t event) {
   return guarded("cudaEventDestroy", [&] {
     auto e = registries().events.remove(reinterpret_cast<std::uintptr_t>(event));
     if (!e) {
-      return fail(cudaErrorInvalidResourceHandle,
-                  fmt::format("cudaEventDestroy: {} is not an event from cudaEventCreate", static_cast<void*>(event)));
+      if (event == nullptr) return fail(cudaErrorInvalidResourceHandle, "cudaEventDestroy: event 0 (null)");
+      // An event the runtime did not create (cuEventCreate): destroyed by the driver, as under cudart.
+      Event::adopt(context("cudaEventDestroy"), reinterpret_cast<std::uintptr_t>(event)).destroy();
+      return cudaSuccess;
     }
     if (const cudaError_t sticky = sticky_error(e->device); sticky != cudaSuccess) {
       return fail(sticky, fmt::format("cudaEventDestroy: device {} has a sticky error", e->device));
@@ -306,34 +318,30 @@ DRVSHIM_CUDART cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t e, cudaStre
 
 DRVSHIM_CUDART cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   return guarded("cudaEventSynchronize", [&] {
-    const auto e = event_entry("cudaEventSynchronize", event);
-    e->owner.ref().synchronize();  // blocks with no runtime lock held
+    event_of("cudaEventSynchronize", event).synchronize();  // blocks with no runtime lock held
     return cudaSuccess;
   });
 }
 
 DRVSHIM_CUDART cudaError_t cudaEventQuery(cudaEvent_t event) {
-  return guarded("cudaEventQuery", [&] {
-    const auto e = event_entry("cudaEventQuery", event);
-    return e->owner.ref().query() ? cudaSuccess : cudaErrorNotReady;
-  });
+  return guarded("cudaEventQuery",
+                 [&] { return event_of("cudaEventQuery", event).query() ? cudaSuccess : cudaErrorNotReady; });
 }
 
 DRVSHIM_CUDART cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
   if (ms == nullptr) return null_argument("cudaEventElapsedTime", "ms");
   return guarded("cudaEventElapsedTime", [&] {
-    const auto a = event_entry("cudaEventElapsedTime", start);
-    const auto b = event_entry("cudaEventElapsedTime", end);
+    const EventRef a = event_of("cudaEventElapsedTime", start);
+    const EventRef b = event_of("cudaEventElapsedTime", end);
     // cudart answers an event without timing, or never recorded, with an invalid handle.
-    for (const auto* e : {a.get(), b.get()}) {
-      const EventRef r = e->owner.ref();
+    for (const EventRef& r : {a, b}) {
       if (has(r.flags(), EventFlags::disable_timing) || !r.recorded()) {
         return fail(cudaErrorInvalidResourceHandle,
                     fmt::format("cudaEventElapsedTime: {} {}", r.name(),
                                 !r.recorded() ? "was never recorded" : "was created with cudaEventDisableTiming"));
       }
     }
-    *ms = static_cast<float>(elapsed(a->owner.ref(), b->owner.ref()).count());
+    *ms = static_cast<float>(elapsed(a, b).count());
     return cudaSuccess;
   });
 }

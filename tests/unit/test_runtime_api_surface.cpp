@@ -264,7 +264,8 @@ TEST_F(RuntimeStreams, PrioritiesAreClampedAndAttributesRoundTrip) {
     EXPECT_EQ(out.accessPolicyWindow.num_bytes, 1u << 20);
     EXPECT_EQ(out.accessPolicyWindow.hitProp, cudaAccessPropertyPersisting);
     EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
-    EXPECT_EQ(cudaStreamDestroy(s), cudaErrorInvalidResourceHandle) << "destroyed already";
+    EXPECT_EQ(cudaStreamDestroy(s), cudaErrorInvalidResourceHandle) << "destroyed already: the driver says so";
+    EXPECT_EQ(drvshim_fake_take_misuse(), 1u) << "the dead handle reached the driver, as under cudart";
   });
 }
 

@@ -94,7 +94,10 @@ TEST_F(RuntimeCompat, LastErrorIsPerThreadAndCodesFollowCudart) {
     EXPECT_EQ(cudaFree(&dummy), cudaErrorInvalidValue) << "cudart 13: deprecated cudaErrorInvalidDevicePointer is gone";
     EXPECT_EQ(cudaHostUnregister(&dummy), cudaErrorHostMemoryNotRegistered);
     EXPECT_EQ(cudaMemcpy(&dummy, &dummy, 4, static_cast<cudaMemcpyKind>(7)), cudaErrorInvalidMemcpyDirection);
+    // An unknown handle goes to the driver, as under cudart (cudaStream_t is
+    // CUstream), which refuses it.
     EXPECT_EQ(cudaStreamDestroy(reinterpret_cast<cudaStream_t>(0x1234)), cudaErrorInvalidResourceHandle);
+    EXPECT_EQ(drvshim_fake_take_misuse(), 2u) << "the fake saw both: the stack address freed and the unknown stream";
     drvshim_fake_fail_call("cuMemAlloc", 1, 2 /* CUDA_ERROR_OUT_OF_MEMORY */);
     void* p = nullptr;
     EXPECT_EQ(cudaMalloc(&p, 1 << 20), cudaErrorMemoryAllocation);

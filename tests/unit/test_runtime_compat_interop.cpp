@@ -1,0 +1,179 @@
+// SPDX-License-Identifier: Apache-2.0
+// runtime_compat beside the Driver API, as cudart 13.0 behaves on the GPU:
+// the runtime works in whatever context is current (a program's own
+// cuCtxCreate context: allocations and streams land there, cudaDeviceReset
+// leaves it alone), cudaStream_t is CUstream and cudaEvent_t is CUevent
+// (streams and events made with the driver work in every Runtime call), and
+// the frees take memory the driver allocated. The driver's own entry points
+// come from the fake through cuGetProcAddress, as a program's would.
+#include <cuda.h>
+
+#include <cstdlib>
+
+#include "rt_fixture.hpp"
+
+extern "C" CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flags,
+                                        CUdriverProcAddressQueryResult* status);
+
+using namespace drvshim;
+using namespace drvshim_test;
+
+namespace {
+
+template <class F>
+F raw(const char* name) {
+  void* p = nullptr;
+  CUdriverProcAddressQueryResult q{};
+  if (cuGetProcAddress_v2(name, &p, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &q) != CUDA_SUCCESS || p == nullptr) {
+    ADD_FAILURE() << "the fake has no " << name;
+    std::abort();
+  }
+  return reinterpret_cast<F>(p);
+}
+
+struct Raw {
+  CUresult (*init)(unsigned) = raw<decltype(init)>("cuInit");
+  CUresult (*ctx_create)(CUcontext*, unsigned, CUdevice) = raw<decltype(ctx_create)>("cuCtxCreate");
+  CUresult (*ctx_destroy)(CUcontext) = raw<decltype(ctx_destroy)>("cuCtxDestroy");
+  CUresult (*ctx_get_current)(CUcontext*) = raw<decltype(ctx_get_current)>("cuCtxGetCurrent");
+  CUresult (*stream_create)(CUstream*, unsigned, int) = raw<decltype(stream_create)>("cuStreamCreateWithPriority");
+  CUresult (*stream_get_ctx)(CUstream, CUcontext*) = raw<decltype(stream_get_ctx)>("cuStreamGetCtx");
+  CUresult (*event_create)(CUevent*, unsigned) = raw<decltype(event_create)>("cuEventCreate");
+  CUresult (*mem_alloc)(CUdeviceptr*, size_t) = raw<decltype(mem_alloc)>("cuMemAlloc");
+  CUresult (*mem_free)(CUdeviceptr) = raw<decltype(mem_free)>("cuMemFree");
+  CUresult (*mem_host_alloc)(void**, size_t, unsigned) = raw<decltype(mem_host_alloc)>("cuMemHostAlloc");
+  CUresult (*mem_host_register)(void*, size_t, unsigned) = raw<decltype(mem_host_register)>("cuMemHostRegister");
+};
+
+CUcontext current_context(const Raw& r) {
+  CUcontext c = nullptr;
+  EXPECT_EQ(r.ctx_get_current(&c), CUDA_SUCCESS);
+  return c;
+}
+
+using RuntimeInterop = RuntimeCompatTest;
+
+TEST_F(RuntimeInterop, TheRuntimeWorksInTheContextTheProgramMadeCurrent) {
+  on_thread([] {
+    Raw r;
+    ASSERT_EQ(r.init(0), CUDA_SUCCESS);
+    CUcontext mine = nullptr;
+    ASSERT_EQ(r.ctx_create(&mine, 0, 0), CUDA_SUCCESS);
+
+    void* p = nullptr;
+    ASSERT_EQ(cudaMalloc(&p, 4096), cudaSuccess);
+    cudaStream_t s = nullptr;
+    ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+    EXPECT_EQ(current_context(r), mine) << "the runtime left the program's context current";
+    EXPECT_EQ(drvshim_fake_primary_active(0), 0) << "and never activated the primary context";
+    CUcontext of_stream = nullptr;
+    EXPECT_EQ(r.stream_get_ctx(reinterpret_cast<CUstream>(s), &of_stream), CUDA_SUCCESS);
+    EXPECT_EQ(of_stream, mine) << "the stream was created in the current context";
+    int device = -1;
+    EXPECT_EQ(cudaGetDevice(&device), cudaSuccess);
+    EXPECT_EQ(device, 0);
+
+    EXPECT_EQ(cudaDeviceReset(), cudaSuccess);
+    EXPECT_EQ(current_context(r), mine) << "a reset leaves the program's context current";
+    EXPECT_EQ(cudaMemset(p, 1, 4096), cudaSuccess) << "and its allocations usable";
+    EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
+    EXPECT_EQ(cudaFree(p), cudaSuccess);
+    EXPECT_EQ(drvshim_fake_primary_active(0), 0);
+    EXPECT_EQ(r.ctx_destroy(mine), CUDA_SUCCESS);
+
+    // With no context current any more the runtime falls back to the primary context.
+    ASSERT_EQ(cudaMalloc(&p, 4096), cudaSuccess);
+    EXPECT_EQ(drvshim_fake_primary_active(0), 1);
+    EXPECT_EQ(cudaFree(p), cudaSuccess);
+  });
+  EXPECT_EQ(drvshim_fake_live_device_allocations(), 0);
+  EXPECT_EQ(drvshim_fake_live_streams(), 0);
+}
+
+TEST_F(RuntimeInterop, StreamsAndEventsMadeWithTheDriverWorkInRuntimeCalls) {
+  on_thread([] {
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    Raw r;
+    CUstream cs = nullptr;
+    CUevent ce = nullptr;
+    CUevent ce2 = nullptr;
+    ASSERT_EQ(r.stream_create(&cs, 0, 0), CUDA_SUCCESS);
+    ASSERT_EQ(r.event_create(&ce, 0), CUDA_SUCCESS);
+    ASSERT_EQ(r.event_create(&ce2, 0), CUDA_SUCCESS);
+    auto* s = reinterpret_cast<cudaStream_t>(cs);
+    auto* e = reinterpret_cast<cudaEvent_t>(ce);
+    auto* e2 = reinterpret_cast<cudaEvent_t>(ce2);
+
+    void* p = nullptr;
+    ASSERT_EQ(cudaMalloc(&p, 4096), cudaSuccess);
+    EXPECT_EQ(cudaMemsetAsync(p, 7, 4096, s), cudaSuccess);
+    EXPECT_EQ(cudaEventRecord(e, s), cudaSuccess);
+    EXPECT_EQ(cudaEventRecord(e2, s), cudaSuccess);
+    EXPECT_EQ(cudaStreamWaitEvent(cudaStreamLegacy, e, 0), cudaSuccess);
+    static bool ran = false;
+    ran = false;
+    EXPECT_EQ(cudaLaunchHostFunc(
+                  s, [](void*) { ran = true; }, nullptr),
+              cudaSuccess);
+    EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    EXPECT_TRUE(ran) << "a host function queued on a driver-made stream ran";
+    EXPECT_EQ(cudaStreamQuery(s), cudaSuccess);
+    EXPECT_EQ(cudaEventSynchronize(e), cudaSuccess);
+    EXPECT_EQ(cudaEventQuery(e2), cudaSuccess);
+    float ms = -1.0f;
+    EXPECT_EQ(cudaEventElapsedTime(&ms, e, e2), cudaSuccess);
+    EXPECT_GE(ms, 0.0f);
+    int device = -1;
+    EXPECT_EQ(cudaStreamGetDevice(s, &device), cudaSuccess);
+    EXPECT_EQ(device, 0);
+    unsigned char host[16] = {};
+    EXPECT_EQ(cudaMemcpyAsync(host, p, sizeof host, cudaMemcpyDeviceToHost, s), cudaSuccess);
+    EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    EXPECT_EQ(host[0], 7);
+
+    EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess) << "the runtime destroys a driver-made stream, as cudart";
+    EXPECT_EQ(drvshim_fake_live_streams(), 0) << "the driver no longer has it";
+    EXPECT_EQ(cudaEventDestroy(e), cudaSuccess);
+    EXPECT_EQ(cudaEventDestroy(e2), cudaSuccess);
+    EXPECT_EQ(drvshim_fake_live_events(), 0);
+    EXPECT_EQ(cudaStreamDestroy(cudaStreamLegacy), cudaErrorInvalidResourceHandle) << "default streams stay";
+    EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidResourceHandle);
+    EXPECT_EQ(cudaEventDestroy(nullptr), cudaErrorInvalidResourceHandle);
+    EXPECT_EQ(cudaEventRecord(nullptr, 0), cudaErrorInvalidResourceHandle);
+    EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidResourceHandle);
+    EXPECT_EQ(cudaFree(p), cudaSuccess);
+  });
+}
+
+TEST_F(RuntimeInterop, TheFreesTakeMemoryTheDriverAllocated) {
+  on_thread([] {
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    Raw r;
+    CUdeviceptr d = 0;
+    ASSERT_EQ(r.mem_alloc(&d, 4096), CUDA_SUCCESS);
+    cudaPointerAttributes attributes{};
+    EXPECT_EQ(cudaPointerGetAttributes(&attributes, reinterpret_cast<void*>(d)), cudaSuccess);
+    EXPECT_EQ(attributes.type, cudaMemoryTypeDevice);
+    EXPECT_EQ(cudaFree(reinterpret_cast<void*>(d)), cudaSuccess);
+    EXPECT_EQ(drvshim_fake_live_device_allocations(), 0);
+
+    void* h = nullptr;
+    ASSERT_EQ(r.mem_host_alloc(&h, 4096, CU_MEMHOSTALLOC_DEVICEMAP), CUDA_SUCCESS);
+    unsigned flags = 0;
+    EXPECT_EQ(cudaHostGetFlags(&flags, h), cudaSuccess);
+    EXPECT_NE(flags & cudaHostAllocMapped, 0u);
+    EXPECT_EQ(cudaFreeHost(h), cudaSuccess);
+    EXPECT_EQ(drvshim_fake_live_pinned_allocations(), 0);
+
+    void* pageable = std::aligned_alloc(4096, 8192);
+    ASSERT_EQ(r.mem_host_register(pageable, 8192, 0), CUDA_SUCCESS);
+    EXPECT_EQ(cudaHostUnregister(pageable), cudaSuccess);
+    EXPECT_EQ(drvshim_fake_live_registrations(), 0);
+    EXPECT_EQ(cudaHostUnregister(pageable), cudaErrorHostMemoryNotRegistered) << "the driver's answer, as cudart";
+    EXPECT_EQ(cudaGetLastError(), cudaErrorHostMemoryNotRegistered);
+    std::free(pageable);
+  });
+}
+
+}  // namespace
