@@ -78,6 +78,19 @@ while IFS='|' read -r name sources flags gencode rdc mode; do
   done
 done < "$bundle/corpus.txt"
 rm -rf "$bundle/obj"
+
+# The differential conformance suite (tests/runtime_api/conformance): the
+# generated cases built against the toolkit's cudart and against libdrvshim_cudart.
+conf=$root/tests/runtime_api/conformance
+mkdir -p "$bundle/conformance"
+python3 "$conf/gen_cases.py" "$(dirname "$nvcc")/../include" "$root/runtime_compat/src" "$bundle/conformance/cases.cu"
+cp "$conf/harness.cuh" "$conf/run.py" "$conf/compare.py" "$bundle/conformance/"
+conf_flags=(-std=c++17 -O1 -I"$conf" --no-compress $default_gencode)
+"$nvcc" "${conf_flags[@]}" -cudart shared "$bundle/conformance/cases.cu" -o "$bundle/conformance/conf_cudart" "${link_cudart[@]}"
+"$nvcc" "${conf_flags[@]}" -cudart none "$bundle/conformance/cases.cu" -o "$bundle/conformance/conf_drvshim" \
+  -L"$libdir" -ldrvshim_cudart -Xlinker --enable-new-dtags -Xlinker '-rpath=$ORIGIN/../lib'
+cp "$root/tools/gpu/run-conformance.sh" "$bundle/"
+echo "   conformance: $(python3 "$conf/gen_cases.py" "$(dirname "$nvcc")/../include" "$root/runtime_compat/src" --count) cases"
 git -C "$root" rev-parse HEAD > "$bundle/COMMIT"
 git -C "$root" diff --quiet HEAD || echo "(with uncommitted changes)" >> "$bundle/COMMIT"
 echo "runtime-api bundle: $count builds x 2 runtimes, $(du -sh "$bundle" | cut -f1) at $bundle"
