@@ -332,6 +332,27 @@ CUresult fake_cuStreamGetCtx(CUstream s, CUcontext* pctx) {
   return CUDA_SUCCESS;
 }
 
+// The default streams are blocking, at priority 0 (the driver's answer).
+CUresult fake_cuStreamGetFlags(CUstream s, unsigned* flags) {
+  FAKE_ENTER("cuStreamGetFlags");
+  if (flags == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  FakeCtx* ctx = nullptr;
+  if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
+  FakeStream* st = user_stream(e, s);
+  *flags = st != nullptr ? st->flags : 0;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuStreamGetPriority(CUstream s, int* priority) {
+  FAKE_ENTER("cuStreamGetPriority");
+  if (priority == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  FakeCtx* ctx = nullptr;
+  if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
+  FakeStream* st = user_stream(e, s);
+  *priority = st != nullptr ? st->priority : 0;
+  return CUDA_SUCCESS;
+}
+
 CUresult fake_cuStreamQuery(CUstream s) {
   FAKE_ENTER("cuStreamQuery");
   FakeCtx* ctx = nullptr;
@@ -364,6 +385,8 @@ std::vector<ProcEntry> stream_procs() {
       {"cuStreamSynchronize", 2000, erase_fn(&fake_cuStreamSynchronize)},
       {"cuStreamQuery", 2000, erase_fn(&fake_cuStreamQuery)},
       {"cuStreamGetCtx", 9020, erase_fn(&fake_cuStreamGetCtx)},
+      {"cuStreamGetFlags", 5050, erase_fn(&fake_cuStreamGetFlags)},
+      {"cuStreamGetPriority", 5050, erase_fn(&fake_cuStreamGetPriority)},
       {"cuLaunchHostFunc", 10000, erase_fn(&fake_cuLaunchHostFunc)},
   };
 }

@@ -129,3 +129,43 @@ TEST_F(ForeignHandles, DriverAllocatedMemoryIsFreedThroughTheContext) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(ForeignHandles, DetachedOwnersLeaveTheirResourceToTheCaller) {
+  Driver driver = load_and_init();
+  PrimaryContext primary = driver.device(0).retain_primary_context();
+  const ContextRef ctx = primary.ref();
+  DeviceBuffer buffer = DeviceBuffer::allocate(ctx, 4096);
+  const DevicePtr address = buffer.detach();
+  EXPECT_FALSE(buffer) << "the owner is empty";
+  EXPECT_EQ(drvshim_fake_live_device_allocations(), 1) << "and the memory is still there";
+  free_device_memory(ctx, address);
+
+  PinnedBuffer pinned = PinnedBuffer::allocate(ctx, 4096);
+  free_host_memory(ctx, pinned.detach());
+
+  Stream stream = Stream::create(ctx, StreamFlags::non_blocking, -1);
+  const std::uintptr_t handle = stream.detach();
+  const StreamRef view = StreamRef::wrap(ctx, handle);
+  EXPECT_EQ(view.flags(), StreamFlags::non_blocking) << "the driver's answer";
+  EXPECT_EQ(view.priority(), -1);
+  EXPECT_EQ(drvshim_fake_live_streams(), 1);
+  Stream::adopt(ctx, handle).destroy();
+
+  Event event = Event::create(ctx);
+  const EventRef event_view = event.ref();
+  Event::adopt(ctx, event.detach()).destroy();
+  EXPECT_EQ(drvshim_fake_live_events(), 0);
+  (void)event_view;
+}
+
+TEST_F(ForeignHandles, AContextsUniqueIdIsNotItsAddress) {
+  Driver driver = load_and_init();
+  Context a = driver.device(0).create_context();
+  Context b = driver.device(0).create_context();
+  EXPECT_NE(a.ref().unique_id(), b.ref().unique_id());
+  EXPECT_EQ(a.ref().unique_id(), a.ref().unique_id());
+}
+
+}  // namespace

@@ -53,6 +53,9 @@ class DRVSHIM_API ContextRef {
   const Device& device() const noexcept { return device_; }
   /// Whether this is the device's primary context.
   bool is_primary() const noexcept { return primary_; }
+  /// cuCtxGetId: an identifier no other context of the process ever has, even
+  /// one created later at the same address. DriverTooOldError before CUDA 12.0.
+  std::uint64_t unique_id() const;
 
   /// Whether this context is the calling thread's current context (cuCtxGetCurrent).
   bool is_current() const;

@@ -15,6 +15,8 @@
 
 namespace drvshim {
 
+class StreamRef;
+
 struct PitchedAllocation;
 
 namespace detail {
@@ -63,6 +65,11 @@ class DRVSHIM_API DeviceBuffer {
   }
 
   /// cuMemFree_v2; the owner becomes empty.
+  /// Gives the memory up without freeing it and returns its address: the
+  /// owner becomes empty, its views dangle, and the memory is the caller's to
+  /// free (free_device_memory(), or the driver directly). For memory handed
+  /// to code that frees it itself, as the CUDA Runtime's cudaFree does.
+  [[nodiscard]] DevicePtr detach() noexcept;
   void free();
   /// The no-throw twin.
   [[nodiscard]] Status free(std::nothrow_t) noexcept;
@@ -93,5 +100,8 @@ struct PitchedAllocation {
 /// CudaError as the driver answers (CUDA_ERROR_INVALID_VALUE for an address
 /// that is not the start of an allocation).
 DRVSHIM_API void free_device_memory(const ContextRef& context, std::uint64_t address);
+/// cuMemFreeAsync of device memory drvshim did not allocate, ordered on
+/// `stream` (in the stream's context). DriverTooOldError before CUDA 11.2.
+DRVSHIM_API void free_device_memory(const StreamRef& stream, std::uint64_t address);
 
 }  // namespace drvshim

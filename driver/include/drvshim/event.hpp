@@ -119,6 +119,10 @@ class DRVSHIM_API Event {
   explicit operator bool() const noexcept;
   /// A view. Throws InvalidArgumentError on an empty owner.
   EventRef ref() const;
+  /// Gives the event up without destroying it and returns its handle: the
+  /// owner becomes empty, its views stay usable while the event lives, and it
+  /// is the caller's to destroy (Event::adopt, or the driver).
+  [[nodiscard]] std::uintptr_t detach() noexcept;
   /// cuEventDestroy_v2; the owner becomes empty.
   void destroy();
   [[nodiscard]] Status destroy(std::nothrow_t) noexcept;

@@ -64,6 +64,11 @@ class DRVSHIM_API ManagedBuffer {
     const auto& v = handle_.get();
     return DeviceSpan<T>(v.context, v.address, v.bytes / sizeof(T), v.id);
   }
+  /// Gives the memory up without freeing it and returns its address: the
+  /// owner becomes empty, its views dangle, and the memory is the caller's to
+  /// free (free_device_memory(), or the driver directly). For memory handed
+  /// to code that frees it itself, as the CUDA Runtime's cudaFree does.
+  [[nodiscard]] DevicePtr detach() noexcept;
   void free();
   [[nodiscard]] Status free(std::nothrow_t) noexcept;
 

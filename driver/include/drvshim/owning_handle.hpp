@@ -77,6 +77,13 @@ class OwningHandle {
   void release() {
     if (Traits::held(value_)) Traits::release_or_throw(value_);
   }
+  /// Gives the resource up without releasing it: returns the value and holds
+  /// nothing (its new owner, or the driver's own calls, release it).
+  value_type forget() noexcept {
+    value_type v = value_;
+    Traits::clear(value_);
+    return v;
+  }
   /// The no-throw twin; success when nothing is held.
   [[nodiscard]] Status release(std::nothrow_t) noexcept {
     if (!Traits::held(value_)) return {};

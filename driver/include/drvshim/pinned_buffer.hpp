@@ -64,6 +64,10 @@ class DRVSHIM_API PinnedBuffer {
   }
 
   /// cuMemFreeHost; the owner becomes empty.
+  /// Gives the memory up without freeing it and returns it: the owner becomes
+  /// empty and the memory is the caller's to free (free_host_memory(), or
+  /// cuMemFreeHost).
+  [[nodiscard]] void* detach() noexcept;
   void free();
   [[nodiscard]] Status free(std::nothrow_t) noexcept;
 

@@ -63,6 +63,10 @@ class DRVSHIM_API RegisteredRange {
   DevicePtr device_address() const;
 
   /// cuMemHostUnregister; the owner becomes empty.
+  /// Gives the registration up without undoing it and returns the range's
+  /// start: the owner becomes empty and the range is the caller's to
+  /// unregister (unregister_host_memory(), or cuMemHostUnregister).
+  [[nodiscard]] void* detach() noexcept;
   void unregister();
   [[nodiscard]] Status unregister(std::nothrow_t) noexcept;
 

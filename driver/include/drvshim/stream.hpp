@@ -97,6 +97,11 @@ class DRVSHIM_API StreamRef {
   const ContextRef& context() const noexcept { return context_; }
   /// "legacy default stream", "per-thread default stream" or "stream 0x...".
   std::string name() const;
+  /// The stream's flags and priority as the driver reports them
+  /// (cuStreamGetFlags, cuStreamGetPriority): also for streams drvshim did not
+  /// create. DriverTooOldError without them (CUDA 5.5).
+  StreamFlags flags() const;
+  int priority() const;
 
   /// Waits until all work queued on the stream is done (cuStreamSynchronize).
   /// An error caused by earlier work is a CudaError marked asynchronous
@@ -185,6 +190,11 @@ class DRVSHIM_API Stream {
   StreamFlags flags() const noexcept { return handle_.get().flags; }
   int priority() const noexcept { return handle_.get().priority; }
 
+  /// Gives the stream up without destroying it and returns its handle: the
+  /// owner becomes empty, its views are invalid (StreamRef::wrap the handle
+  /// for new ones), and the stream is the caller's to destroy (Stream::adopt,
+  /// or the driver).
+  [[nodiscard]] std::uintptr_t detach() noexcept;
   /// cuStreamDestroy_v2; the owner becomes empty.
   void destroy();
   /// The no-throw twin.

@@ -32,6 +32,14 @@ bool ContextRef::is_current() const {
   return current == native(address_);
 }
 
+std::uint64_t ContextRef::unique_id() const {
+  const auto& core = *detail::Access::core(device_);
+  core.require_function(detail::Api::k_cuCtxGetId, "ContextRef::unique_id");
+  unsigned long long id = 0;
+  DRVSHIM_TRY(core, cuCtxGetId, ctx_objects(*this), native(address_), &id);
+  return id;
+}
+
 void ContextRef::make_current() const {
   const auto& core = *detail::Access::core(device_);
   core.require_init("ContextRef::make_current");

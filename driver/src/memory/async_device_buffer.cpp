@@ -51,6 +51,12 @@ void AsyncDeviceBuffer::check_view_of(std::size_t element_size) const {
                            handle_.held(), size(), element_size);
 }
 
+DevicePtr AsyncDeviceBuffer::detach() noexcept {
+  const auto v = handle_.forget();
+  detail::retire_owner_id(v.id);
+  return v.address;
+}
+
 void AsyncDeviceBuffer::free() { handle_.release(); }
 
 void AsyncDeviceBuffer::free(const StreamRef& on) {

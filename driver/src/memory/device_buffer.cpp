@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <drvshim/device_buffer.hpp>
 #include <drvshim/error.hpp>
+#include <drvshim/stream.hpp>
 
 #include <utility>
 
@@ -41,6 +42,12 @@ DeviceBuffer::~DeviceBuffer() = default;
 void DeviceBuffer::check_view_of(std::size_t element_size) const {
   detail::check_whole_view("DeviceBuffer::as", "this DeviceBuffer is empty (moved from or freed)", handle_.held(),
                            size(), element_size);
+}
+
+DevicePtr DeviceBuffer::detach() noexcept {
+  const auto v = handle_.forget();
+  detail::retire_owner_id(v.id);
+  return v.address;
 }
 
 void DeviceBuffer::free() { handle_.release(); }
@@ -109,6 +116,14 @@ void free_device_memory(const ContextRef& context, std::uint64_t address) {
   detail::ContextScope scope(core, context.address(), "free_device_memory");
   DRVSHIM_TRY(core, cuMemFree, fmt::format("device memory 0x{:x}, {}", address, detail::context_text(context)),
               static_cast<CUdeviceptr>(address));
+}
+
+void free_device_memory(const StreamRef& stream, std::uint64_t address) {
+  const auto& core = detail::core_of(stream.context());
+  core.require_function(detail::Api::k_cuMemFreeAsync, "free_device_memory (stream-ordered)");
+  detail::ContextScope scope(core, stream.context().address(), "free_device_memory");
+  DRVSHIM_TRY(core, cuMemFreeAsync, fmt::format("device memory 0x{:x} on {}", address, stream.name()),
+              static_cast<CUdeviceptr>(address), reinterpret_cast<CUstream>(stream.native()));
 }
 
 }  // namespace drvshim

@@ -69,6 +69,12 @@ void ManagedBuffer::check_view_of(std::size_t element_size) const {
                            size(), element_size);
 }
 
+DevicePtr ManagedBuffer::detach() noexcept {
+  const auto v = handle_.forget();
+  detail::retire_owner_id(v.id);
+  return v.address;
+}
+
 void ManagedBuffer::free() { handle_.release(); }
 
 Status ManagedBuffer::free(std::nothrow_t) noexcept { return handle_.release(std::nothrow); }

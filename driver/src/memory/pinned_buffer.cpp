@@ -42,6 +42,8 @@ void PinnedBuffer::check_view_of(std::size_t element_size) const {
                            element_size);
 }
 
+void* PinnedBuffer::detach() noexcept { return handle_.forget().data; }
+
 void PinnedBuffer::free() { handle_.release(); }
 
 Status PinnedBuffer::free(std::nothrow_t) noexcept { return handle_.release(std::nothrow); }

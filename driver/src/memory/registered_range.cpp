@@ -80,6 +80,8 @@ DevicePtr RegisteredRange::device_address() const {
   return device;
 }
 
+void* RegisteredRange::detach() noexcept { return handle_.forget().data; }
+
 void RegisteredRange::unregister() { handle_.release(); }
 
 Status RegisteredRange::unregister(std::nothrow_t) noexcept { return handle_.release(std::nothrow); }

@@ -122,6 +122,8 @@
   X(cuStreamGetAttribute, cuStreamGetAttribute, 11000, Optional)                                                      \
   X(cuStreamAttachMemAsync, cuStreamAttachMemAsync, 6000, Optional)                                                   \
   X(cuStreamGetCtx, cuStreamGetCtx, 9020, Optional)                                                                   \
+  X(cuStreamGetFlags, cuStreamGetFlags, 5050, Optional)                                                               \
+  X(cuStreamGetPriority, cuStreamGetPriority, 5050, Optional)                                                         \
   /* memory: pitched and 2D, managed-memory hints */                                                                  \
   X(cuMemAllocPitch, cuMemAllocPitch, 3020, Optional)                                                                 \
   X(cuMemcpy2D, cuMemcpy2D, 3020, Optional)                                                                           \

@@ -176,6 +176,11 @@ EventRef Event::ref() const {
   return EventRef(handle_.get().context, handle_.get().state);
 }
 
+std::uintptr_t Event::detach() noexcept {
+  const auto v = handle_.forget();
+  return v.state != nullptr ? v.state->handle : 0;
+}
+
 void Event::destroy() { handle_.release(); }
 
 Status Event::destroy(std::nothrow_t) noexcept { return handle_.release(std::nothrow); }

@@ -218,6 +218,24 @@ Stream Stream::adopt(const ContextRef& context, std::uintptr_t handle, StreamFla
   return Stream(context, handle, flags, priority);
 }
 
+StreamFlags StreamRef::flags() const {
+  const auto& core = *detail::Access::core(context_.device());
+  core.require_function(detail::Api::k_cuStreamGetFlags, "StreamRef::flags");
+  detail::ContextScope scope(core, context_.address(), "StreamRef::flags");
+  unsigned flags = 0;
+  DRVSHIM_TRY(core, cuStreamGetFlags, name(), reinterpret_cast<CUstream>(handle_), &flags);
+  return static_cast<StreamFlags>(flags);
+}
+
+int StreamRef::priority() const {
+  const auto& core = *detail::Access::core(context_.device());
+  core.require_function(detail::Api::k_cuStreamGetPriority, "StreamRef::priority");
+  detail::ContextScope scope(core, context_.address(), "StreamRef::priority");
+  int priority = 0;
+  DRVSHIM_TRY(core, cuStreamGetPriority, name(), reinterpret_cast<CUstream>(handle_), &priority);
+  return priority;
+}
+
 StreamRef StreamRef::wrap(const ContextRef& context, std::uintptr_t handle) noexcept {
   if (handle == 0 || handle == 0x1) return legacy_default(context);
   if (handle == 0x2) return per_thread_default(context);
@@ -235,6 +253,12 @@ StreamRef Stream::ref() const {
                                "create one with Stream::create()");
   }
   return StreamRef(v.context, v.handle, v.id);
+}
+
+std::uintptr_t Stream::detach() noexcept {
+  const auto v = handle_.forget();
+  detail::retire_stream_id(v.id);
+  return v.handle;
 }
 
 void Stream::destroy() { handle_.release(); }
