@@ -353,7 +353,7 @@ DRVSHIM_CUDART cudaError_t cudaSetDeviceFlags(unsigned flags) {
     // then initialised, its primary context current on this thread. Mapping
     // host memory is implicit (cudaGetDeviceFlags adds it): the driver is not
     // asked for it, and cuDevicePrimaryCtxGetState shows no 0x8 under cudart.
-    const int device = thread().device;
+    const int device = current_device();
     if (const cudaError_t sticky = sticky_error(device); sticky != cudaSuccess) {
       return fail(sticky, fmt::format("cudaSetDeviceFlags: device {} has a sticky error", device));
     }
@@ -369,7 +369,7 @@ DRVSHIM_CUDART cudaError_t cudaGetDeviceFlags(unsigned* flags) {
   if (flags == nullptr) return null_argument("cudaGetDeviceFlags", "flags");
   return guarded("cudaGetDeviceFlags", [&] {
     const PrimaryContextState s =
-        initialised_driver("cudaGetDeviceFlags").device(thread().device).primary_context_state();
+        initialised_driver("cudaGetDeviceFlags").device(current_device()).primary_context_state();
     // Mapping host memory is implicit for the runtime.
     *flags = static_cast<unsigned>(s.flags) | cudaDeviceMapHost;
     return cudaSuccess;
@@ -465,8 +465,8 @@ DRVSHIM_CUDART cudaError_t cudaDeviceReset() {
     if (device_count("cudaDeviceReset") == 0) return cudaSuccess;
     // With a context the program made current itself, the primary context is
     // not the current device's state: cudart leaves it, and that context, alone.
-    if (foreign_context_current()) return cudaSuccess;
-    reset_device(thread().device);
+    if (foreign_context_current("cudaDeviceReset")) return cudaSuccess;
+    reset_device(current_device());
     return cudaSuccess;
   });
 }

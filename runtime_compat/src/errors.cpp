@@ -100,7 +100,9 @@ cudaError_t fail_exception(const char* api, const drvshim::Error& e) noexcept {
   const cudaError_t code = from_exception(e);
   try {
     if (e.kind() == ErrorKind::context_poisoned || (e.kind() == ErrorKind::cuda && is_sticky_error(e.code()))) {
-      note_sticky(thread().device, code);
+      // A fault in a context the program created is that context's: the
+      // driver reports it there, and the primary context stays healthy.
+      if (!foreign_context_current(api)) note_sticky(current_device(), code);
     }
     return fail(code, std::string(api) + ": " + e.what());
   } catch (...) {

@@ -163,9 +163,12 @@ std::size_t allocation_size(const DeviceAllocation& a) { return a.bytes; }
 
 template <class Owner>
 void record_device(void** out, const ContextRef& ctx, std::uintptr_t address, std::size_t bytes, Owner&& owner) {
-  registries().device_memory.add(
-      address, std::make_shared<DeviceAllocation>(
-                   DeviceAllocation{ctx.device().ordinal(), bytes, std::forward<Owner>(owner), foreign(ctx)}));
+  if (foreign(ctx)) {
+    (void)owner.detach();  // the program's context: the program's memory (runtime.hpp)
+  } else {
+    registries().device_memory.add(address, std::make_shared<DeviceAllocation>(DeviceAllocation{
+                                                ctx.device().ordinal(), bytes, std::forward<Owner>(owner)}));
+  }
   *out = reinterpret_cast<void*>(address);
 }
 
@@ -240,7 +243,11 @@ cudaError_t free_async(const char* api, void* ptr, cudaStream_t stream, DefaultS
   return guarded(api, [&] {
     const StreamRef s = stream_of(stream, zero, api);
     auto a = registries().device_memory.remove(reinterpret_cast<std::uintptr_t>(ptr));
-    if (!a) return fail(cudaErrorInvalidValue, fmt::format("{}: {} is not an allocation of this runtime", api, ptr));
+    if (!a) {
+      // Not the runtime's (cuMemAllocAsync, another library): the driver frees it or says why not.
+      free_device_memory(s, reinterpret_cast<std::uintptr_t>(ptr));
+      return cudaSuccess;
+    }
     if (auto* async = std::get_if<AsyncDeviceBuffer>(&a->owner)) {
       async->free(s);  // ordered on `s`
     } else {
@@ -271,7 +278,7 @@ DRVSHIM_CUDART cudaError_t cudaFree(void* ptr) {
   // thread (again after a cudaDeviceReset; the classic way to set up early).
   if (ptr == nullptr) {
     return guarded("cudaFree", [&] {
-      const int device = thread().device;
+      const int device = current_device();
       if (const cudaError_t sticky = sticky_error(device); sticky != cudaSuccess) {
         return fail(sticky, fmt::format("cudaFree: device {} has a sticky error", device));
       }
@@ -319,9 +326,13 @@ DRVSHIM_CUDART cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned flag
     if (bytes == 0) return cudaSuccess;  // as cudart: success, and a null pointer
     PinnedBuffer buffer = PinnedBuffer::allocate(ctx, bytes, static_cast<HostAllocFlags>(flags));
     void* data = buffer.data();
-    registries().host_memory.add(reinterpret_cast<std::uintptr_t>(data),
-                                 std::make_shared<HostAllocation>(
-                                     HostAllocation{ctx.device().ordinal(), flags, std::move(buffer), foreign(ctx)}));
+    if (foreign(ctx)) {
+      (void)buffer.detach();  // the program's context: the program's memory (runtime.hpp)
+    } else {
+      registries().host_memory.add(
+          reinterpret_cast<std::uintptr_t>(data),
+          std::make_shared<HostAllocation>(HostAllocation{ctx.device().ordinal(), flags, std::move(buffer)}));
+    }
     *ptr = data;
     return cudaSuccess;
   });
@@ -379,9 +390,13 @@ DRVSHIM_CUDART cudaError_t cudaHostRegister(void* ptr, size_t bytes, unsigned fl
   return guarded("cudaHostRegister", [&] {
     const ContextRef ctx = context("cudaHostRegister");
     auto range = RegisteredRange::register_range(ctx, ptr, bytes, static_cast<HostRegisterFlags>(flags));
-    registries().registrations.add(reinterpret_cast<std::uintptr_t>(ptr),
-                                   std::make_shared<HostRegistration>(HostRegistration{
-                                       ctx.device().ordinal(), flags, std::move(range), foreign(ctx)}));
+    if (foreign(ctx)) {
+      (void)range.detach();  // the program's context: the program's registration (runtime.hpp)
+    } else {
+      registries().registrations.add(
+          reinterpret_cast<std::uintptr_t>(ptr),
+          std::make_shared<HostRegistration>(HostRegistration{ctx.device().ordinal(), flags, std::move(range)}));
+    }
     return cudaSuccess;
   });
 }

@@ -88,7 +88,7 @@ DRVSHIM_CUDART cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned flags) 
   return guarded("cudaDeviceEnablePeerAccess", [&] {
     if (const cudaError_t e = check_device("cudaDeviceEnablePeerAccess", peer); e != cudaSuccess) return e;
     if (flags != 0) return fail(cudaErrorInvalidValue, "cudaDeviceEnablePeerAccess: flags must be 0");
-    const int device = thread().device;
+    const int device = current_device();
     if (peer == device) {
       return fail(cudaErrorInvalidDevice,
                   fmt::format("cudaDeviceEnablePeerAccess: device {} is the current device", peer));
@@ -121,7 +121,7 @@ DRVSHIM_CUDART cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned flags) 
 DRVSHIM_CUDART cudaError_t cudaDeviceDisablePeerAccess(int peer) {
   return guarded("cudaDeviceDisablePeerAccess", [&] {
     if (const cudaError_t e = check_device("cudaDeviceDisablePeerAccess", peer); e != cudaSuccess) return e;
-    const int device = thread().device;
+    const int device = current_device();
     std::optional<PeerAccess> owner;
     {
       auto& r = peers();

@@ -125,7 +125,9 @@ KernelHandle* kernel_for(const void* func) noexcept {
 }
 
 Kernel bound_kernel(KernelHandle& k, const ContextRef& ctx, int device, const char* trigger) {
-  const std::uint64_t gen = generation(device);
+  // A context the program made is told apart from a later one at its address
+  // by its unique id; the runtime's primary contexts by their generation.
+  const std::uint64_t gen = foreign(ctx) ? (ctx.unique_id() | (std::uint64_t{1} << 63)) : generation(device);
   KernelState& s = state_of(k);
   {
     std::lock_guard<std::mutex> lock(s.mutex);
@@ -149,8 +151,7 @@ Kernel bound_kernel(KernelHandle& k, const ContextRef& ctx, int device, const ch
   if (cache) kernel.set_cache_preference(*cache);
   std::lock_guard<std::mutex> lock(s.mutex);
   // Bindings of older generations are dead contexts: drop them.
-  std::erase_if(s.bindings,
-                [&](const Binding& b) { return b.generation != generation(device) && b.context == ctx.address(); });
+  std::erase_if(s.bindings, [&](const Binding& b) { return b.generation != gen && b.context == ctx.address(); });
   s.bindings.push_back(Binding{ctx.address(), gen, kernel});
   return kernel;
 }

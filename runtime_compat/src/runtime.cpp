@@ -333,13 +333,18 @@ int primary_device_of(std::uintptr_t address) noexcept {
   return -1;
 }
 
-// The context the program made current itself (cuCtxCreate, cuCtxSetCurrent)
-// as this thread last saw it: asking the driver for its device once.
+// The context the program made current itself (cuCtxCreate) as this thread
+// last saw it, with its unique id (checked at each use: another context can
+// be created at a destroyed one's address) and the runtime's epoch (shutdown
+// starts a new one: the view belongs to the driver of its epoch).
 struct ForeignCache {
   std::uintptr_t address = 0;
+  std::uint64_t id = 0;
+  std::uint64_t epoch = 0;
   std::optional<ContextRef> context;
 };
 thread_local ForeignCache t_foreign;
+std::atomic<std::uint64_t> g_epoch{1};
 
 }  // namespace
 
@@ -359,35 +364,44 @@ ContextRef context(const char* trigger) {
       return current_for(device, trigger);
     }
     auto& f = t_foreign;
-    if (f.address != current || !f.context) {
-      f.context = current_context(drv);
-      f.address = current;
-      logf(log::Level::info, "runtime_compat: {} uses the context 0x{:x} the program made current (device {})", trigger,
-           current, f.context->device().ordinal());
+    const std::uint64_t epoch = g_epoch.load(std::memory_order_acquire);
+    if (f.address == current && f.epoch == epoch && f.context && f.context->unique_id() == f.id) return *f.context;
+    ContextRef view = *current_context(drv);
+    const int device = view.device().ordinal();
+    // A primary context the program retained and made current itself is the
+    // device's primary context all the same: the runtime retains it too.
+    if (drv.device(device).primary_context_state().active) {
+      const ContextRef p = primary(device, trigger);
+      if (p.address() == current) {
+        thread().device = device;
+        return current_for(device, trigger);
+      }
     }
-    return *f.context;
+    f = ForeignCache{current, view.unique_id(), epoch, view};
+    logf(log::Level::info, "runtime_compat: {} uses the context 0x{:x} the program made current (device {})", trigger,
+         current, device);
+    return view;
   }
   return current_for(thread().device, trigger);
 }
 
-bool foreign_context_current() {
+bool foreign_context_current(const char* trigger) {
   const Driver* drv = runtime().ready.load(std::memory_order_acquire);
   if (drv == nullptr) return false;
   const std::uintptr_t current = drv->current_context();
   if (current == 0 || primary_device_of(current) >= 0) return false;
-  const auto& c = t_current;
-  return !(c.context && c.context->address() == current);
+  // A context the runtime has not seen: context() tells a primary context the
+  // program retained itself from one the program created.
+  return foreign(context(trigger));
 }
 
 int current_device() {
-  if (!foreign_context_current()) {
-    // A primary context made current through the driver names its device too.
-    if (const Driver* drv = runtime().ready.load(std::memory_order_acquire)) {
-      if (const int d = primary_device_of(drv->current_context()); d >= 0) return d;
-    }
-    return thread().device;
-  }
-  return context("cudaGetDevice").device().ordinal();
+  const Driver* drv = runtime().ready.load(std::memory_order_acquire);
+  if (drv == nullptr) return thread().device;
+  const std::uintptr_t current = drv->current_context();
+  if (current == 0) return thread().device;
+  if (const int d = primary_device_of(current); d >= 0) return d;
+  return current_context(*drv)->device().ordinal();  // whoever made it current: no retain, no activation
 }
 
 ContextRef make_current(int device, const char* trigger) { return current_for(device, trigger); }
@@ -468,8 +482,7 @@ Registries& registries() noexcept { return runtime().registries; }
 void drop_objects(std::optional<int> device) {
   drop_peer_access(device);
   auto& r = registries();
-  // What the program made in its own contexts stays: a reset is the primary context's.
-  const auto mine = [&](const auto& entry) { return !entry.foreign && (!device || entry.device == *device); };
+  const auto mine = [&](const auto& entry) { return !device || entry.device == *device; };
   // Removed under the registries' locks, destroyed after (destruction calls the driver).
   auto events = r.events.remove_if(mine);
   auto streams = r.streams.remove_if(mine);
@@ -616,6 +629,7 @@ void shutdown() noexcept {
     // Shutdown is best effort: what could not be released stays with the driver.
   }
   t_current = CurrentCache{};
+  g_epoch.fetch_add(1, std::memory_order_acq_rel);
   r.eager_done.store(false);
   r.policy.store(-1);
   std::lock_guard<std::mutex> lock(r.background_mutex);

@@ -112,12 +112,13 @@ ContextRef primary(int device, const char* trigger);
 // The calling thread's device's primary context, retained and made current
 // on this thread (cuCtxSetCurrent only when another one is current), as cudart does.
 ContextRef context(const char* trigger);
-// Whether `ctx` is a context the program made current itself (cuCtxCreate,
-// cuCtxSetCurrent), not a primary context the runtime retained.
+// Whether `ctx` is a context the program made current itself (cuCtxCreate),
+// not a device's primary context (whoever retained it: context() gives the
+// runtime's own view of a primary context).
 inline bool foreign(const ContextRef& ctx) noexcept { return !ctx.is_primary(); }
-// Whether a context the program made current itself is current on this
-// thread (no driver call before the runtime set up).
-bool foreign_context_current();
+// Whether a context the program created itself is current on this thread
+// (no driver call before the runtime set up).
+bool foreign_context_current(const char* trigger);
 // The calling thread's device: the current context's when the program made
 // one current itself, else cudaSetDevice's choice (no driver call before the
 // runtime set up).
@@ -199,41 +200,39 @@ class Registry {
   std::map<std::uintptr_t, std::shared_ptr<T>> items_;
 };
 
-// Every entry records its device and whether it lives in a context the
-// program made current itself (cuCtxCreate): cudaDeviceReset leaves those.
+// Only what the runtime made in primary contexts is recorded: what it makes
+// in a context the program made current itself (cuCtxCreate) is the
+// program's, as under cudart, and the calls that take it back (cudaFree,
+// cudaStreamDestroy, ...) hand it to the driver like any handle the runtime
+// does not know. A registry is a cache: the driver's handle is the truth.
 // Device memory: cudaMalloc, cudaMallocPitch, cudaMallocManaged, cudaMallocAsync.
 struct DeviceAllocation {
   int device = 0;
   std::size_t bytes = 0;
   std::variant<DeviceBuffer, ManagedBuffer, AsyncDeviceBuffer> owner;
-  bool foreign = false;  // made in a context the program made current, not a primary context
 };
 // Page-locked host memory: cudaHostAlloc / cudaMallocHost.
 struct HostAllocation {
   int device = 0;
   unsigned flags = 0;
   PinnedBuffer owner;
-  bool foreign = false;  // made in a context the program made current, not a primary context
 };
 // Registered host memory: cudaHostRegister.
 struct HostRegistration {
   int device = 0;
   unsigned flags = 0;
   RegisteredRange owner;
-  bool foreign = false;  // made in a context the program made current, not a primary context
 };
 struct StreamEntry {
   int device = 0;
   unsigned flags = 0;
   int priority = 0;
   Stream owner;
-  bool foreign = false;  // made in a context the program made current, not a primary context
 };
 struct EventEntry {
   int device = 0;
   unsigned flags = 0;
   Event owner;
-  bool foreign = false;  // made in a context the program made current, not a primary context
 };
 
 struct Registries {

@@ -41,8 +41,12 @@ cudaError_t create_stream(const char* api, cudaStream_t* stream, unsigned flags,
     priority = std::clamp(priority, range.greatest, range.least);
     auto s = Stream::create(ctx, static_cast<StreamFlags>(flags), priority);
     const std::uintptr_t native = s.ref().native();
-    registries().streams.add(native, std::make_shared<StreamEntry>(StreamEntry{ctx.device().ordinal(), flags, priority,
-                                                                               std::move(s), foreign(ctx)}));
+    if (foreign(ctx)) {
+      (void)s.detach();  // the program's context: the program's stream (runtime.hpp)
+    } else {
+      registries().streams.add(
+          native, std::make_shared<StreamEntry>(StreamEntry{ctx.device().ordinal(), flags, priority, std::move(s)}));
+    }
     *stream = reinterpret_cast<cudaStream_t>(native);
     return cudaSuccess;
   });
@@ -95,7 +99,8 @@ cudaError_t get_flags(const char* api, cudaStream_t stream, unsigned* flags, Def
   return guarded(api, [&] {
     const StreamRef s = stream_of(stream, zero, api);
     const auto entry = registries().streams.find(s.native());
-    *flags = entry ? entry->flags : 0;  // the default streams are blocking
+    // The default streams are blocking; a stream the runtime did not create, the driver knows.
+    *flags = entry ? entry->flags : s.native() <= 0x2 ? 0u : static_cast<unsigned>(s.flags());
     return cudaSuccess;
   });
 }
@@ -105,7 +110,7 @@ cudaError_t get_priority(const char* api, cudaStream_t stream, int* priority, De
   return guarded(api, [&] {
     const StreamRef s = stream_of(stream, zero, api);
     const auto entry = registries().streams.find(s.native());
-    *priority = entry ? entry->priority : 0;
+    *priority = entry ? entry->priority : s.native() <= 0x2 ? 0 : s.priority();
     return cudaSuccess;
   });
 }
@@ -277,8 +282,12 @@ DRVSHIM_CUDART cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned
     const ContextRef ctx = context("cudaEventCreate");
     auto e = Event::create(ctx, static_cast<EventFlags>(flags));
     const std::uintptr_t native = e.ref().native();
-    registries().events.add(
-        native, std::make_shared<EventEntry>(EventEntry{ctx.device().ordinal(), flags, std::move(e), foreign(ctx)}));
+    if (foreign(ctx)) {
+      (void)e.detach();  // the program's context: the program's event (runtime.hpp)
+    } else {
+      registries().events.add(native,
+                              std::make_shared<EventEntry>(EventEntry{ctx.device().ordinal(), flags, std::move(e)}));
+    }
     *event = reinterpret_cast<cudaEvent_t>(native);
     return cudaSuccess;
   });

@@ -195,7 +195,8 @@ TEST_F(RuntimeMemory, ManagedMemoryHintsAndStreamOrderedAllocations) {
     EXPECT_EQ(cudaMemsetAsync(a, 1, 4096, s), cudaSuccess);
     EXPECT_EQ(cudaFreeAsync(a, s), cudaSuccess);
     EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-    EXPECT_EQ(cudaFreeAsync(a, s), cudaErrorInvalidValue) << "freed already";
+    EXPECT_EQ(cudaFreeAsync(a, s), cudaErrorInvalidValue) << "freed already: the driver says so";
+    EXPECT_EQ(drvshim_fake_take_misuse(), 1u) << "the freed address reached the driver, as under cudart";
     EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
     int* again = nullptr;
     ASSERT_EQ(cudaMallocManaged(reinterpret_cast<void**>(&again), 64, cudaMemAttachHost), cudaSuccess);

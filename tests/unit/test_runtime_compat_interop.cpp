@@ -177,3 +177,71 @@ TEST_F(RuntimeInterop, TheFreesTakeMemoryTheDriverAllocated) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(RuntimeInterop, APrimaryContextTheProgramMadeCurrentIsThePrimaryContext) {
+  on_thread([] {
+    Raw r;
+    ASSERT_EQ(r.init(0), CUDA_SUCCESS);
+    auto retain = raw<CUresult (*)(CUcontext*, CUdevice)>("cuDevicePrimaryCtxRetain");
+    auto release = raw<CUresult (*)(CUdevice)>("cuDevicePrimaryCtxRelease");
+    auto set_current = raw<CUresult (*)(CUcontext)>("cuCtxSetCurrent");
+    CUcontext primary = nullptr;
+    ASSERT_EQ(retain(&primary, 0), CUDA_SUCCESS);
+    ASSERT_EQ(set_current(primary), CUDA_SUCCESS);
+    void* p = nullptr;
+    ASSERT_EQ(cudaMalloc(&p, 4096), cudaSuccess);
+    EXPECT_EQ(current_context(r), primary);
+    EXPECT_EQ(drvshim_fake_primary_refcount(0), 2) << "the runtime retained it too, as its own";
+    EXPECT_EQ(cudaDeviceReset(), cudaSuccess);
+    EXPECT_EQ(drvshim_fake_live_device_allocations(), 0) << "the reset freed the runtime's allocation there";
+    EXPECT_EQ(drvshim_fake_primary_refcount(0), 1) << "and gave the runtime's retain back";
+    EXPECT_EQ(release(0), CUDA_SUCCESS);
+  });
+}
+
+TEST_F(RuntimeInterop, WhatTheRuntimeMakesInTheProgramsContextIsTheProgramsAfterItIsDestroyed) {
+  on_thread([] {
+    Raw r;
+    ASSERT_EQ(r.init(0), CUDA_SUCCESS);
+    CUcontext a = nullptr;
+    ASSERT_EQ(r.ctx_create(&a, 0, 0), CUDA_SUCCESS);
+    void* p = nullptr;
+    cudaStream_t s = nullptr;
+    cudaEvent_t e = nullptr;
+    ASSERT_EQ(cudaMalloc(&p, 4096), cudaSuccess);
+    ASSERT_EQ(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, -1), cudaSuccess);
+    ASSERT_EQ(cudaEventCreate(&e), cudaSuccess);
+    unsigned flags = 0;
+    int priority = 0;
+    EXPECT_EQ(cudaStreamGetFlags(s, &flags), cudaSuccess);
+    EXPECT_EQ(flags, static_cast<unsigned>(cudaStreamNonBlocking)) << "the driver's answer";
+    EXPECT_EQ(cudaStreamGetPriority(s, &priority), cudaSuccess);
+    EXPECT_EQ(priority, -1);
+    // The program destroys its context with everything in it, then makes another.
+    ASSERT_EQ(r.ctx_destroy(a), CUDA_SUCCESS);
+    CUcontext b = nullptr;
+    ASSERT_EQ(r.ctx_create(&b, 0, 0), CUDA_SUCCESS);
+    void* q = nullptr;
+    ASSERT_EQ(cudaMalloc(&q, 4096), cudaSuccess) << "nothing of the destroyed context is in the way";
+    EXPECT_EQ(cudaMemset(q, 0, 4096), cudaSuccess);
+    EXPECT_EQ(cudaFree(q), cudaSuccess);
+    EXPECT_EQ(drvshim_fake_live_device_allocations(), 0);
+    ASSERT_EQ(r.ctx_destroy(b), CUDA_SUCCESS);
+  });
+}
+
+TEST_F(RuntimeInterop, StreamOrderedFreeTakesDriverAllocatedMemory) {
+  on_thread([] {
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    auto alloc_async = raw<CUresult (*)(CUdeviceptr*, size_t, CUstream)>("cuMemAllocAsync");
+    CUdeviceptr d = 0;
+    ASSERT_EQ(alloc_async(&d, 4096, nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(cudaFreeAsync(reinterpret_cast<void*>(d), nullptr), cudaSuccess);
+    EXPECT_EQ(cudaStreamSynchronize(nullptr), cudaSuccess);
+    EXPECT_EQ(drvshim_fake_live_device_allocations(), 0);
+  });
+}
+
+}  // namespace
