@@ -179,20 +179,20 @@ inline void out_props(const char* name, const cudaDeviceProp& p) {
 }
 inline void out_func_attrs(const char* name, const cudaFuncAttributes& a) {
   if (unchanged(a)) return put(std::string(name) + "=unchanged");
-  put(std::string(name) + "={shared=" + std::to_string(a.sharedSizeBytes) + " const=" +
-      std::to_string(a.constSizeBytes) + " local=" + std::to_string(a.localSizeBytes) + " maxthr=" +
-      std::to_string(a.maxThreadsPerBlock) + " regs=" + std::to_string(a.numRegs) + " ptx=" +
-      std::to_string(a.ptxVersion) + " bin=" + std::to_string(a.binaryVersion) + " cachemode=" +
-      std::to_string(a.cacheModeCA) + " maxdyn=" + std::to_string(a.maxDynamicSharedSizeBytes) + " carveout=" +
-      std::to_string(a.preferredShmemCarveout) + " cluster=" + std::to_string(a.clusterDimMustBeSet) + "," +
-      std::to_string(a.requiredClusterWidth) + "," + std::to_string(a.nonPortableClusterSizeAllowed) + "}");
+  put(std::string(name) + "={shared=" + std::to_string(a.sharedSizeBytes) +
+      " const=" + std::to_string(a.constSizeBytes) + " local=" + std::to_string(a.localSizeBytes) +
+      " maxthr=" + std::to_string(a.maxThreadsPerBlock) + " regs=" + std::to_string(a.numRegs) +
+      " ptx=" + std::to_string(a.ptxVersion) + " bin=" + std::to_string(a.binaryVersion) +
+      " cachemode=" + std::to_string(a.cacheModeCA) + " maxdyn=" + std::to_string(a.maxDynamicSharedSizeBytes) +
+      " carveout=" + std::to_string(a.preferredShmemCarveout) + " cluster=" + std::to_string(a.clusterDimMustBeSet) +
+      "," + std::to_string(a.requiredClusterWidth) + "," + std::to_string(a.nonPortableClusterSizeAllowed) + "}");
 }
 // Where an address points, relative to the fixture's objects (filled in by the fixture).
 inline std::string where(const void* p);
 inline void out_pointer_attrs(const char* name, const cudaPointerAttributes& a) {
   if (unchanged(a)) return put(std::string(name) + "=unchanged");
-  put(std::string(name) + "={type=" + std::to_string(static_cast<int>(a.type)) +
-      " device=" + std::to_string(a.device) + " dev=" + where(a.devicePointer) + " host=" + where(a.hostPointer) + "}");
+  put(std::string(name) + "={type=" + std::to_string(static_cast<int>(a.type)) + " device=" + std::to_string(a.device) +
+      " dev=" + where(a.devicePointer) + " host=" + where(a.hostPointer) + "}");
 }
 inline void out_channel(const char* name, const cudaChannelFormatDesc& d) {
   put(std::string(name) + "={" + std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z) + "," +
@@ -217,21 +217,21 @@ inline CUcontext g_user_context = nullptr;
 
 struct Fixture {
   int count = 0;
-  void* dev = nullptr;           // cudaMalloc
-  void* dev_async = nullptr;     // cudaMallocAsync
-  void* managed = nullptr;       // cudaMallocManaged
-  void* pinned = nullptr;        // cudaMallocHost
-  void* mapped = nullptr;        // cudaHostAlloc(Mapped)
-  void* registered = nullptr;    // malloc + cudaHostRegister
-  void* pageable = nullptr;      // malloc, not registered
-  void* freed = nullptr;         // cudaMalloc then cudaFree
-  CUdeviceptr drv_dev = 0;       // cuMemAlloc
-  void* drv_host = nullptr;      // cuMemHostAlloc
+  void* dev = nullptr;         // cudaMalloc
+  void* dev_async = nullptr;   // cudaMallocAsync
+  void* managed = nullptr;     // cudaMallocManaged
+  void* pinned = nullptr;      // cudaMallocHost
+  void* mapped = nullptr;      // cudaHostAlloc(Mapped)
+  void* registered = nullptr;  // malloc + cudaHostRegister
+  void* pageable = nullptr;    // malloc, not registered
+  void* freed = nullptr;       // cudaMalloc then cudaFree
+  CUdeviceptr drv_dev = 0;     // cuMemAlloc
+  void* drv_host = nullptr;    // cuMemHostAlloc
   cudaStream_t stream = nullptr;
-  cudaStream_t stream_nb = nullptr;  // cudaStreamNonBlocking
+  cudaStream_t stream_nb = nullptr;   // cudaStreamNonBlocking
   cudaStream_t drv_stream = nullptr;  // cuStreamCreate
-  cudaEvent_t event = nullptr;         // recorded on `stream`
-  cudaEvent_t event_end = nullptr;     // recorded after `event`
+  cudaEvent_t event = nullptr;        // recorded on `stream`
+  cudaEvent_t event_end = nullptr;    // recorded after `event`
   cudaEvent_t event_notiming = nullptr;
   cudaEvent_t event_unrecorded = nullptr;
   cudaEvent_t drv_event = nullptr;  // cuEventCreate, recorded
