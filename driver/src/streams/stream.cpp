@@ -286,6 +286,9 @@ Status StreamTraits::release(value_type& v) noexcept {
   {
     std::lock_guard<std::mutex> lock(core.callback_mutex);
     core.callback_errors.erase(detail::Access::key(StreamRef(v.context, handle, v.id)));
+    // Views made with StreamRef::wrap key their state by the handle: a later
+    // stream at this handle must not inherit it.
+    core.callback_errors.erase(detail::Access::key(StreamRef(v.context, handle, 0)));
   }
   const CUresult r = DRVSHIM_CU(core, cuStreamDestroy, native_stream(handle));
   core.note_result(r);
