@@ -160,7 +160,13 @@ cudaError_t record(const char* api, cudaEvent_t event, cudaStream_t stream, unsi
   }
   return guarded(api, [&] {
     const EventRef e = event_of(api, event);
-    e.record(stream_of(stream, zero, api));
+    const StreamRef s = stream_of(stream, zero, api);
+    if (s.context().address() != e.context().address() && registries().events.find(e.native())) {
+      // The driver's answer to an event and a stream of different contexts, as cudart passes it on.
+      return fail(cudaErrorInvalidResourceHandle,
+                  fmt::format("{}: {} and {} belong to different contexts", api, e.name(), s.name()));
+    }
+    e.record(s);
     return cudaSuccess;
   });
 }

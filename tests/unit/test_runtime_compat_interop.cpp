@@ -245,3 +245,24 @@ TEST_F(RuntimeInterop, StreamOrderedFreeTakesDriverAllocatedMemory) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(RuntimeInterop, AnEventRecordedOnAnotherContextsStreamIsTheDriversInvalidHandle) {
+  ASSERT_EQ(drvshim_fake_set_profile("dual"), 0);
+  on_thread([] {
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    cudaEvent_t e = nullptr;
+    ASSERT_EQ(cudaEventCreate(&e), cudaSuccess);
+    ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+    cudaStream_t s = nullptr;
+    ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+    EXPECT_EQ(cudaEventRecord(e, s), cudaErrorInvalidResourceHandle);
+    EXPECT_EQ(cudaEventRecord(e, nullptr), cudaErrorInvalidResourceHandle) << "device 1's legacy stream";
+    EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidResourceHandle);
+    EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
+    EXPECT_EQ(cudaEventDestroy(e), cudaSuccess);
+  });
+}
+
+}  // namespace
