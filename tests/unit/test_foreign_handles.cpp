@@ -169,3 +169,31 @@ TEST_F(ForeignHandles, AContextsUniqueIdIsNotItsAddress) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(ForeignHandles, ALaterStreamAtAWrappedStreamsHandleInheritsNoCallbackError) {
+  drvshim_fake_recycle_handles(1);
+  Driver driver = load_and_init();
+  PrimaryContext primary = driver.device(0).retain_primary_context();
+  const ContextRef ctx = primary.ref();
+  auto create = raw<CUresult (*)(CUstream*, unsigned, int)>("cuStreamCreateWithPriority");
+  CUstream first = nullptr;
+  {
+    ScopedCurrentContext current(ctx);
+    ASSERT_EQ(create(&first, 0, 0), CUDA_SUCCESS);
+  }
+  const auto handle = reinterpret_cast<std::uintptr_t>(first);
+  StreamRef::wrap(ctx, handle).launch_host_func([] { throw std::runtime_error("from the first stream"); });
+  Stream::adopt(ctx, handle).destroy();  // before anyone synchronised: the error is pending
+  CUstream second = nullptr;
+  {
+    ScopedCurrentContext current(ctx);
+    ASSERT_EQ(create(&second, 0, 0), CUDA_SUCCESS);
+  }
+  ASSERT_EQ(reinterpret_cast<std::uintptr_t>(second), handle) << "the fake handed the handle out again";
+  EXPECT_NO_THROW(StreamRef::wrap(ctx, handle).synchronize()) << "the new stream has no error of the old one";
+  Stream::adopt(ctx, handle).destroy();
+}
+
+}  // namespace
