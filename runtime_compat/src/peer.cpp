@@ -93,7 +93,9 @@ DRVSHIM_CUDART cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned flags) 
       return fail(cudaErrorInvalidDevice,
                   fmt::format("cudaDeviceEnablePeerAccess: device {} is the current device", peer));
     }
-    const ContextRef from = context("cudaDeviceEnablePeerAccess");
+    // Peer access is between primary contexts, also with a context the
+    // program created current (cudart does not use that one here).
+    const ContextRef from = primary(device, "cudaDeviceEnablePeerAccess");
     const ContextRef to = primary(peer, "cudaDeviceEnablePeerAccess");
     auto& r = peers();
     std::lock_guard<std::mutex> lock(r.mutex);

@@ -8,6 +8,8 @@
 // under the lazy policy; a kernel is bound to each context it runs in.
 #include "registration.hpp"
 
+#include <algorithm>
+
 #include <fatbinary_section.h>
 
 #include <cstring>
@@ -127,12 +129,17 @@ KernelHandle* kernel_for(const void* func) noexcept {
 Kernel bound_kernel(KernelHandle& k, const ContextRef& ctx, int device, const char* trigger) {
   // A context the program made is told apart from a later one at its address
   // by its unique id; the runtime's primary contexts by their generation.
-  const std::uint64_t gen = foreign(ctx) ? (ctx.unique_id() | (std::uint64_t{1} << 63)) : generation(device);
+  std::optional<std::uint64_t> id;
+  if (foreign(ctx)) id = context_id(ctx);
+  const std::uint64_t gen = !foreign(ctx) ? generation(device) : id ? (*id | (std::uint64_t{1} << 63)) : 0;
+  // Without an id a program's context cannot be told from a later one at its
+  // address (drivers before 12.0): its kernels are looked up at every use.
+  const bool keep = !foreign(ctx) || id.has_value();
   KernelState& s = state_of(k);
   {
     std::lock_guard<std::mutex> lock(s.mutex);
     for (const auto& b : s.bindings) {
-      if (b.context == ctx.address() && b.generation == gen) return b.kernel;
+      if (keep && b.context == ctx.address() && b.generation == gen) return b.kernel;
     }
   }
   if (!k.fatbin->registered.load()) {
@@ -152,7 +159,7 @@ Kernel bound_kernel(KernelHandle& k, const ContextRef& ctx, int device, const ch
   std::lock_guard<std::mutex> lock(s.mutex);
   // Bindings of older generations are dead contexts: drop them.
   std::erase_if(s.bindings, [&](const Binding& b) { return b.generation != gen && b.context == ctx.address(); });
-  s.bindings.push_back(Binding{ctx.address(), gen, kernel});
+  if (keep) s.bindings.push_back(Binding{ctx.address(), gen, kernel});
   return kernel;
 }
 
@@ -160,13 +167,20 @@ void set_kernel_attribute(KernelHandle& k, const ContextRef& ctx, int device, Fu
                           const char* trigger) {
   Kernel kernel = bound_kernel(k, ctx, device, trigger);
   kernel.set_attribute(attribute, value);  // validated here, in the calling thread's context
+  // Only bindings in live primary contexts: a program's context may be gone
+  // (and its address another's), and a reset primary context's generation
+  // is no device's any more. A later binding applies the saved attributes.
+  std::vector<std::uint64_t> live;
+  for (int d = 0, n = device_count(trigger); d < n; ++d) live.push_back(generation(d));
   KernelState& s = state_of(k);
   std::vector<Kernel> others;
   {
     std::lock_guard<std::mutex> lock(s.mutex);
     s.attributes[attribute] = value;
     for (const auto& b : s.bindings) {
-      if (b.context != ctx.address()) others.push_back(b.kernel);
+      if (b.context != ctx.address() && std::find(live.begin(), live.end(), b.generation) != live.end()) {
+        others.push_back(b.kernel);
+      }
     }
   }
   for (const auto& other : others) {

@@ -321,9 +321,16 @@ ContextRef current_for(int device, const char* trigger) {
 
 }  // namespace
 
-namespace {
+namespace {}  // namespace
 
-// The device whose primary context has this handle, or -1.
+std::optional<std::uint64_t> context_id(const ContextRef& ctx) {
+  try {
+    return ctx.unique_id();
+  } catch (const DriverTooOldError&) {
+    return std::nullopt;
+  }
+}
+
 int primary_device_of(std::uintptr_t address) noexcept {
   auto& r = runtime();
   if (r.ready.load(std::memory_order_acquire) == nullptr) return -1;
@@ -332,6 +339,8 @@ int primary_device_of(std::uintptr_t address) noexcept {
   }
   return -1;
 }
+
+namespace {
 
 // The context the program made current itself (cuCtxCreate) as this thread
 // last saw it, with its unique id (checked at each use: another context can
@@ -365,19 +374,29 @@ ContextRef context(const char* trigger) {
     }
     auto& f = t_foreign;
     const std::uint64_t epoch = g_epoch.load(std::memory_order_acquire);
-    if (f.address == current && f.epoch == epoch && f.context && f.context->unique_id() == f.id) return *f.context;
+    const std::optional<std::uint64_t> id =
+        context_id(f.context && f.address == current ? *f.context : *current_context(drv));
+    if (id && f.address == current && f.epoch == epoch && f.context && *id == f.id) return *f.context;
     ContextRef view = *current_context(drv);
     const int device = view.device().ordinal();
     // A primary context the program retained and made current itself is the
-    // device's primary context all the same: the runtime retains it too.
+    // device's primary context all the same: the runtime uses it as its own
+    // (and retains it). Its handle is learnt with a retain given back at once,
+    // which cannot destroy it: someone else holds it active.
     if (drv.device(device).primary_context_state().active) {
-      const ContextRef p = primary(device, trigger);
-      if (p.address() == current) {
+      std::uintptr_t handle = 0;
+      {
+        const PrimaryContext probe = drv.device(device).retain_primary_context();
+        handle = probe.ref().address();
+      }
+      if (handle == current) {
         thread().device = device;
         return current_for(device, trigger);
       }
     }
-    f = ForeignCache{current, view.unique_id(), epoch, view};
+    // Without cuCtxGetId (drivers before 12.0) a view cannot be told from a
+    // later context at its address: it is not kept.
+    if (id) f = ForeignCache{current, *id, epoch, view};
     logf(log::Level::info, "runtime_compat: {} uses the context 0x{:x} the program made current (device {})", trigger,
          current, device);
     return view;
@@ -470,7 +489,11 @@ StreamRef stream_of(cudaStream_t stream, DefaultStream zero, const char* trigger
   if (!entry) {
     // A stream the runtime did not create (cuStreamCreate, another library):
     // cudaStream_t is CUstream, and the driver knows its context.
-    return StreamRef::wrap(context_of_stream(driver(trigger), handle), handle);
+    ContextRef ctx = context_of_stream(driver(trigger), handle);
+    // A driver-made stream of a primary context the runtime holds: the
+    // runtime's own view of that context (kernels bound there are reused).
+    if (const int device = primary_device_of(ctx.address()); device >= 0) ctx = primary(device, trigger);
+    return StreamRef::wrap(ctx, handle);
   }
   return entry->owner.ref();
 }

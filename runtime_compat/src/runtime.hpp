@@ -116,6 +116,11 @@ ContextRef context(const char* trigger);
 // not a device's primary context (whoever retained it: context() gives the
 // runtime's own view of a primary context).
 inline bool foreign(const ContextRef& ctx) noexcept { return !ctx.is_primary(); }
+// The context's unique id (cuCtxGetId), or nullopt on a driver without it (before 12.0).
+std::optional<std::uint64_t> context_id(const ContextRef& ctx);
+// The device whose primary context the runtime retained has this handle
+// (also after a reset), or -1.
+int primary_device_of(std::uintptr_t address) noexcept;
 // Whether a context the program created itself is current on this thread
 // (no driver call before the runtime set up).
 bool foreign_context_current(const char* trigger);

@@ -7,6 +7,7 @@
 // the frees take memory the driver allocated. The driver's own entry points
 // come from the fake through cuGetProcAddress, as a program's would.
 #include <cuda.h>
+#include <dlfcn.h>
 
 #include <cstdlib>
 
@@ -25,6 +26,12 @@ F raw(const char* name) {
   void* p = nullptr;
   CUdriverProcAddressQueryResult q{};
   if (cuGetProcAddress_v2(name, &p, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &q) != CUDA_SUCCESS || p == nullptr) {
+    // An 11.x driver has only the four-argument form.
+    using Old = CUresult (*)(const char*, void**, int, cuuint64_t);
+    if (auto old = reinterpret_cast<Old>(dlsym(RTLD_DEFAULT, "cuGetProcAddress"));
+        old != nullptr && old(name, &p, 11000, CU_GET_PROC_ADDRESS_DEFAULT) == CUDA_SUCCESS && p != nullptr) {
+      return reinterpret_cast<F>(p);
+    }
     ADD_FAILURE() << "the fake has no " << name;
     std::abort();
   }
@@ -262,6 +269,60 @@ TEST_F(RuntimeInterop, AnEventRecordedOnAnotherContextsStreamIsTheDriversInvalid
     EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidResourceHandle);
     EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
     EXPECT_EQ(cudaEventDestroy(e), cudaSuccess);
+  });
+}
+
+}  // namespace
+
+namespace {
+
+TEST_F(RuntimeInterop, AProgramsContextWorksOnADriverWithoutContextIds) {
+  ASSERT_EQ(drvshim_fake_set_profile("old"), 0);  // driver 11.8
+  on_thread([] {
+    Raw r;
+    ASSERT_EQ(r.init(0), CUDA_SUCCESS);
+    CUcontext mine = nullptr;
+    ASSERT_EQ(r.ctx_create(&mine, 0, 0), CUDA_SUCCESS);
+    void* p = nullptr;
+    EXPECT_EQ(cudaMalloc(&p, 4096), cudaSuccess) << "cuCtxGetId is 12.0's: nothing may need it";
+    EXPECT_EQ(cudaMemset(p, 0, 4096), cudaSuccess);
+    EXPECT_EQ(cudaFree(p), cudaSuccess);
+    EXPECT_EQ(r.ctx_destroy(mine), CUDA_SUCCESS);
+  });
+}
+
+TEST_F(RuntimeInterop, TellingAPrimaryContextFromTheProgramsOwnRetainsNothing) {
+  on_thread([] {
+    Raw r;
+    ASSERT_EQ(r.init(0), CUDA_SUCCESS);
+    auto retain = raw<CUresult (*)(CUcontext*, CUdevice)>("cuDevicePrimaryCtxRetain");
+    auto release = raw<CUresult (*)(CUdevice)>("cuDevicePrimaryCtxRelease");
+    CUcontext primary = nullptr;
+    ASSERT_EQ(retain(&primary, 0), CUDA_SUCCESS);  // another library holds it active
+    CUcontext mine = nullptr;
+    ASSERT_EQ(r.ctx_create(&mine, 0, 0), CUDA_SUCCESS);
+    void* p = nullptr;
+    ASSERT_EQ(cudaMalloc(&p, 4096), cudaSuccess);
+    EXPECT_EQ(drvshim_fake_primary_refcount(0), 1) << "the runtime kept no retain of a context it does not use";
+    EXPECT_EQ(cudaFree(p), cudaSuccess);
+    EXPECT_EQ(r.ctx_destroy(mine), CUDA_SUCCESS);
+    EXPECT_EQ(release(0), CUDA_SUCCESS);
+  });
+}
+
+TEST_F(RuntimeInterop, PeerAccessIsBetweenPrimaryContextsWhateverIsCurrent) {
+  ASSERT_EQ(drvshim_fake_set_profile("dual"), 0);
+  on_thread([] {
+    Raw r;
+    ASSERT_EQ(r.init(0), CUDA_SUCCESS);
+    CUcontext mine = nullptr;
+    ASSERT_EQ(r.ctx_create(&mine, 0, 1), CUDA_SUCCESS);
+    EXPECT_EQ(cudaDeviceEnablePeerAccess(0, 0), cudaSuccess);
+    EXPECT_EQ(r.ctx_destroy(mine), CUDA_SUCCESS);
+    ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+    EXPECT_EQ(cudaDeviceEnablePeerAccess(0, 0), cudaErrorPeerAccessAlreadyEnabled) << "device 1's primary context";
+    EXPECT_EQ(cudaDeviceDisablePeerAccess(0), cudaSuccess);
+    EXPECT_EQ(cudaGetLastError(), cudaErrorPeerAccessAlreadyEnabled);
   });
 }
 
