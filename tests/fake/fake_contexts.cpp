@@ -195,6 +195,14 @@ CUresult fake_cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* /*params*/, uns
   return create_ctx(e, pctx, flags, dev);
 }
 
+// cuCtxCreate_v3 (11.4, execution affinity): what cuGetProcAddress gives a
+// caller asking for "cuCtxCreate" at versions 11040 to 12049, as the real driver does.
+CUresult fake_cuCtxCreate_v3(CUcontext* pctx, CUexecAffinityParam* /*params*/, int /*count*/, unsigned flags,
+                             CUdevice dev) {
+  FAKE_ENTER("cuCtxCreate");
+  return create_ctx(e, pctx, flags, dev);
+}
+
 CUresult fake_cuCtxCreate_v2(CUcontext* pctx, unsigned flags, CUdevice dev) {
   FAKE_ENTER("cuCtxCreate");
   return create_ctx(e, pctx, flags, dev);
@@ -360,6 +368,7 @@ std::vector<ProcEntry> context_procs() {
       {"cuDevicePrimaryCtxGetState", 7000, erase_fn(&fake_cuDevicePrimaryCtxGetState)},
       {"cuDevicePrimaryCtxReset", 11000, erase_fn(&fake_cuDevicePrimaryCtxReset)},
       {"cuCtxCreate", 3020, erase_fn(&fake_cuCtxCreate_v2)},
+      {"cuCtxCreate", 11040, erase_fn(&fake_cuCtxCreate_v3)},
       {"cuCtxCreate", 12050, erase_fn(&fake_cuCtxCreate_v4)},
       {"cuCtxDestroy", 4000, erase_fn(&fake_cuCtxDestroy)},
       {"cuCtxPushCurrent", 4000, erase_fn(&fake_cuCtxPushCurrent)},

@@ -18,11 +18,14 @@ using namespace drvshim_test;
 
 namespace {
 
+// At 12.0 "cuCtxCreate" is cuCtxCreate_v3 (execution affinity): the
+// three-argument form these tests call is 3.2's.
 template <class F>
 F raw(const char* name) {
   void* p = nullptr;
   CUdriverProcAddressQueryResult q{};
-  if (cuGetProcAddress_v2(name, &p, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &q) != CUDA_SUCCESS || p == nullptr) {
+  const int version = std::string(name) == "cuCtxCreate" ? 3020 : 12000;
+  if (cuGetProcAddress_v2(name, &p, version, CU_GET_PROC_ADDRESS_DEFAULT, &q) != CUDA_SUCCESS || p == nullptr) {
     ADD_FAILURE() << "the fake has no " << name;
     std::abort();
   }

@@ -21,11 +21,14 @@ using namespace drvshim_test;
 
 namespace {
 
+// At 12.0 "cuCtxCreate" is cuCtxCreate_v3 (execution affinity): the
+// three-argument form these tests call is 3.2's.
 template <class F>
 F raw(const char* name) {
   void* p = nullptr;
   CUdriverProcAddressQueryResult q{};
-  if (cuGetProcAddress_v2(name, &p, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &q) != CUDA_SUCCESS || p == nullptr) {
+  const int version = std::string(name) == "cuCtxCreate" ? 3020 : 12000;
+  if (cuGetProcAddress_v2(name, &p, version, CU_GET_PROC_ADDRESS_DEFAULT, &q) != CUDA_SUCCESS || p == nullptr) {
     // An 11.x driver has only the four-argument form.
     using Old = CUresult (*)(const char*, void**, int, cuuint64_t);
     if (auto old = reinterpret_cast<Old>(dlsym(RTLD_DEFAULT, "cuGetProcAddress"));

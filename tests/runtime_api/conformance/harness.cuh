@@ -64,7 +64,10 @@ template <class F>
 void proc(Driver& d, const char* name, F& out) {
   void* p = nullptr;
   CUdriverProcAddressQueryResult q{};
-  if (d.get_proc(name, &p, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &q) == CUDA_SUCCESS && p != nullptr) {
+  // cuCtxCreate at 12.0 is cuCtxCreate_v3 (execution affinity): the plain
+  // three-argument form is 3.2's, which every later driver still offers.
+  const int version = std::strcmp(name, "cuCtxCreate") == 0 ? 3020 : 12000;
+  if (d.get_proc(name, &p, version, CU_GET_PROC_ADDRESS_DEFAULT, &q) == CUDA_SUCCESS && p != nullptr) {
     out = reinterpret_cast<F>(p);
   } else {
     std::printf("harness: driver has no %s\n", name);
