@@ -195,16 +195,14 @@ DRVSHIM_CUDART cudaError_t cudaGetDevice(int* device) {
 DRVSHIM_CUDART cudaError_t cudaInitDevice(int device, unsigned device_flags, unsigned flags) {
   return guarded("cudaInitDevice", [&] {
     if (const cudaError_t e = check_device("cudaInitDevice", device); e != cudaSuccess) return e;
-    if ((flags & ~static_cast<unsigned>(cudaInitDeviceFlagsAreValid)) != 0 || (device_flags & ~kDeviceFlags) != 0) {
-      return fail(cudaErrorInvalidValue,
-                  fmt::format("cudaInitDevice: flags 0x{:x}, device flags 0x{:x}", flags, device_flags));
-    }
+    // Bits cudart does not know are ignored, not refused (H100, cudart 13.0,
+    // tests/runtime_api/conformance, 2026-12-07).
     if ((flags & cudaInitDeviceFlagsAreValid) != 0) {
       // As cudaSetDeviceFlags: the flags change even on an active context; mapping host memory is implicit.
       initialised_driver("cudaInitDevice")
           .device(device)
           .change_primary_context_flags(
-              static_cast<ContextFlags>(device_flags & ~static_cast<unsigned>(cudaDeviceMapHost)));
+              static_cast<ContextFlags>(device_flags & kDeviceFlags & ~static_cast<unsigned>(cudaDeviceMapHost)));
     }
     (void)primary(device, "cudaInitDevice");
     return cudaSuccess;
@@ -280,6 +278,11 @@ DRVSHIM_CUDART cudaError_t cudaDeviceGetPCIBusId(char* bus_id, int len, int devi
     if (const cudaError_t e = check_device("cudaDeviceGetPCIBusId", device); e != cudaSuccess) return e;
     const std::string id = driver("cudaDeviceGetPCIBusId").device(device).pci_bus_id();
     std::snprintf(bus_id, static_cast<size_t>(len), "%s", id.c_str());
+    // As cudart: a buffer too short gets what fits, and cudaErrorInvalidValue.
+    if (id.size() + 1 > static_cast<size_t>(len)) {
+      return fail(cudaErrorInvalidValue,
+                  fmt::format("cudaDeviceGetPCIBusId: {} bytes do not hold \"{}\" and its terminator", len, id));
+    }
     return cudaSuccess;
   });
 }

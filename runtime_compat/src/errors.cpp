@@ -79,6 +79,10 @@ ThreadState& thread() noexcept { return t_state; }
 
 cudaError_t fail(cudaError_t e, std::string detail) {
   auto& t = thread();
+  // cudart records every failure as the last error except "not ready",
+  // which is an answer (cudaEventElapsedTime on an unfinished event, H100,
+  // tests/runtime_api/conformance, 2026-12-07).
+  if (e == cudaErrorNotReady) return e;
   t.last = e;
   t.detail = std::move(detail);
   logf(log::Level::debug, "runtime_compat: {} ({})", static_cast<int>(e), t.detail);

@@ -34,9 +34,12 @@ static_assert(sizeof(cudaLaunchAttribute) == sizeof(LaunchAttribute) &&
               offsetof(cudaLaunchAttribute, val) == offsetof(LaunchAttribute, value) &&
               sizeof(cudaLaunchAttributeValue) == sizeof(LaunchAttribute::value));
 
+// As cudart 13.0: a null function is cudaErrorInvalidDeviceFunction, any
+// other address that is no registered kernel cudaErrorInvalidResourceHandle
+// (H100, tests/runtime_api/conformance, 2026-12-07).
 cudaError_t unknown_function(const char* api, const void* func) {
   return fail(
-      cudaErrorInvalidDeviceFunction,
+      func == nullptr ? cudaErrorInvalidDeviceFunction : cudaErrorInvalidResourceHandle,
       fmt::format("{}: {} is not a registered kernel (a __global__ function's address, or a cudaKernel_t)", api, func));
 }
 
@@ -265,6 +268,7 @@ DRVSHIM_CUDART cudaError_t cudaFuncGetName(const char** name, const void* func) 
 DRVSHIM_CUDART cudaError_t cudaFuncGetParamInfo(const void* func, size_t index, size_t* offset, size_t* size) {
   KernelHandle* k = kernel_for(func);
   if (k == nullptr) return unknown_function("cudaFuncGetParamInfo", func);
+  if (offset == nullptr || size == nullptr) return null_argument("cudaFuncGetParamInfo", "paramOffset or paramSize");
   return guarded("cudaFuncGetParamInfo", [&] {
     const Bound b = bind_here(*k, "cudaFuncGetParamInfo");
     const auto& params = b.kernel.params();

@@ -105,9 +105,10 @@ cudaError_t do_copy_2d(const char* api, void* dst, std::size_t dpitch, const voi
                        std::size_t width, std::size_t height, cudaMemcpyKind kind, std::optional<cudaStream_t> stream,
                        DefaultStream zero) {
   if (!valid_kind(kind)) return bad_kind(api, kind);
-  if (width > dpitch || width > spitch) {
-    // cudart 13.0 answers cudaErrorInvalidValue, not ...PitchValue (H200, pitched_2d.cu, 2026-12-01).
-    return fail(cudaErrorInvalidValue,
+  if ((width > dpitch || width > spitch) && height > 0) {
+    // cudart 13.0: one row is cudaErrorInvalidValue (H200, pitched_2d.cu, 2026-12-01), several rows
+    // cudaErrorInvalidPitchValue (H100, tests/runtime_api/conformance, 2026-12-07).
+    return fail(height > 1 ? cudaErrorInvalidPitchValue : cudaErrorInvalidValue,
                 fmt::format("{}: width {} exceeds the pitch (dst {}, src {})", api, width, dpitch, spitch));
   }
   if ((dst == nullptr || src == nullptr) && width != 0 && height != 0) return null_argument(api, "dst or src");
@@ -208,7 +209,8 @@ DRVSHIM_CUDART cudaError_t cudaMallocPitch(void** ptr, size_t* pitch, size_t wid
 
 DRVSHIM_CUDART cudaError_t cudaMallocManaged(void** ptr, size_t bytes, unsigned flags) {
   if (ptr == nullptr) return null_argument("cudaMallocManaged", "devPtr");
-  if (bytes == 0) return fail(cudaErrorInvalidValue, "cudaMallocManaged: size 0");
+  *ptr = nullptr;                      // as cudart, also when the call fails
+  if (bytes == 0) return cudaSuccess;  // as cudart 13.0: success and a null pointer
   if (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost) {
     return fail(
         cudaErrorInvalidValue,
@@ -359,6 +361,7 @@ DRVSHIM_CUDART cudaError_t cudaFreeHost(void* ptr) {
 
 DRVSHIM_CUDART cudaError_t cudaHostGetDevicePointer(void** device, void* host, unsigned flags) {
   if (device == nullptr || host == nullptr) return null_argument("cudaHostGetDevicePointer", "pDevice or pHost");
+  *device = nullptr;  // as cudart, also when the call fails
   if (flags != 0) return fail(cudaErrorInvalidValue, "cudaHostGetDevicePointer: flags must be 0");
   return guarded("cudaHostGetDevicePointer", [&] {
     (void)context("cudaHostGetDevicePointer");

@@ -90,7 +90,8 @@ DRVSHIM_CUDART cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned flags) 
     if (flags != 0) return fail(cudaErrorInvalidValue, "cudaDeviceEnablePeerAccess: flags must be 0");
     const int device = current_device();
     if (peer == device) {
-      return fail(cudaErrorInvalidDevice,
+      // cudart 13.0's answer (H100, tests/runtime_api/conformance, 2026-12-07).
+      return fail(cudaErrorPeerAccessUnsupported,
                   fmt::format("cudaDeviceEnablePeerAccess: device {} is the current device", peer));
     }
     // Peer access is between primary contexts, also with a context the

@@ -155,6 +155,11 @@ cudaError_t attach(const char* api, cudaStream_t stream, void* ptr, std::size_t 
 }
 
 cudaError_t record(const char* api, cudaEvent_t event, cudaStream_t stream, unsigned flags, DefaultStream zero) {
+  if (flags & ~static_cast<unsigned>(cudaEventRecordExternal)) {
+    return fail(cudaErrorInvalidValue, fmt::format("{}: flags 0x{:x}: cudaEventRecordDefault (0) or "
+                                                   "cudaEventRecordExternal (1)",
+                                                   api, flags));
+  }
   if (flags != cudaEventRecordDefault) {
     return not_supported(api, "cudaEventRecordExternal (events recorded for graphs) is not supported");
   }

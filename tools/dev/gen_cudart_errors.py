@@ -51,7 +51,7 @@ def c_string(s):
 
 types_h = open(os.path.join(root, "include", "driver_types.h"), encoding="utf-8").read()
 body = enum_body(types_h, "enum __device_builtin__ cudaError", "};")
-runtime = re.findall(r"/\*\*(.*?)\*/\s*(cudaError\w+|cudaSuccess)\s*=\s*(\d+)", body, re.S)
+runtime = re.findall(r"/\*\*(.*?)\*/\s*,?\s*(cudaError\w+|cudaSuccess)\s*=\s*(\d+)", body, re.S)
 
 cuda_h = open(os.path.join(root, "include", "cuda.h"), encoding="utf-8").read()
 cbody = enum_body(cuda_h, "typedef enum cudaError_enum", "} CUresult;")
