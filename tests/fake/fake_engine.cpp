@@ -41,6 +41,9 @@ void misuse(Engine& e, const std::string& what) {
 void reset_state(Engine& e) {
   for (auto& [base, a] : e.allocs) std::free(reinterpret_cast<void*>(base));
   e.allocs.clear();
+  for (const auto& [base, size] : e.quarantine) std::free(reinterpret_cast<void*>(base));
+  e.quarantine.clear();
+  e.quarantined = 0;
   e.registered.clear();
   for (FakeStream* st : e.streams) delete st;
   e.streams.clear();

@@ -172,7 +172,12 @@ struct Engine {
   std::vector<std::unique_ptr<FakeCtx>> all_contexts;  // never freed: handles stay unique (no ABA)
   unsigned long long next_ctx_id = 1;
   std::vector<Injection> injections;
-  std::map<uintptr_t, Alloc> allocs;             // device, managed, stream-ordered and pinned memory, by base
+  std::map<uintptr_t, Alloc> allocs;  // device, managed, stream-ordered and pinned memory, by base
+  // Freed device memory, kept mapped for a while as a real driver keeps freed
+  // pages (a copy into memory freed a moment ago succeeds on the GPU, and must
+  // not corrupt this process's heap here); the oldest goes past kQuarantine bytes.
+  std::deque<std::pair<uintptr_t, size_t>> quarantine;
+  size_t quarantined = 0;
   std::map<uintptr_t, Registration> registered;  // host registrations, by base
   std::set<FakeStream*> streams;
   std::map<FakeCtx*, std::unique_ptr<FakeStream>> legacy_streams;  // each context's legacy default stream

@@ -71,7 +71,18 @@ CUresult free_alloc(Engine& e, std::unique_lock<std::mutex>& lock, uintptr_t p, 
     return CUDA_ERROR_INVALID_VALUE;
   }
   if (!pinned) e.device_used[static_cast<size_t>(it->second.ctx->device)] -= it->second.size;
-  std::free(reinterpret_cast<void*>(it->first));
+  if (pinned) {
+    std::free(reinterpret_cast<void*>(it->first));
+  } else {
+    constexpr size_t kQuarantine = size_t{256} << 20;
+    e.quarantine.emplace_back(it->first, it->second.size);
+    e.quarantined += it->second.size;
+    while (e.quarantined > kQuarantine && e.quarantine.size() > 1) {
+      std::free(reinterpret_cast<void*>(e.quarantine.front().first));
+      e.quarantined -= e.quarantine.front().second;
+      e.quarantine.pop_front();
+    }
+  }
   e.allocs.erase(it);
   return CUDA_SUCCESS;
 }
