@@ -500,6 +500,13 @@ DRVSHIM_CUDART cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attri
     a.device = info.kind == MemoryKind::pageable_host ? -2 : info.device_ordinal;
     a.devicePointer = reinterpret_cast<void*>(info.device_address);
     a.hostPointer = info.host_address;
+    // As cudart 13.0: memory from a pool names itself as its device pointer,
+    // and unregistered host memory as its host pointer (H100,
+    // tests/runtime_api/conformance, 2026-12-07).
+    if (a.devicePointer == nullptr && (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged)) {
+      a.devicePointer = const_cast<void*>(ptr);
+    }
+    if (a.hostPointer == nullptr && a.type == cudaMemoryTypeUnregistered) a.hostPointer = const_cast<void*>(ptr);
     *attributes = a;
     return cudaSuccess;
   });

@@ -147,6 +147,11 @@ cudaError_t get_attribute(const char* api, cudaStream_t stream, cudaStreamAttrID
 
 cudaError_t attach(const char* api, cudaStream_t stream, void* ptr, std::size_t length, unsigned flags,
                    DefaultStream zero) {
+  // cudart 13.0 refuses attaching to "the" stream 0 alone (cudaStreamLegacy
+  // and the per-thread stream are accepted: H100, tests/runtime_api/conformance, 2026-12-07).
+  if (stream == nullptr && zero == DefaultStream::legacy && flags == cudaMemAttachSingle) {
+    return fail(cudaErrorInvalidValue, fmt::format("{}: cudaMemAttachSingle needs a stream, not 0", api));
+  }
   return guarded(api, [&] {
     stream_of(stream, zero, api)
         .attach_memory(reinterpret_cast<std::uintptr_t>(ptr), length, static_cast<MemoryAttach>(flags));
