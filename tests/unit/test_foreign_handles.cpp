@@ -9,28 +9,12 @@
 #include <cstdlib>
 
 #include "fixture.hpp"
-
-extern "C" CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flags,
-                                        CUdriverProcAddressQueryResult* status);
+#include "raw_driver.hpp"
 
 using namespace drvshim;
 using namespace drvshim_test;
 
 namespace {
-
-// At 12.0 "cuCtxCreate" is cuCtxCreate_v3 (execution affinity): the
-// three-argument form these tests call is 3.2's.
-template <class F>
-F raw(const char* name) {
-  void* p = nullptr;
-  CUdriverProcAddressQueryResult q{};
-  const int version = std::string(name) == "cuCtxCreate" ? 3020 : 12000;
-  if (cuGetProcAddress_v2(name, &p, version, CU_GET_PROC_ADDRESS_DEFAULT, &q) != CUDA_SUCCESS || p == nullptr) {
-    ADD_FAILURE() << "the fake has no " << name;
-    std::abort();
-  }
-  return reinterpret_cast<F>(p);
-}
 
 using ForeignHandles = FakeDriverTest;
 

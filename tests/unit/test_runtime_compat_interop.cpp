@@ -7,39 +7,16 @@
 // the frees take memory the driver allocated. The driver's own entry points
 // come from the fake through cuGetProcAddress, as a program's would.
 #include <cuda.h>
-#include <dlfcn.h>
 
 #include <cstdlib>
 
+#include "raw_driver.hpp"
 #include "rt_fixture.hpp"
-
-extern "C" CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flags,
-                                        CUdriverProcAddressQueryResult* status);
 
 using namespace drvshim;
 using namespace drvshim_test;
 
 namespace {
-
-// At 12.0 "cuCtxCreate" is cuCtxCreate_v3 (execution affinity): the
-// three-argument form these tests call is 3.2's.
-template <class F>
-F raw(const char* name) {
-  void* p = nullptr;
-  CUdriverProcAddressQueryResult q{};
-  const int version = std::string(name) == "cuCtxCreate" ? 3020 : 12000;
-  if (cuGetProcAddress_v2(name, &p, version, CU_GET_PROC_ADDRESS_DEFAULT, &q) != CUDA_SUCCESS || p == nullptr) {
-    // An 11.x driver has only the four-argument form.
-    using Old = CUresult (*)(const char*, void**, int, cuuint64_t);
-    if (auto old = reinterpret_cast<Old>(dlsym(RTLD_DEFAULT, "cuGetProcAddress"));
-        old != nullptr && old(name, &p, 11000, CU_GET_PROC_ADDRESS_DEFAULT) == CUDA_SUCCESS && p != nullptr) {
-      return reinterpret_cast<F>(p);
-    }
-    ADD_FAILURE() << "the fake has no " << name;
-    std::abort();
-  }
-  return reinterpret_cast<F>(p);
-}
 
 struct Raw {
   CUresult (*init)(unsigned) = raw<decltype(init)>("cuInit");

@@ -144,22 +144,26 @@ Event Event::create(const ContextRef& context, EventFlags flags) {
   return Event(context, std::move(state));
 }
 
-Event Event::adopt(const ContextRef& context, std::uintptr_t handle) {
-  if (handle == 0) throw InvalidArgumentError("Event::adopt", "the event handle is null", "pass a CUevent");
+namespace {
+
+// The state of an event drvshim did not create: flags unknown, assumed recorded.
+std::shared_ptr<detail::EventState> foreign_state(std::uintptr_t handle, const char* api) {
+  if (handle == 0) throw InvalidArgumentError(api, "the event handle is null", "pass a CUevent");
   auto state = std::make_shared<detail::EventState>();
   state->handle = handle;
   state->recorded.store(true);
   state->foreign = true;
-  return Event(context, std::move(state));
+  return state;
+}
+
+}  // namespace
+
+Event Event::adopt(const ContextRef& context, std::uintptr_t handle) {
+  return Event(context, foreign_state(handle, "Event::adopt"));
 }
 
 EventRef EventRef::wrap(const ContextRef& context, std::uintptr_t handle) {
-  if (handle == 0) throw InvalidArgumentError("EventRef::wrap", "the event handle is null", "pass a CUevent");
-  auto state = std::make_shared<detail::EventState>();
-  state->handle = handle;
-  state->recorded.store(true);
-  state->foreign = true;
-  return EventRef(context, std::move(state));
+  return EventRef(context, foreign_state(handle, "EventRef::wrap"));
 }
 
 Event::Event(Event&&) noexcept = default;
