@@ -374,10 +374,11 @@ ContextRef context(const char* trigger) {
     }
     auto& f = t_foreign;
     const std::uint64_t epoch = g_epoch.load(std::memory_order_acquire);
-    const std::optional<std::uint64_t> id =
-        context_id(f.context && f.address == current ? *f.context : *current_context(drv));
-    if (id && f.address == current && f.epoch == epoch && f.context && *id == f.id) return *f.context;
+    if (f.context && f.address == current && f.epoch == epoch) {
+      if (const auto id = context_id(*f.context); id && *id == f.id) return *f.context;
+    }
     ContextRef view = *current_context(drv);
+    const std::optional<std::uint64_t> id = context_id(view);
     const int device = view.device().ordinal();
     // A primary context the program retained and made current itself is the
     // device's primary context all the same: the runtime uses it as its own
