@@ -18,7 +18,7 @@ FakeDevice h200(int index) {
   d.total_mem = 150754820096ull;  // 143771 MiB
   for (int i = 0; i < 16; ++i) d.uuid[i] = static_cast<unsigned char>(0x10 * (index + 1) + i);
   char bus[32];
-  std::snprintf(bus, sizeof bus, "00000000:%02X:00.0", 0x18 + index);
+  std::snprintf(bus, sizeof bus, "0000:%02X:00.0", 0x18 + index);
   d.pci_bus_id = bus;
   d.attributes = {
       {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 1024},
@@ -96,7 +96,7 @@ FakeDevice tx1() {
   d.cc_minor = 3;
   d.total_mem = 4052041728ull;
   for (int i = 0; i < 16; ++i) d.uuid[i] = static_cast<unsigned char>(0xa0 + i);
-  d.pci_bus_id = "00000000:00:00.0";
+  d.pci_bus_id = "0000:00:00.0";
   d.attributes = {
       {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 1024},
       {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, 49152},

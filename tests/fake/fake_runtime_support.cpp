@@ -137,12 +137,26 @@ size_t default_limit(int limit) {
   }
 }
 
+// As the H100 (driver 580.159.04) answers: a number that names no limit is
+// CUDA_ERROR_INVALID_VALUE; the device runtime's synchronisation depth is
+// CUDA_ERROR_UNSUPPORTED_LIMIT from compute capability 9.0 (no device-side
+// synchronisation there).
+CUresult check_limit(Engine& e, const FakeCtx& ctx, int limit) {
+  if (limit < 0 || limit > CU_LIMIT_PERSISTING_L2_CACHE_SIZE) return CUDA_ERROR_INVALID_VALUE;
+  if (limit == CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH && e.devices[static_cast<size_t>(ctx.device)].cc_major >= 9) {
+    return CUDA_ERROR_UNSUPPORTED_LIMIT;
+  }
+  return CUDA_SUCCESS;
+}
+
 CUresult fake_cuCtxSetLimit(CUlimit limit, size_t value) {
   FAKE_ENTER("cuCtxSetLimit");
   FakeCtx* ctx = nullptr;
   if (const CUresult r = current(e, &ctx); r != CUDA_SUCCESS) return r;
-  if (limit < 0 || limit > CU_LIMIT_PERSISTING_L2_CACHE_SIZE) return CUDA_ERROR_UNSUPPORTED_LIMIT;
+  if (const CUresult r = check_limit(e, *ctx, limit); r != CUDA_SUCCESS) return r;
   if (limit == CU_LIMIT_MAX_L2_FETCH_GRANULARITY && value > 128) return CUDA_ERROR_INVALID_VALUE;
+  // The H100 refuses a stack of 2^60 bytes a thread (580.159.04).
+  if (limit == CU_LIMIT_STACK_SIZE && value > (size_t{1} << 32)) return CUDA_ERROR_INVALID_VALUE;
   if (limit == CU_LIMIT_PERSISTING_L2_CACHE_SIZE) {
     value =
         std::min<size_t>(value, static_cast<size_t>(attr(e, ctx->device, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)) * 3 / 4);
@@ -156,7 +170,7 @@ CUresult fake_cuCtxGetLimit(size_t* value, CUlimit limit) {
   if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
   FakeCtx* ctx = nullptr;
   if (const CUresult r = current(e, &ctx); r != CUDA_SUCCESS) return r;
-  if (limit < 0 || limit > CU_LIMIT_PERSISTING_L2_CACHE_SIZE) return CUDA_ERROR_UNSUPPORTED_LIMIT;
+  if (const CUresult r = check_limit(e, *ctx, limit); r != CUDA_SUCCESS) return r;
   auto it = ctx->limits.find(limit);
   *value = it != ctx->limits.end() ? it->second : default_limit(limit);
   return CUDA_SUCCESS;
