@@ -77,6 +77,7 @@ cudaError_t launch(const char* api, KernelHandle* k, const LaunchRequest& r, voi
 
 cudaError_t launch_by_function(const char* api, const void* func, const LaunchRequest& r, void** args,
                                DefaultStream zero) {
+  if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
   KernelHandle* k = kernel_for(func);
   if (k == nullptr) return unknown_function(api, func);
   return launch(api, k, r, args, zero);
@@ -146,6 +147,7 @@ Bound bind_here(KernelHandle& k, const char* api) {
 
 DRVSHIM_CUDART cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void** args, size_t shared,
                                               cudaStream_t stream) {
+  if (const cudaError_t e = enter("__cudaLaunchKernel", Prologue::context); e != cudaSuccess) return e;
   if (kernel == nullptr) return null_argument("__cudaLaunchKernel", "kernel");
   return launch("__cudaLaunchKernel", reinterpret_cast<KernelHandle*>(kernel), {grid, block, shared, stream, false, {}},
                 args, kLegacy);
@@ -154,6 +156,7 @@ DRVSHIM_CUDART cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, di
 // Compiled with --default-stream per-thread: stream 0 is the per-thread default stream.
 DRVSHIM_CUDART cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 grid, dim3 block, void** args,
                                                    size_t shared, cudaStream_t stream) {
+  if (const cudaError_t e = enter("__cudaLaunchKernel_ptsz", Prologue::context); e != cudaSuccess) return e;
   if (kernel == nullptr) return null_argument("__cudaLaunchKernel_ptsz", "kernel");
   return launch("__cudaLaunchKernel_ptsz", reinterpret_cast<KernelHandle*>(kernel),
                 {grid, block, shared, stream, false, {}}, args, kPerThread);
@@ -190,8 +193,10 @@ DRVSHIM_CUDART cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* co
 
 DRVSHIM_CUDART cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, const void* func) {
   if (attr == nullptr) return null_argument("cudaFuncGetAttributes", "attr");
+  if (const cudaError_t e = enter("cudaFuncGetAttributes", Prologue::context); e != cudaSuccess) return e;
   KernelHandle* k = kernel_for(func);
   if (k == nullptr) return unknown_function("cudaFuncGetAttributes", func);
+  if (const cudaError_t e = enter("cudaFuncGetAttributes", Prologue::sticky); e != cudaSuccess) return e;
   return guarded("cudaFuncGetAttributes", [&] {
     const Bound b = bind_here(*k, "cudaFuncGetAttributes");
     const auto get = [&](FunctionAttribute a) { return b.kernel.attribute(a); };
@@ -218,14 +223,19 @@ DRVSHIM_CUDART cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, const
 }
 
 DRVSHIM_CUDART cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value) {
-  KernelHandle* k = kernel_for(func);
-  if (k == nullptr) return unknown_function("cudaFuncSetAttribute", func);
+  // cudart's order: the attribute, its prologue, the function, the sticky error.
   // cudaFuncAttribute numbers the settable attributes as CUfunction_attribute does.
-  const int number = static_cast<int>(attr);
+  int number = 0;
+  static_assert(sizeof attr == sizeof number);
+  std::memcpy(&number, &attr, sizeof number);  // a number the enum may not name
   if (number < static_cast<int>(cudaFuncAttributeMaxDynamicSharedMemorySize) ||
       number >= static_cast<int>(cudaFuncAttributeMax)) {
     return fail(cudaErrorInvalidValue, fmt::format("cudaFuncSetAttribute: attribute {} is not settable", number));
   }
+  if (const cudaError_t e = enter("cudaFuncSetAttribute", Prologue::context); e != cudaSuccess) return e;
+  KernelHandle* k = kernel_for(func);
+  if (k == nullptr) return unknown_function("cudaFuncSetAttribute", func);
+  if (const cudaError_t e = enter("cudaFuncSetAttribute", Prologue::sticky); e != cudaSuccess) return e;
   return guarded("cudaFuncSetAttribute", [&] {
     const ContextRef ctx = context("cudaFuncSetAttribute");
     set_kernel_attribute(*k, ctx, ctx.device().ordinal(), static_cast<FunctionAttribute>(number), value,
@@ -235,8 +245,10 @@ DRVSHIM_CUDART cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttrib
 }
 
 DRVSHIM_CUDART cudaError_t cudaFuncSetCacheConfig(const void* func, cudaFuncCache config) {
+  if (const cudaError_t e = enter("cudaFuncSetCacheConfig", Prologue::context); e != cudaSuccess) return e;
   KernelHandle* k = kernel_for(func);
   if (k == nullptr) return unknown_function("cudaFuncSetCacheConfig", func);
+  if (const cudaError_t e = enter("cudaFuncSetCacheConfig", Prologue::sticky); e != cudaSuccess) return e;
   if (static_cast<int>(config) < 0 || static_cast<int>(config) > 3) {
     return fail(cudaErrorInvalidValue, fmt::format("cudaFuncSetCacheConfig: {}", static_cast<int>(config)));
   }
@@ -250,7 +262,9 @@ DRVSHIM_CUDART cudaError_t cudaFuncSetCacheConfig(const void* func, cudaFuncCach
 
 // Deprecated: the bank size is fixed on every supported architecture.
 DRVSHIM_CUDART cudaError_t cudaFuncSetSharedMemConfig(const void* func, cudaSharedMemConfig config) {
+  if (const cudaError_t e = enter("cudaFuncSetSharedMemConfig", Prologue::context); e != cudaSuccess) return e;
   if (kernel_for(func) == nullptr) return unknown_function("cudaFuncSetSharedMemConfig", func);
+  if (const cudaError_t e = enter("cudaFuncSetSharedMemConfig", Prologue::sticky); e != cudaSuccess) return e;
   if (static_cast<int>(config) < 0 || static_cast<int>(config) > 2) {
     return fail(cudaErrorInvalidValue, fmt::format("cudaFuncSetSharedMemConfig: {}", static_cast<int>(config)));
   }
@@ -261,14 +275,18 @@ DRVSHIM_CUDART cudaError_t cudaFuncGetName(const char** name, const void* func) 
   if (name == nullptr) return null_argument("cudaFuncGetName", "name");
   KernelHandle* k = kernel_for(func);
   if (k == nullptr) return unknown_function("cudaFuncGetName", func);
+  if (const cudaError_t e = enter("cudaFuncGetName", Prologue::driver); e != cudaSuccess) return e;
   *name = k->name.c_str();  // the handle lives as long as the process
   return cudaSuccess;
 }
 
 DRVSHIM_CUDART cudaError_t cudaFuncGetParamInfo(const void* func, size_t index, size_t* offset, size_t* size) {
+  if (const cudaError_t e = enter("cudaFuncGetParamInfo", Prologue::context); e != cudaSuccess) return e;
   KernelHandle* k = kernel_for(func);
   if (k == nullptr) return unknown_function("cudaFuncGetParamInfo", func);
-  if (offset == nullptr || size == nullptr) return null_argument("cudaFuncGetParamInfo", "paramOffset or paramSize");
+  // The size is optional (cudart 13.0 answers with a null paramSize), the offset is not.
+  if (offset == nullptr) return null_argument("cudaFuncGetParamInfo", "paramOffset");
+  if (const cudaError_t e = enter("cudaFuncGetParamInfo", Prologue::sticky); e != cudaSuccess) return e;
   return guarded("cudaFuncGetParamInfo", [&] {
     const Bound b = bind_here(*k, "cudaFuncGetParamInfo");
     const auto& params = b.kernel.params();
@@ -289,9 +307,11 @@ namespace {
 
 cudaError_t occupancy(const char* api, int* blocks, const void* func, int block_size, std::size_t shared,
                       unsigned flags, bool with_flags) {
-  if (blocks == nullptr) return null_argument(api, "numBlocks");
+  if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
   KernelHandle* k = kernel_for(func);
   if (k == nullptr) return unknown_function(api, func);
+  if (const cudaError_t e = enter(api, Prologue::sticky); e != cudaSuccess) return e;
+  if (blocks == nullptr) return null_argument(api, "numBlocks");
   if (block_size <= 0) return fail(cudaErrorInvalidValue, fmt::format("{}: block size {}", api, block_size));
   return guarded(api, [&] {
     const Bound b = bind_here(*k, api);
@@ -317,9 +337,13 @@ DRVSHIM_CUDART cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlag
 
 DRVSHIM_CUDART cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(size_t* bytes, const void* func, int blocks,
                                                                      int block_size) {
-  if (bytes == nullptr) return null_argument("cudaOccupancyAvailableDynamicSMemPerBlock", "dynamicSmemSize");
+  if (const cudaError_t e = enter("cudaOccupancyAvailableDynamicSMemPerBlock", Prologue::context); e != cudaSuccess)
+    return e;
   KernelHandle* k = kernel_for(func);
   if (k == nullptr) return unknown_function("cudaOccupancyAvailableDynamicSMemPerBlock", func);
+  if (const cudaError_t e = enter("cudaOccupancyAvailableDynamicSMemPerBlock", Prologue::sticky); e != cudaSuccess)
+    return e;
+  if (bytes == nullptr) return null_argument("cudaOccupancyAvailableDynamicSMemPerBlock", "dynamicSmemSize");
   if (blocks <= 0 || block_size <= 0) {
     return fail(cudaErrorInvalidValue,
                 fmt::format("cudaOccupancyAvailableDynamicSMemPerBlock: {} blocks of {} threads", blocks, block_size));

@@ -46,7 +46,12 @@ void host_copy_on(const StreamRef& s, void* dst, const void* src, std::size_t by
 // `stream` empty: synchronous on the legacy default stream (cuMemcpy*).
 cudaError_t do_copy(const char* api, void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind,
                     std::optional<cudaStream_t> stream, DefaultStream zero) {
+  if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
   if (!valid_kind(kind)) return bad_kind(api, kind);
+  // cudart's order: the direction, nothing to copy, the sticky error, the pointers.
+  if (bytes != 0) {
+    if (const cudaError_t e = enter(api, Prologue::sticky); e != cudaSuccess) return e;
+  }
   if ((dst == nullptr || src == nullptr) && bytes != 0) return null_argument(api, "dst or src");
   return guarded(api, [&] {
     const ContextRef ctx = context(api);
@@ -85,6 +90,12 @@ cudaError_t do_copy(const char* api, void* dst, const void* src, std::size_t byt
 
 cudaError_t do_memset(const char* api, void* ptr, int value, std::size_t bytes, std::optional<cudaStream_t> stream,
                       DefaultStream zero) {
+  if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
+  // The synchronous form answers the sticky error before it looks at the
+  // pointer (the stream-ordered one checks its stream first).
+  if (bytes != 0 && !stream.has_value()) {
+    if (const cudaError_t e = enter(api, Prologue::sticky); e != cudaSuccess) return e;
+  }
   if (ptr == nullptr && bytes != 0) return null_argument(api, "devPtr");
   return guarded(api, [&] {
     const ContextRef ctx = context(api);
@@ -104,12 +115,16 @@ cudaError_t do_memset(const char* api, void* ptr, int value, std::size_t bytes, 
 cudaError_t do_copy_2d(const char* api, void* dst, std::size_t dpitch, const void* src, std::size_t spitch,
                        std::size_t width, std::size_t height, cudaMemcpyKind kind, std::optional<cudaStream_t> stream,
                        DefaultStream zero) {
+  if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
   if (!valid_kind(kind)) return bad_kind(api, kind);
   if ((width > dpitch || width > spitch) && height > 0) {
     // cudart 13.0: one row is cudaErrorInvalidValue (H200, pitched_2d.cu, 2026-12-01), several rows
     // cudaErrorInvalidPitchValue (H100, tests/runtime_api/conformance, 2026-12-07).
     return fail(height > 1 ? cudaErrorInvalidPitchValue : cudaErrorInvalidValue,
                 fmt::format("{}: width {} exceeds the pitch (dst {}, src {})", api, width, dpitch, spitch));
+  }
+  if (width != 0 && height != 0) {
+    if (const cudaError_t e = enter(api, Prologue::sticky); e != cudaSuccess) return e;
   }
   if ((dst == nullptr || src == nullptr) && width != 0 && height != 0) return null_argument(api, "dst or src");
   return guarded(api, [&] {
@@ -142,6 +157,10 @@ cudaError_t do_copy_2d(const char* api, void* dst, std::size_t dpitch, const voi
 
 cudaError_t do_memset_2d(const char* api, void* ptr, std::size_t pitch, int value, std::size_t width,
                          std::size_t height, std::optional<cudaStream_t> stream, DefaultStream zero) {
+  if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
+  if (width != 0 && height != 0 && !stream.has_value()) {
+    if (const cudaError_t e = enter(api, Prologue::sticky); e != cudaSuccess) return e;
+  }
   if (width > pitch) {
     return fail(cudaErrorInvalidValue, fmt::format("{}: width {} exceeds the pitch {}", api, width, pitch));
   }
@@ -179,6 +198,7 @@ void record_device(void** out, const ContextRef& ctx, std::uintptr_t address, st
 
 DRVSHIM_CUDART cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   if (ptr == nullptr) return null_argument("cudaMalloc", "devPtr");
+  if (const cudaError_t e = enter("cudaMalloc", Prologue::context); e != cudaSuccess) return e;
   *ptr = nullptr;
   return guarded("cudaMalloc", [&] {
     const ContextRef ctx = context("cudaMalloc");
@@ -192,6 +212,7 @@ DRVSHIM_CUDART cudaError_t cudaMalloc(void** ptr, size_t bytes) {
 
 DRVSHIM_CUDART cudaError_t cudaMallocPitch(void** ptr, size_t* pitch, size_t width, size_t height) {
   if (ptr == nullptr || pitch == nullptr) return null_argument("cudaMallocPitch", "devPtr or pitch");
+  if (const cudaError_t e = enter("cudaMallocPitch", Prologue::context); e != cudaSuccess) return e;
   *ptr = nullptr;
   return guarded("cudaMallocPitch", [&] {
     const ContextRef ctx = context("cudaMallocPitch");
@@ -209,6 +230,7 @@ DRVSHIM_CUDART cudaError_t cudaMallocPitch(void** ptr, size_t* pitch, size_t wid
 
 DRVSHIM_CUDART cudaError_t cudaMallocManaged(void** ptr, size_t bytes, unsigned flags) {
   if (ptr == nullptr) return null_argument("cudaMallocManaged", "devPtr");
+  if (const cudaError_t e = enter("cudaMallocManaged", Prologue::context); e != cudaSuccess) return e;
   *ptr = nullptr;                      // as cudart, also when the call fails
   if (bytes == 0) return cudaSuccess;  // as cudart 13.0: success and a null pointer
   if (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost) {
@@ -230,6 +252,8 @@ namespace {
 cudaError_t malloc_async(const char* api, void** ptr, std::size_t bytes, cudaStream_t stream, DefaultStream zero) {
   if (ptr == nullptr) return null_argument(api, "devPtr");
   *ptr = nullptr;
+  // The stream's context does the work: cudart makes no context current for it.
+  if (const cudaError_t e = enter(api, Prologue::driver); e != cudaSuccess) return e;
   return guarded(api, [&] {
     const StreamRef s = stream_of(stream, zero, api);
     if (bytes == 0) return cudaSuccess;
@@ -241,6 +265,7 @@ cudaError_t malloc_async(const char* api, void** ptr, std::size_t bytes, cudaStr
 }
 
 cudaError_t free_async(const char* api, void* ptr, cudaStream_t stream, DefaultStream zero) {
+  if (const cudaError_t e = enter(api, Prologue::driver); e != cudaSuccess) return e;
   if (ptr == nullptr) return cudaSuccess;
   return guarded(api, [&] {
     const StreamRef s = stream_of(stream, zero, api);
@@ -275,18 +300,12 @@ DRVSHIM_CUDART cudaError_t cudaFreeAsync_ptsz(void* ptr, cudaStream_t stream) {
 }
 
 DRVSHIM_CUDART cudaError_t cudaFree(void* ptr) {
+  if (const cudaError_t e = enter("cudaFree", Prologue::sticky); e != cudaSuccess) return e;
   // cudaFree(nullptr) frees nothing but, as under cudart 13.0 on the H200,
   // initialises the device: its primary context active and current on this
   // thread (again after a cudaDeviceReset; the classic way to set up early).
   if (ptr == nullptr) {
-    return guarded("cudaFree", [&] {
-      const int device = current_device();
-      if (const cudaError_t sticky = sticky_error(device); sticky != cudaSuccess) {
-        return fail(sticky, fmt::format("cudaFree: device {} has a sticky error", device));
-      }
-      (void)context("cudaFree(nullptr)");
-      return cudaSuccess;
-    });
+    return cudaSuccess;  // enter() made the context current
   }
   return guarded("cudaFree", [&] {
     auto& memory = registries().device_memory;
@@ -316,8 +335,13 @@ DRVSHIM_CUDART cudaError_t cudaFree(void* ptr) {
 // ---- page-locked and registered host memory --------------------------------------------------------
 
 DRVSHIM_CUDART cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned flags) {
+  // cudart's order: the context, the sticky error (not for 0 bytes), the arguments.
+  if (const cudaError_t e = enter("cudaHostAlloc", Prologue::context); e != cudaSuccess) return e;
+  if (ptr != nullptr) *ptr = nullptr;  // as cudart, also when the call fails
+  if (bytes != 0) {
+    if (const cudaError_t e = enter("cudaHostAlloc", Prologue::sticky); e != cudaSuccess) return e;
+  }
   if (ptr == nullptr) return null_argument("cudaHostAlloc", "pHost");
-  *ptr = nullptr;
   if ((flags & ~0x7u) != 0) {
     return fail(cudaErrorInvalidValue, fmt::format("cudaHostAlloc: flags 0x{:x}: cudaHostAllocPortable (1), "
                                                    "cudaHostAllocMapped (2), cudaHostAllocWriteCombined (4)",
@@ -343,6 +367,7 @@ DRVSHIM_CUDART cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned flag
 DRVSHIM_CUDART cudaError_t cudaMallocHost(void** ptr, size_t bytes) { return cudaHostAlloc(ptr, bytes, 0); }
 
 DRVSHIM_CUDART cudaError_t cudaFreeHost(void* ptr) {
+  if (const cudaError_t e = enter("cudaFreeHost", Prologue::sticky); e != cudaSuccess) return e;
   if (ptr == nullptr) return cudaSuccess;
   return guarded("cudaFreeHost", [&] {
     auto h = registries().host_memory.remove(reinterpret_cast<std::uintptr_t>(ptr));
@@ -360,7 +385,9 @@ DRVSHIM_CUDART cudaError_t cudaFreeHost(void* ptr) {
 }
 
 DRVSHIM_CUDART cudaError_t cudaHostGetDevicePointer(void** device, void* host, unsigned flags) {
-  if (device == nullptr || host == nullptr) return null_argument("cudaHostGetDevicePointer", "pDevice or pHost");
+  if (host == nullptr) return null_argument("cudaHostGetDevicePointer", "pHost");
+  if (const cudaError_t e = enter("cudaHostGetDevicePointer", Prologue::context); e != cudaSuccess) return e;
+  if (device == nullptr) return null_argument("cudaHostGetDevicePointer", "pDevice");
   *device = nullptr;  // as cudart, also when the call fails
   if (flags != 0) return fail(cudaErrorInvalidValue, "cudaHostGetDevicePointer: flags must be 0");
   return guarded("cudaHostGetDevicePointer", [&] {
@@ -377,7 +404,9 @@ DRVSHIM_CUDART cudaError_t cudaHostGetDevicePointer(void** device, void* host, u
 }
 
 DRVSHIM_CUDART cudaError_t cudaHostGetFlags(unsigned* flags, void* host) {
-  if (flags == nullptr || host == nullptr) return null_argument("cudaHostGetFlags", "pFlags or pHost");
+  if (flags == nullptr) return null_argument("cudaHostGetFlags", "pFlags");
+  if (const cudaError_t e = enter("cudaHostGetFlags", Prologue::sticky); e != cudaSuccess) return e;
+  if (host == nullptr) return null_argument("cudaHostGetFlags", "pHost");
   return guarded("cudaHostGetFlags", [&] {
     const auto [base, h] = registries().host_memory.find_containing(
         reinterpret_cast<std::uintptr_t>(host), [](const HostAllocation& a) { return a.owner.size(); });
@@ -389,6 +418,7 @@ DRVSHIM_CUDART cudaError_t cudaHostGetFlags(unsigned* flags, void* host) {
 }
 
 DRVSHIM_CUDART cudaError_t cudaHostRegister(void* ptr, size_t bytes, unsigned flags) {
+  if (const cudaError_t e = enter("cudaHostRegister", Prologue::sticky); e != cudaSuccess) return e;
   if (ptr == nullptr) return null_argument("cudaHostRegister", "ptr");
   return guarded("cudaHostRegister", [&] {
     const ContextRef ctx = context("cudaHostRegister");
@@ -405,6 +435,7 @@ DRVSHIM_CUDART cudaError_t cudaHostRegister(void* ptr, size_t bytes, unsigned fl
 }
 
 DRVSHIM_CUDART cudaError_t cudaHostUnregister(void* ptr) {
+  if (const cudaError_t e = enter("cudaHostUnregister", Prologue::sticky); e != cudaSuccess) return e;
   if (ptr == nullptr) return null_argument("cudaHostUnregister", "ptr");
   return guarded("cudaHostUnregister", [&] {
     auto r = registries().registrations.remove(reinterpret_cast<std::uintptr_t>(ptr));
@@ -488,6 +519,7 @@ DRVSHIM_CUDART cudaError_t cudaMemset2DAsync_ptsz(void* ptr, size_t pitch, int v
 
 DRVSHIM_CUDART cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const void* ptr) {
   if (attributes == nullptr) return null_argument("cudaPointerGetAttributes", "attributes");
+  if (const cudaError_t e = enter("cudaPointerGetAttributes", Prologue::driver); e != cudaSuccess) return e;
   return guarded("cudaPointerGetAttributes", [&] {
     const PointerInfo info = inspect_pointer(driver("cudaPointerGetAttributes"), ptr);
     cudaPointerAttributes a{};
@@ -520,6 +552,7 @@ MemoryLocation location_of(cudaMemLocation l) {
 
 cudaError_t prefetch(const char* api, const void* ptr, std::size_t bytes, cudaMemLocation location, unsigned flags,
                      cudaStream_t stream, DefaultStream zero) {
+  if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
   if (flags != 0) return fail(cudaErrorInvalidValue, fmt::format("{}: flags must be 0", api));
   return guarded(api, [&] {
     prefetch_async(stream_of(stream, zero, api), reinterpret_cast<std::uintptr_t>(ptr), bytes, location_of(location));
@@ -540,6 +573,25 @@ DRVSHIM_CUDART cudaError_t cudaMemPrefetchAsync_ptsz(const void* ptr, size_t byt
 
 DRVSHIM_CUDART cudaError_t cudaMemAdvise(const void* ptr, size_t bytes, cudaMemoryAdvise advice,
                                          cudaMemLocation location) {
+  if (const cudaError_t e = enter("cudaMemAdvise", Prologue::context); e != cudaSuccess) return e;
+  // Checked before the sticky error, as cudart 13.0 does (H100, tests/runtime_api/conformance, 2026-12-07).
+  int advice_number = 0;
+  int location_type = 0;
+  static_assert(sizeof advice == sizeof advice_number && sizeof location.type == sizeof location_type);
+  std::memcpy(&advice_number, &advice, sizeof advice_number);  // numbers the enums may not name
+  std::memcpy(&location_type, &location.type, sizeof location_type);
+  if (advice_number < cudaMemAdviseSetReadMostly || advice_number > cudaMemAdviseUnsetAccessedBy) {
+    return fail(cudaErrorInvalidValue, fmt::format("cudaMemAdvise: advice {}: cudaMemAdviseSetReadMostly (1) to "
+                                                   "cudaMemAdviseUnsetAccessedBy (6)",
+                                                   advice_number));
+  }
+  if (location_type < cudaMemLocationTypeDevice || location_type > cudaMemLocationTypeHostNumaCurrent) {
+    return fail(cudaErrorInvalidValue, fmt::format("cudaMemAdvise: location type {}: a device (1), the host (2), a "
+                                                   "host NUMA node (3) or the nearest one (4)",
+                                                   location_type));
+  }
+  if (bytes == 0) return fail(cudaErrorInvalidValue, "cudaMemAdvise: count is 0");
+  if (const cudaError_t e = enter("cudaMemAdvise", Prologue::sticky); e != cudaSuccess) return e;
   return guarded("cudaMemAdvise", [&] {
     advise(context("cudaMemAdvise"), reinterpret_cast<std::uintptr_t>(ptr), bytes, static_cast<MemoryAdvice>(advice),
            location_of(location));

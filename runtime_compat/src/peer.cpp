@@ -52,10 +52,12 @@ void drop_peer_access(std::optional<int> device) {
 }  // namespace drvshim::rt::impl
 
 DRVSHIM_CUDART cudaError_t cudaDeviceCanAccessPeer(int* can, int device, int peer) {
-  if (can == nullptr) return null_argument("cudaDeviceCanAccessPeer", "canAccessPeer");
   return guarded("cudaDeviceCanAccessPeer", [&] {
+    // cudart's order: the devices, its prologue, the output pointer.
     if (const cudaError_t e = check_device("cudaDeviceCanAccessPeer", device); e != cudaSuccess) return e;
     if (const cudaError_t e = check_device("cudaDeviceCanAccessPeer", peer); e != cudaSuccess) return e;
+    if (const cudaError_t e = enter("cudaDeviceCanAccessPeer", Prologue::driver); e != cudaSuccess) return e;
+    if (can == nullptr) return null_argument("cudaDeviceCanAccessPeer", "canAccessPeer");
     const Driver& drv = driver("cudaDeviceCanAccessPeer");
     *can = device != peer && drv.device(device).can_access_peer(drv.device(peer)) ? 1 : 0;
     return cudaSuccess;
@@ -63,6 +65,7 @@ DRVSHIM_CUDART cudaError_t cudaDeviceCanAccessPeer(int* can, int device, int pee
 }
 
 DRVSHIM_CUDART cudaError_t cudaDeviceGetP2PAttribute(int* value, cudaDeviceP2PAttr attribute, int src, int dst) {
+  if (const cudaError_t e = enter("cudaDeviceGetP2PAttribute", Prologue::driver); e != cudaSuccess) return e;
   if (value == nullptr) return null_argument("cudaDeviceGetP2PAttribute", "value");
   return guarded("cudaDeviceGetP2PAttribute", [&] {
     if (const cudaError_t e = check_device("cudaDeviceGetP2PAttribute", src); e != cudaSuccess) return e;
@@ -85,8 +88,10 @@ DRVSHIM_CUDART cudaError_t cudaDeviceGetP2PAttribute(int* value, cudaDeviceP2PAt
 // Lets the calling thread's device's context access `peer`'s memory (its
 // primary context is retained, as cudart does).
 DRVSHIM_CUDART cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned flags) {
+  if (const cudaError_t e = enter("cudaDeviceEnablePeerAccess", Prologue::context); e != cudaSuccess) return e;
   return guarded("cudaDeviceEnablePeerAccess", [&] {
     if (const cudaError_t e = check_device("cudaDeviceEnablePeerAccess", peer); e != cudaSuccess) return e;
+    if (const cudaError_t e = enter("cudaDeviceEnablePeerAccess", Prologue::sticky); e != cudaSuccess) return e;
     if (flags != 0) return fail(cudaErrorInvalidValue, "cudaDeviceEnablePeerAccess: flags must be 0");
     const int device = current_device();
     if (peer == device) {
@@ -122,8 +127,10 @@ DRVSHIM_CUDART cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned flags) 
 }
 
 DRVSHIM_CUDART cudaError_t cudaDeviceDisablePeerAccess(int peer) {
+  if (const cudaError_t e = enter("cudaDeviceDisablePeerAccess", Prologue::context); e != cudaSuccess) return e;
   return guarded("cudaDeviceDisablePeerAccess", [&] {
     if (const cudaError_t e = check_device("cudaDeviceDisablePeerAccess", peer); e != cudaSuccess) return e;
+    if (const cudaError_t e = enter("cudaDeviceDisablePeerAccess", Prologue::sticky); e != cudaSuccess) return e;
     const int device = current_device();
     std::optional<PeerAccess> owner;
     {
@@ -146,22 +153,23 @@ namespace {
 
 cudaError_t memcpy_peer(const char* api, void* dst, int dst_device, const void* src, int src_device, std::size_t bytes,
                         std::optional<cudaStream_t> stream) {
-  if ((dst == nullptr || src == nullptr) && bytes != 0) return null_argument(api, "dst or src");
+  if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
+  // cudart's order: the devices, nothing to copy, the sticky error, the pointers.
   return guarded(api, [&] {
     if (const cudaError_t e = check_device(api, dst_device); e != cudaSuccess) return e;
     if (const cudaError_t e = check_device(api, src_device); e != cudaSuccess) return e;
+    if (bytes == 0) return cudaSuccess;
+    if (const cudaError_t e = enter(api, Prologue::sticky); e != cudaSuccess) return e;
+    if (dst == nullptr || src == nullptr) return null_argument(api, "dst or src");
     const ContextRef dst_ctx = primary(dst_device, api);
     const ContextRef src_ctx = primary(src_device, api);
     const auto d = static_cast<DevicePtr>(reinterpret_cast<std::uintptr_t>(dst));
     const auto s = static_cast<DevicePtr>(reinterpret_cast<std::uintptr_t>(src));
     if (!stream.has_value()) {
-      (void)context(api);
-      if (bytes == 0) return cudaSuccess;
       detail::copy_peer(dst_ctx, d, bytes, 0, src_ctx, s, bytes, 0, nullptr);
       return cudaSuccess;
     }
     const StreamRef on = stream_of(*stream, DefaultStream::legacy, api);
-    if (bytes == 0) return cudaSuccess;
     detail::copy_peer(dst_ctx, d, bytes, 0, src_ctx, s, bytes, 0, &on);
     return cudaSuccess;
   });

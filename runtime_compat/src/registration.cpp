@@ -434,5 +434,12 @@ DRVSHIM_CUDART cudaError_t __cudaGetKernel(cudaKernel_t* kernel, const void* hos
 }
 
 DRVSHIM_CUDART cudaError_t cudaGetKernel(cudaKernel_t* kernel, const void* entry) {
+  if (kernel == nullptr) return null_argument("cudaGetKernel", "kernelPtr");
+  if (kernel_for(entry) == nullptr) {
+    return fail(cudaErrorInvalidDeviceFunction,
+                fmt::format("cudaGetKernel: {} is not a registered kernel's host stub", entry));
+  }
+  // After the arguments, cudart asks the driver (inside a host function: refused).
+  if (const cudaError_t e = enter("cudaGetKernel", Prologue::driver); e != cudaSuccess) return e;
   return __cudaGetKernel(kernel, entry);
 }

@@ -438,6 +438,26 @@ bool has_primary(int device) noexcept {
   return s->primary.has_value();
 }
 
+cudaError_t enter(const char* api, Prologue step) noexcept {
+  return guarded(api, [&] {
+    if (step == Prologue::driver) {
+      // The question cudart asks first: inside a host function the driver
+      // (and drvshim, for the host functions it runs) refuses it.
+      (void)driver(api).current_context();
+      return cudaSuccess;
+    }
+    const ContextRef ctx = context(api);
+    if (step == Prologue::sticky) {
+      const int device = primary_device_of(ctx.address());
+      if (const cudaError_t sticky = sticky_error(device); sticky != cudaSuccess) {
+        return fail(sticky, fmt::format("{}: device {} has a sticky error ({}): reset it (cudaDeviceReset)", api,
+                                        device, static_cast<int>(sticky)));
+      }
+    }
+    return cudaSuccess;
+  });
+}
+
 void note_sticky(int device, cudaError_t e) noexcept {
   if (DeviceSlot* s = slot(device)) s->sticky.store(static_cast<int>(e));
 }

@@ -138,6 +138,26 @@ bool has_primary(int device) noexcept;
 // Releases what the runtime holds on `device` (cudaDeviceReset).
 void reset_device(int device);
 
+// ---- cudart's prologue -----------------------------------------------------------------------------
+
+// What cudart 13.0 does at the start of an entry point, before it reads the
+// call's arguments (measured per function by tests/runtime_api/conformance on
+// an H100: a new thread, the first call of a process, a host function, a
+// context with a sticky error):
+//   driver   loads and initialises the driver and asks it for the thread's
+//            context: an initialisation error, or cudaErrorNotPermitted
+//            inside a host function, is the call's answer whatever its arguments
+//   context  also makes the thread's context current (the device's primary
+//            context, retained, when none is), as every call that works in a
+//            context does: a call refused for its arguments leaves it current
+//   sticky   also answers the device's sticky error, for the calls cudart
+//            refuses with it before looking at their arguments
+// Each entry point calls enter() at the place cudart does (some check an
+// output pointer or an enum first).
+enum class Prologue { driver, context, sticky };
+// cudaSuccess, or the error the call returns (recorded as the thread's last error).
+cudaError_t enter(const char* api, Prologue step) noexcept;
+
 // ---- streams ---------------------------------------------------------------------------------------
 
 // How a stream argument of 0 is read: the legacy default stream, or the

@@ -27,7 +27,25 @@ EventRef event_of(const char* api, cudaEvent_t event) {
   return EventRef::wrap(context(api), reinterpret_cast<std::uintptr_t>(event));
 }
 
+// The attributes cudart 13.0 accepts on a stream; it refuses the others with
+// cudaErrorInvalidValue before making a context current (H100,
+// tests/runtime_api/conformance, 2026-12-07).
+bool stream_attribute(cudaStreamAttrID id) {
+  int n = 0;
+  static_assert(sizeof id == sizeof n);
+  std::memcpy(&n, &id, sizeof n);  // a number the enum may not name
+  switch (n) {
+    case cudaLaunchAttributeAccessPolicyWindow:
+    case cudaLaunchAttributeSynchronizationPolicy:
+    case cudaLaunchAttributePriority:
+    case cudaLaunchAttributeMemSyncDomainMap:
+    case cudaLaunchAttributeMemSyncDomain: return true;
+    default: return false;
+  }
+}
+
 cudaError_t create_stream(const char* api, cudaStream_t* stream, unsigned flags, int priority) {
+  if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
   if (stream == nullptr) return null_argument(api, "pStream");
   if (flags > cudaStreamNonBlocking) {
     return fail(cudaErrorInvalidValue, fmt::format("{}: flags 0x{:x}: cudaStreamDefault (0) or "
@@ -53,6 +71,7 @@ cudaError_t create_stream(const char* api, cudaStream_t* stream, unsigned flags,
 }
 
 cudaError_t synchronize(const char* api, cudaStream_t stream, DefaultStream zero) {
+  if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
   return guarded(api, [&] {
     stream_of(stream, zero, api).synchronize();  // blocks with no runtime lock held
     return cudaSuccess;
@@ -60,10 +79,12 @@ cudaError_t synchronize(const char* api, cudaStream_t stream, DefaultStream zero
 }
 
 cudaError_t query(const char* api, cudaStream_t stream, DefaultStream zero) {
+  if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
   return guarded(api, [&] { return stream_of(stream, zero, api).ready() ? cudaSuccess : cudaErrorNotReady; });
 }
 
 cudaError_t wait_event(const char* api, cudaStream_t stream, cudaEvent_t event, unsigned flags, DefaultStream zero) {
+  if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
   if (flags > cudaEventWaitExternal) return fail(cudaErrorInvalidValue, fmt::format("{}: flags 0x{:x}", api, flags));
   return guarded(api, [&] {
     const EventRef e = event_of(api, event);
@@ -75,6 +96,7 @@ cudaError_t wait_event(const char* api, cudaStream_t stream, cudaEvent_t event, 
 cudaError_t add_callback(const char* api, cudaStream_t stream, cudaStreamCallback_t callback, void* user_data,
                          unsigned flags, DefaultStream zero) {
   if (callback == nullptr) return null_argument(api, "callback");
+  if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
   if (flags != 0) return fail(cudaErrorInvalidValue, fmt::format("{}: flags must be 0", api));
   return guarded(api, [&] {
     // Runs on the driver's thread once the stream's earlier work is done,
@@ -87,6 +109,7 @@ cudaError_t add_callback(const char* api, cudaStream_t stream, cudaStreamCallbac
 }
 
 cudaError_t host_func(const char* api, cudaStream_t stream, cudaHostFn_t fn, void* user_data, DefaultStream zero) {
+  if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
   if (fn == nullptr) return null_argument(api, "fn");
   return guarded(api, [&] {
     stream_of(stream, zero, api).launch_host_func([fn, user_data] { fn(user_data); });
@@ -95,6 +118,7 @@ cudaError_t host_func(const char* api, cudaStream_t stream, cudaHostFn_t fn, voi
 }
 
 cudaError_t get_flags(const char* api, cudaStream_t stream, unsigned* flags, DefaultStream zero) {
+  if (const cudaError_t e = enter(api, Prologue::sticky); e != cudaSuccess) return e;
   if (flags == nullptr) return null_argument(api, "flags");
   return guarded(api, [&] {
     const StreamRef s = stream_of(stream, zero, api);
@@ -106,6 +130,7 @@ cudaError_t get_flags(const char* api, cudaStream_t stream, unsigned* flags, Def
 }
 
 cudaError_t get_priority(const char* api, cudaStream_t stream, int* priority, DefaultStream zero) {
+  if (const cudaError_t e = enter(api, Prologue::sticky); e != cudaSuccess) return e;
   if (priority == nullptr) return null_argument(api, "priority");
   return guarded(api, [&] {
     const StreamRef s = stream_of(stream, zero, api);
@@ -118,6 +143,12 @@ cudaError_t get_priority(const char* api, cudaStream_t stream, int* priority, De
 cudaError_t get_device(const char* api, cudaStream_t stream, int* device, DefaultStream zero) {
   if (device == nullptr) return null_argument(api, "device");
   return guarded(api, [&] {
+    // A stream the runtime created: its device is known without asking the
+    // driver (which cudart does not do either: the answer comes in a host function too).
+    if (auto entry = registries().streams.find(reinterpret_cast<std::uintptr_t>(stream))) {
+      *device = entry->device;
+      return cudaSuccess;
+    }
     *device = stream_of(stream, zero, api).context().device().ordinal();
     return cudaSuccess;
   });
@@ -126,6 +157,15 @@ cudaError_t get_device(const char* api, cudaStream_t stream, int* device, Defaul
 cudaError_t set_attribute(const char* api, cudaStream_t stream, cudaStreamAttrID id, const cudaStreamAttrValue* value,
                           DefaultStream zero) {
   if (value == nullptr) return null_argument(api, "value");
+  if (!stream_attribute(id)) {
+    return fail(cudaErrorInvalidValue, fmt::format("{}: attribute {} is not a stream attribute (accepted: "
+                                                   "cudaLaunchAttributeAccessPolicyWindow, "
+                                                   "cudaLaunchAttributeSynchronizationPolicy, "
+                                                   "cudaLaunchAttributePriority, cudaLaunchAttributeMemSyncDomainMap, "
+                                                   "cudaLaunchAttributeMemSyncDomain)",
+                                                   api, static_cast<int>(id)));
+  }
+  if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
   return guarded(api, [&] {
     static_assert(sizeof(cudaStreamAttrValue) == sizeof(StreamAttributeValue));
     StreamAttributeValue v;
@@ -137,7 +177,12 @@ cudaError_t set_attribute(const char* api, cudaStream_t stream, cudaStreamAttrID
 
 cudaError_t get_attribute(const char* api, cudaStream_t stream, cudaStreamAttrID id, cudaStreamAttrValue* value,
                           DefaultStream zero) {
+  if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
   if (value == nullptr) return null_argument(api, "value_out");
+  if (!stream_attribute(id)) {
+    return fail(cudaErrorInvalidValue,
+                fmt::format("{}: attribute {} is not a stream attribute", api, static_cast<int>(id)));
+  }
   return guarded(api, [&] {
     const StreamAttributeValue v = stream_of(stream, zero, api).attribute(static_cast<StreamAttribute>(id));
     std::memcpy(value, v.bytes, sizeof v.bytes);
@@ -147,6 +192,7 @@ cudaError_t get_attribute(const char* api, cudaStream_t stream, cudaStreamAttrID
 
 cudaError_t attach(const char* api, cudaStream_t stream, void* ptr, std::size_t length, unsigned flags,
                    DefaultStream zero) {
+  if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
   // cudart 13.0 refuses attaching to "the" stream 0 alone (cudaStreamLegacy
   // and the per-thread stream are accepted: H100, tests/runtime_api/conformance, 2026-12-07).
   if (stream == nullptr && zero == DefaultStream::legacy && flags == cudaMemAttachSingle) {
@@ -160,6 +206,7 @@ cudaError_t attach(const char* api, cudaStream_t stream, void* ptr, std::size_t 
 }
 
 cudaError_t record(const char* api, cudaEvent_t event, cudaStream_t stream, unsigned flags, DefaultStream zero) {
+  if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
   if (flags & ~static_cast<unsigned>(cudaEventRecordExternal)) {
     return fail(cudaErrorInvalidValue, fmt::format("{}: flags 0x{:x}: cudaEventRecordDefault (0) or "
                                                    "cudaEventRecordExternal (1)",
@@ -196,6 +243,7 @@ DRVSHIM_CUDART cudaError_t cudaStreamCreateWithPriority(cudaStream_t* stream, un
 }
 
 DRVSHIM_CUDART cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  if (const cudaError_t e = enter("cudaStreamDestroy", Prologue::context); e != cudaSuccess) return e;
   return guarded("cudaStreamDestroy", [&] {
     const auto handle = reinterpret_cast<std::uintptr_t>(stream);
     auto s = registries().streams.remove(handle);
@@ -286,7 +334,7 @@ DRVSHIM_CUDART cudaError_t cudaStreamAttachMemAsync_ptsz(cudaStream_t s, void* p
 // ---- events -------------------------------------------------------------------------------------------
 
 DRVSHIM_CUDART cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags) {
-  if (event == nullptr) return null_argument("cudaEventCreateWithFlags", "event");
+  if (const cudaError_t e = enter("cudaEventCreateWithFlags", Prologue::context); e != cudaSuccess) return e;
   constexpr unsigned kAll = cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess;
   if ((flags & ~kAll) != 0 || ((flags & cudaEventInterprocess) != 0 && (flags & cudaEventDisableTiming) == 0)) {
     return fail(cudaErrorInvalidValue,
@@ -294,6 +342,9 @@ DRVSHIM_CUDART cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned
                             "(2), cudaEventInterprocess (4, with cudaEventDisableTiming)",
                             flags));
   }
+  // cudart's order: the flags, the sticky error, the output pointer.
+  if (const cudaError_t e = enter("cudaEventCreateWithFlags", Prologue::sticky); e != cudaSuccess) return e;
+  if (event == nullptr) return null_argument("cudaEventCreateWithFlags", "event");
   return guarded("cudaEventCreate", [&] {
     const ContextRef ctx = context("cudaEventCreate");
     auto e = Event::create(ctx, static_cast<EventFlags>(flags));
@@ -312,6 +363,7 @@ DRVSHIM_CUDART cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned
 DRVSHIM_CUDART cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, 0); }
 
 DRVSHIM_CUDART cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  if (const cudaError_t e = enter("cudaEventDestroy", Prologue::context); e != cudaSuccess) return e;
   return guarded("cudaEventDestroy", [&] {
     auto e = registries().events.remove(reinterpret_cast<std::uintptr_t>(event));
     if (!e) {

@@ -43,6 +43,16 @@ cudaError_t resolve(const char* api, const void* symbol, std::size_t offset, std
 cudaError_t copy_symbol(const char* api, bool to_symbol, const void* symbol, void* other, std::size_t bytes,
                         std::size_t offset, cudaMemcpyKind kind, std::optional<cudaStream_t> stream,
                         DefaultStream zero) {
+  // cudart's order: nothing to copy is success (before its prologue), the
+  // symbol, the sticky error, the direction, the other pointer.
+  if (bytes == 0) return cudaSuccess;
+  if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
+  if (variable_for(symbol) == nullptr) {
+    return fail(
+        cudaErrorInvalidSymbol,
+        fmt::format("{}: {} is not the address of a __device__, __constant__ or __managed__ variable", api, symbol));
+  }
+  if (const cudaError_t e = enter(api, Prologue::sticky); e != cudaSuccess) return e;
   // To a symbol: from host or device; from a symbol: to host or device.
   const bool host_side = to_symbol ? kind == cudaMemcpyHostToDevice : kind == cudaMemcpyDeviceToHost;
   if (!host_side && kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault) {
@@ -108,6 +118,12 @@ DRVSHIM_CUDART cudaError_t cudaMemcpyFromSymbolAsync_ptsz(void* dst, const void*
 }
 
 DRVSHIM_CUDART cudaError_t cudaGetSymbolAddress(void** address, const void* symbol) {
+  if (const cudaError_t e = enter("cudaGetSymbolAddress", Prologue::context); e != cudaSuccess) return e;
+  if (variable_for(symbol) == nullptr) {
+    return fail(cudaErrorInvalidSymbol,
+                fmt::format("cudaGetSymbolAddress: {} is not the address of a variable", symbol));
+  }
+  if (const cudaError_t e = enter("cudaGetSymbolAddress", Prologue::sticky); e != cudaSuccess) return e;
   if (address == nullptr) return null_argument("cudaGetSymbolAddress", "devPtr");
   return guarded("cudaGetSymbolAddress", [&] {
     DevicePtr a = 0;
@@ -119,13 +135,14 @@ DRVSHIM_CUDART cudaError_t cudaGetSymbolAddress(void** address, const void* symb
 }
 
 DRVSHIM_CUDART cudaError_t cudaGetSymbolSize(size_t* size, const void* symbol) {
+  if (const cudaError_t e = enter("cudaGetSymbolSize", Prologue::context); e != cudaSuccess) return e;
+  const Variable* v = variable_for(symbol);
+  if (v == nullptr) {
+    return fail(cudaErrorInvalidSymbol, fmt::format("cudaGetSymbolSize: {} is not the address of a variable", symbol));
+  }
+  if (const cudaError_t e = enter("cudaGetSymbolSize", Prologue::sticky); e != cudaSuccess) return e;
   if (size == nullptr) return null_argument("cudaGetSymbolSize", "size");
   return guarded("cudaGetSymbolSize", [&] {
-    const Variable* v = variable_for(symbol);
-    if (v == nullptr) {
-      return fail(cudaErrorInvalidSymbol,
-                  fmt::format("cudaGetSymbolSize: {} is not the address of a variable", symbol));
-    }
     *size = variable_address(*v, context("cudaGetSymbolSize"), "cudaGetSymbolSize").second;
     return cudaSuccess;
   });

@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: Apache-2.0
+// What cudart 13.0 does at the start of a call, before it looks at the
+// arguments, as the conformance suite measured it on an H100: the thread's
+// primary context is made current even for a call refused for its arguments;
+// inside a host function the call is refused with cudaErrorNotPermitted
+// whatever its arguments; after a fault the sticky error comes before the
+// argument checks of the calls that answer it first. Some calls check one
+// argument before all that (an output pointer, an enum), and the tests pin
+// those orders too.
+#include <cuda.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "raw_driver.hpp"
+#include "rt_fixture.hpp"
+
+using namespace drvshim;
+using namespace drvshim_test;
+
+namespace {
+
+CUcontext current() {
+  static const auto get = raw<CUresult (*)(CUcontext*)>("cuCtxGetCurrent");
+  CUcontext c = nullptr;
+  EXPECT_EQ(get(&c), CUDA_SUCCESS);
+  return c;
+}
+
+// Values no enumerator names, as a program may pass them.
+template <class E>
+E bad_enum(int n) {
+  E e{};
+  std::memcpy(&e, &n, sizeof n);
+  return e;
+}
+const cudaMemcpyKind kBadKind = bad_enum<cudaMemcpyKind>(99);
+const cudaFuncCache kBadCache = bad_enum<cudaFuncCache>(-1);
+
+using RuntimePrologue = RuntimeCompatTest;
+
+TEST_F(RuntimePrologue, ACallRefusedForItsArgumentsStillMakesThePrimaryContextCurrent) {
+  on_thread([] {
+    ASSERT_EQ(cudaFree(nullptr), cudaSuccess);  // the runtime set up on this thread
+    const CUcontext primary = current();
+    ASSERT_NE(primary, nullptr);
+    // Each call on a thread of its own: nothing current before it.
+    const auto fresh_thread = [](auto call, cudaError_t want, bool context_after, const char* what) {
+      std::thread([&] {
+        EXPECT_EQ(current(), nullptr);
+        EXPECT_EQ(call(), want) << what;
+        EXPECT_EQ(current() != nullptr, context_after) << what;
+        EXPECT_EQ(cudaGetLastError(), want) << what;
+      }).join();
+    };
+    fresh_thread([] { return cudaDeviceGetLimit(nullptr, cudaLimitStackSize); }, cudaErrorInvalidValue, true,
+                 "null output of a context-bound call");
+    fresh_thread([] { return cudaMemcpy(nullptr, nullptr, 16, kBadKind); }, cudaErrorInvalidMemcpyDirection, true,
+                 "a copy's direction");
+    fresh_thread([] { return cudaEventDestroy(nullptr); }, cudaErrorInvalidResourceHandle, true, "a null event");
+    fresh_thread([] { return cudaStreamCreate(nullptr); }, cudaErrorInvalidValue, true, "a null stream output");
+    // Checked before the context, as cudart does.
+    fresh_thread([] { return cudaMalloc(nullptr, 16); }, cudaErrorInvalidValue, false, "cudaMalloc's output");
+    fresh_thread(
+        [] {
+          cudaStreamAttrValue v{};
+          return cudaStreamSetAttribute(nullptr, cudaLaunchAttributeCooperative, &v);
+        },
+        cudaErrorInvalidValue, false, "an attribute no stream has");
+    fresh_thread([] { return cudaMemcpyToSymbol(nullptr, nullptr, 0); }, cudaSuccess, false, "nothing to copy");
+    fresh_thread([] { return cudaCtxResetPersistingL2Cache(); }, cudaErrorDeviceUninitialized, false,
+                 "works on the current context only");
+    fresh_thread(
+        [] {
+          int v = 0;
+          return cudaDeviceGetAttribute(&v, cudaDevAttrWarpSize, 0);
+        },
+        cudaSuccess, false, "an attribute needs no context");
+  });
+}
+
+struct HostFnResults {
+  cudaError_t limit = cudaSuccess;
+  cudaError_t limit_null = cudaSuccess;
+  cudaError_t malloc_null = cudaSuccess;
+  cudaError_t get_device = cudaSuccess;
+  cudaError_t attribute_null = cudaSuccess;
+  cudaError_t attribute = cudaSuccess;
+  cudaError_t can_access_bad_device = cudaSuccess;
+  cudaError_t memcpy_bad_kind = cudaSuccess;
+  std::atomic<bool> ran{false};
+};
+
+TEST_F(RuntimePrologue, InsideAHostFunctionTheCallIsRefusedBeforeItsArgumentsAreChecked) {
+  on_thread([] {
+    cudaStream_t s = nullptr;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    HostFnResults r;
+    ASSERT_EQ(cudaLaunchHostFunc(
+                  s,
+                  [](void* p) {
+                    auto* out = static_cast<HostFnResults*>(p);
+                    size_t v = 0;
+                    int d = 0;
+                    out->limit = cudaDeviceGetLimit(&v, cudaLimitStackSize);
+                    out->limit_null = cudaDeviceGetLimit(nullptr, cudaLimitStackSize);
+                    out->malloc_null = cudaMalloc(nullptr, 16);
+                    out->get_device = cudaGetDevice(&d);
+                    out->attribute_null = cudaDeviceGetAttribute(nullptr, cudaDevAttrWarpSize, 0);
+                    out->attribute = cudaDeviceGetAttribute(&d, cudaDevAttrWarpSize, 0);
+                    out->can_access_bad_device = cudaDeviceCanAccessPeer(&d, 64, 0);
+                    out->memcpy_bad_kind = cudaMemcpy(&d, &d, 4, kBadKind);
+                    out->ran = true;
+                  },
+                  &r),
+              cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    ASSERT_TRUE(r.ran);
+    EXPECT_EQ(r.limit, cudaErrorNotPermitted);
+    EXPECT_EQ(r.limit_null, cudaErrorNotPermitted) << "refused before the null output is seen";
+    EXPECT_EQ(r.malloc_null, cudaErrorInvalidValue) << "cudaMalloc checks its output first";
+    EXPECT_EQ(r.get_device, cudaErrorNotPermitted);
+    EXPECT_EQ(r.attribute_null, cudaErrorInvalidValue) << "the output first";
+    EXPECT_EQ(r.attribute, cudaErrorNotPermitted);
+    EXPECT_EQ(r.can_access_bad_device, cudaErrorInvalidDevice) << "the devices first";
+    EXPECT_EQ(r.memcpy_bad_kind, cudaErrorNotPermitted);
+    EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
+  });
+}
+
+TEST_F(RuntimePrologue, AfterAFaultTheStickyErrorComesBeforeTheArgumentsWhereCudartPutsIt) {
+  on_thread([] {
+    cudaStream_t s = nullptr;
+    ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+    drvshim_fake_stream_fail(s, 700);  // an illegal address in work queued there
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaErrorIllegalAddress);
+    ASSERT_EQ(cudaGetLastError(), cudaErrorIllegalAddress);
+    EXPECT_EQ(cudaDeviceGetLimit(nullptr, cudaLimitStackSize), cudaErrorIllegalAddress);
+    EXPECT_EQ(cudaDeviceSetCacheConfig(kBadCache), cudaErrorIllegalAddress);
+    cudaFuncCache config{};
+    EXPECT_EQ(cudaDeviceGetCacheConfig(&config), cudaErrorIllegalAddress) << "answered from no driver call";
+    EXPECT_EQ(cudaMemcpy(nullptr, nullptr, 16, cudaMemcpyHostToDevice), cudaErrorIllegalAddress);
+    EXPECT_EQ(cudaMemcpy(nullptr, nullptr, 16, kBadKind), cudaErrorInvalidMemcpyDirection) << "the direction first";
+    EXPECT_EQ(cudaMemcpy(nullptr, nullptr, 0, cudaMemcpyHostToDevice), cudaSuccess) << "nothing to copy";
+    EXPECT_EQ(cudaMalloc(nullptr, 16), cudaErrorInvalidValue) << "the output first";
+    EXPECT_EQ(cudaStreamCreate(nullptr), cudaErrorInvalidValue) << "the output first";
+    EXPECT_EQ(cudaEventCreate(nullptr), cudaErrorIllegalAddress);
+    EXPECT_EQ(cudaEventCreateWithFlags(nullptr, 0x40000000u), cudaErrorInvalidValue) << "the flags first";
+    EXPECT_EQ(cudaFree(nullptr), cudaErrorIllegalAddress);
+    EXPECT_EQ(cudaSetDeviceFlags(cudaDeviceScheduleAuto), cudaSuccess) << "cudart changes the flags all the same";
+    EXPECT_EQ(cudaGetLastError(), cudaErrorIllegalAddress) << "cudaFree's";
+    EXPECT_EQ(cudaDeviceReset(), cudaSuccess);
+    EXPECT_EQ(cudaDeviceGetLimit(nullptr, cudaLimitStackSize), cudaErrorInvalidValue) << "a reset clears it";
+    EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+  });
+  rt::shutdown();
+  drvshim_fake_reset();
+}
+
+}  // namespace
