@@ -25,7 +25,7 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SCENARIOS = ["main", "thread", "hostfn", "drvctx", "fresh"]  # sticky needs a device fault
+SCENARIOS = ["main", "thread", "sticky", "hostfn", "drvctx", "fresh"]
 
 
 def comparable(rest):

@@ -13,7 +13,8 @@
 // Scenarios:
 //   main     the calling thread, objects made by the runtime
 //   thread   each case on a new thread (its own last error and device)
-//   sticky   after a kernel wrote to an illegal address (the context is dead)
+//   sticky   after a kernel wrote to an illegal address (the context is dead;
+//            one case per process, its fixture made before the fault)
 //   hostfn   each case inside a host function queued with cudaLaunchHostFunc
 //   drvctx   a context from cuCtxCreate current while the fixture is made and the case runs
 //   fresh    the case is the program's first Runtime call
@@ -57,6 +58,8 @@ struct Driver {
   CUresult (*event_create)(CUevent*, unsigned) = nullptr;
   CUresult (*event_destroy)(CUevent) = nullptr;
   CUresult (*event_record)(CUevent, CUstream) = nullptr;
+  // The fake driver's way to make a context fail as a device fault does (it runs no kernels).
+  void (*fake_stream_fail)(void*, int) = nullptr;
   bool ok = false;
 };
 
@@ -100,6 +103,7 @@ inline Driver& driver() {
     proc(r, "cuEventCreate", r.event_create);
     proc(r, "cuEventDestroy", r.event_destroy);
     proc(r, "cuEventRecord", r.event_record);
+    r.fake_stream_fail = reinterpret_cast<decltype(r.fake_stream_fail)>(dlsym(r.lib, "drvshim_fake_stream_fail"));
     r.ok = true;
     return r;
   }();
@@ -425,9 +429,23 @@ inline int run_cases(const std::vector<Case>& all, const char* scenario, const c
     if (g_user_context != nullptr) d.ctx_set_current(g_user_context);
     f.make();
     if (sc == "sticky") {
-      conf_fault<<<1, 1>>>(nullptr);
+      if (d.fake_stream_fail != nullptr) {
+        // The fake: the stream's next synchronisation reports an illegal
+        // address, which poisons the context as the fault does on a GPU.
+        cudaStream_t s = nullptr;
+        cudaStreamCreate(&s);
+        d.fake_stream_fail(s, 700);
+        cudaStreamSynchronize(s);
+      } else {
+        conf_fault<<<1, 1>>>(nullptr);
+      }
       cudaDeviceSynchronize();
       cudaGetLastError();
+      // One case per process: the fixture's objects are the ones made before
+      // the fault (made after it, they would be what a failed create leaves).
+      c.run(f);
+      finish(c);
+      return 0;
     }
     if (sc == "thread") {
       std::thread t([&] {
