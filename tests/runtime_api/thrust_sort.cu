@@ -2,7 +2,7 @@
 // Thrust and CUB as libraries use them: sorts with a comparator and by key
 // (merge sort, which CUB launches through cudaLaunchKernelEx with
 // programmatic dependent launch), a radix sort, a scan and a reduction by
-// key. Prints each result's checksum and whether it is sorted; the outputs
+// key, a segmented reduction. Prints each result's checksum and whether it is sorted; the outputs
 // under cudart and under libdrvshim_cudart must be identical.
 #include <thrust/device_vector.h>
 #include <thrust/execution_policy.h>
@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cub/device/device_merge_sort.cuh>
 #include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_segmented_reduce.cuh>
 
 struct Greater {
   __host__ __device__ bool operator()(int a, int b) const { return a > b; }
@@ -106,6 +107,32 @@ int main() {
     out_values.resize(ends.second - out_values.begin());
     thrust::host_vector<int> h = out_values;
     failures += report("thrust::reduce_by_key", h, true);
+  }
+  {
+    // Segments of 1 to 64 elements (offsets i*(i+1)/2 ... as far as n reaches): sums per segment.
+    thrust::host_vector<int> offsets(1, 0);
+    for (int len = 1; offsets.back() + len <= n; len = len % 64 + 1) offsets.push_back(offsets.back() + len);
+    const int segments = static_cast<int>(offsets.size()) - 1;
+    thrust::device_vector<int> in = pseudo_random(n, 8), out(segments), d_offsets = offsets;
+    const int* first = thrust::raw_pointer_cast(d_offsets.data());
+    std::size_t bytes = 0;
+    cudaError_t e = cub::DeviceSegmentedReduce::Sum(nullptr, bytes, thrust::raw_pointer_cast(in.data()),
+                                                    thrust::raw_pointer_cast(out.data()), segments, first, first + 1);
+    thrust::device_vector<char> temp(bytes);
+    if (e == cudaSuccess) {
+      e = cub::DeviceSegmentedReduce::Sum(thrust::raw_pointer_cast(temp.data()), bytes,
+                                          thrust::raw_pointer_cast(in.data()), thrust::raw_pointer_cast(out.data()),
+                                          segments, first, first + 1);
+    }
+    std::printf("cub::DeviceSegmentedReduce::Sum returned %s\n", cudaGetErrorName(e));
+    thrust::host_vector<int> h = out, hin = in;
+    bool right = e == cudaSuccess;
+    for (int s = 0; s < segments && right; ++s) {
+      long long sum = 0;
+      for (int i = offsets[s]; i < offsets[s + 1]; ++i) sum += hin[i];
+      right = static_cast<int>(sum) == h[s];
+    }
+    failures += report("cub::DeviceSegmentedReduce::Sum", h, right);
   }
   std::printf("thrust_sort: %s\n", failures == 0 ? "PASS" : "WRONG RESULT");
   return failures == 0 ? 0 : 1;
