@@ -14,7 +14,7 @@
 //   main     the calling thread, objects made by the runtime
 //   thread   each case on a new thread (its own last error and device)
 //   sticky   after a kernel wrote to an illegal address (the context is dead;
-//            one case per process, its fixture made before the fault)
+//            each case's fixture made before the fault, a batch per process)
 //   hostfn   each case inside a host function queued with cudaLaunchHostFunc
 //   drvctx   a context from cuCtxCreate current while the fixture is made and the case runs
 //   fresh    the case is the program's first Runtime call
@@ -28,10 +28,12 @@
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -218,6 +220,8 @@ inline void CUDART_CB stream_callback(cudaStream_t, cudaError_t, void*) {}
 inline int g_host_variable = 0;
 
 constexpr std::size_t kBytes = 1 << 20;
+// Cases a sticky-scenario process runs, each with a fixture of its own (about 9 MiB).
+constexpr std::size_t kStickyBatch = 32;
 
 // The context the drvctx scenario made with cuCtxCreate (null in the others).
 inline CUcontext g_user_context = nullptr;
@@ -413,6 +417,38 @@ inline int run_cases(const std::vector<Case>& all, const char* scenario, const c
     }
     g_user_context = ctx;
   }
+  if (sc == "sticky") {
+    // Each case gets a fixture made before the fault (made after it, a
+    // fixture would be what failed creates leave behind); a batch of cases
+    // per process, as the fault cannot be undone.
+    const std::size_t end = std::min(mine.size(), static_cast<std::size_t>(from) + kStickyBatch);
+    std::vector<std::unique_ptr<Fixture>> fixtures;
+    for (std::size_t i = static_cast<std::size_t>(from); i < end; ++i) {
+      fixtures.push_back(std::make_unique<Fixture>());
+      fixtures.back()->make();
+    }
+    if (d.fake_stream_fail != nullptr) {
+      // The fake: the stream's next synchronisation reports an illegal
+      // address, which poisons the context as the fault does on a GPU.
+      cudaStream_t s = nullptr;
+      cudaStreamCreate(&s);
+      d.fake_stream_fail(s, 700);
+      cudaStreamSynchronize(s);
+    } else {
+      conf_fault<<<1, 1>>>(nullptr);
+    }
+    cudaDeviceSynchronize();
+    cudaGetLastError();
+    for (std::size_t i = static_cast<std::size_t>(from); i < end; ++i) {
+      std::printf("begin %zu\n", i);
+      std::fflush(stdout);
+      g_fixture = fixtures[i - static_cast<std::size_t>(from)].get();
+      mine[i]->run(*g_fixture);
+      finish(*mine[i]);
+    }
+    g_fixture = nullptr;
+    return 0;  // run.py starts the next batch
+  }
   for (std::size_t i = static_cast<std::size_t>(from); i < mine.size(); ++i) {
     const Case& c = *mine[i];
     std::printf("begin %zu\n", i);
@@ -428,25 +464,6 @@ inline int run_cases(const std::vector<Case>& all, const char* scenario, const c
     g_fixture = &f;
     if (g_user_context != nullptr) d.ctx_set_current(g_user_context);
     f.make();
-    if (sc == "sticky") {
-      if (d.fake_stream_fail != nullptr) {
-        // The fake: the stream's next synchronisation reports an illegal
-        // address, which poisons the context as the fault does on a GPU.
-        cudaStream_t s = nullptr;
-        cudaStreamCreate(&s);
-        d.fake_stream_fail(s, 700);
-        cudaStreamSynchronize(s);
-      } else {
-        conf_fault<<<1, 1>>>(nullptr);
-      }
-      cudaDeviceSynchronize();
-      cudaGetLastError();
-      // One case per process: the fixture's objects are the ones made before
-      // the fault (made after it, they would be what a failed create leaves).
-      c.run(f);
-      finish(c);
-      return 0;
-    }
     if (sc == "thread") {
       std::thread t([&] {
         c.run(f);
@@ -475,7 +492,7 @@ inline int run_cases(const std::vector<Case>& all, const char* scenario, const c
       c.run(f);
       finish(c);
     }
-    if (sc != "sticky") f.release();
+    f.release();
     g_fixture = nullptr;
   }
   return 0;

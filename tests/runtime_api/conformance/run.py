@@ -6,8 +6,8 @@ file per scenario: a line per case, in case order.
 A program runs the cases of one function in one scenario. When it crashes
 or hangs, the case it had begun is recorded as "crashed (signal N)" or
 "hung" and the program is started again after it; in the fresh scenario each
-case is a program of its own, and in the sticky one the program runs one case
-and returns (run again from the next).
+case is a program of its own, and in the sticky one the program runs a batch
+of cases and returns (run again from the next).
 
   run.py PROGRAM OUT_DIR [--scenarios main,thread,...] [--jobs N] [--timeout S]
          [--functions F,G] [--fresh-cases N]
