@@ -198,6 +198,7 @@ DRVSHIM_CUDART cudaError_t cudaGetDevice(int* device) {
 DRVSHIM_CUDART cudaError_t cudaInitDevice(int device, unsigned device_flags, unsigned flags) {
   return guarded("cudaInitDevice", [&] {
     if (const cudaError_t e = check_device("cudaInitDevice", device); e != cudaSuccess) return e;
+    if (const cudaError_t e = enter("cudaInitDevice", Prologue::driver); e != cudaSuccess) return e;
     // Bits cudart does not know are ignored, not refused (H100, cudart 13.0,
     // tests/runtime_api/conformance, 2026-12-07).
     if ((flags & cudaInitDeviceFlagsAreValid) != 0) {
@@ -489,6 +490,13 @@ DRVSHIM_CUDART cudaError_t cudaDeviceReset() {
     // With a context the program made current itself, the primary context is
     // not the current device's state: cudart leaves it, and that context, alone.
     if (foreign_context_current("cudaDeviceReset")) return cudaSuccess;
+    // Nor does it reset anything from a thread with no context current: a
+    // device another thread works on keeps its primary context (H100,
+    // cudart 13.0, tests/runtime_api/conformance, thread scenario, 2026-12-07).
+    if (driver("cudaDeviceReset").current_context() == 0) {
+      logf(log::Level::info, "runtime_compat: cudaDeviceReset on a thread with no current context resets nothing");
+      return cudaSuccess;
+    }
     reset_device(current_device());
     return cudaSuccess;
   });

@@ -266,9 +266,10 @@ cudaError_t malloc_async(const char* api, void** ptr, std::size_t bytes, cudaStr
 
 cudaError_t free_async(const char* api, void* ptr, cudaStream_t stream, DefaultStream zero) {
   if (const cudaError_t e = enter(api, Prologue::driver); e != cudaSuccess) return e;
-  if (ptr == nullptr) return cudaSuccess;
   return guarded(api, [&] {
+    // The stream first: stream 0 makes the thread's context current, also to free nothing.
     const StreamRef s = stream_of(stream, zero, api);
+    if (ptr == nullptr) return cudaSuccess;
     auto a = registries().device_memory.remove(reinterpret_cast<std::uintptr_t>(ptr));
     if (!a) {
       // Not the runtime's (cuMemAllocAsync, another library): the driver frees it or says why not.

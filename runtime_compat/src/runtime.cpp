@@ -505,8 +505,9 @@ StreamRef stream_of(cudaStream_t stream, DefaultStream zero, const char* trigger
   if (handle == reinterpret_cast<std::uintptr_t>(cudaStreamPerThread)) {
     return StreamRef::per_thread_default(context(trigger));
   }
+  // A stream names its context: the calls that also make the thread's
+  // context current, as cudart's do, do so in their prologue (enter()).
   const auto entry = registries().streams.find(handle);
-  (void)context(trigger);  // the calling thread's context is current, as under cudart
   if (!entry) {
     // A stream the runtime did not create (cuStreamCreate, another library):
     // cudaStream_t is CUstream, and the driver knows its context.

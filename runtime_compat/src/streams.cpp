@@ -24,7 +24,10 @@ EventRef event_of(const char* api, cudaEvent_t event) {
                                  "pass an event from cudaEventCreate or cuEventCreate", false});
   }
   if (auto e = registries().events.find(reinterpret_cast<std::uintptr_t>(event))) return e->owner.ref();
-  return EventRef::wrap(context(api), reinterpret_cast<std::uintptr_t>(event));
+  // The thread's context, or its device's primary context without making it
+  // current: cudart's event queries make no context current.
+  const ContextRef ctx = driver(api).current_context() != 0 ? context(api) : primary(current_device(), api);
+  return EventRef::wrap(ctx, reinterpret_cast<std::uintptr_t>(event));
 }
 
 // The attributes cudart 13.0 accepts on a stream; it refuses the others with
@@ -86,6 +89,13 @@ cudaError_t query(const char* api, cudaStream_t stream, DefaultStream zero) {
 cudaError_t wait_event(const char* api, cudaStream_t stream, cudaEvent_t event, unsigned flags, DefaultStream zero) {
   if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
   if (flags > cudaEventWaitExternal) return fail(cudaErrorInvalidValue, fmt::format("{}: flags 0x{:x}", api, flags));
+  if (flags == cudaEventWaitExternal) {
+    // A wait node for graphs: outside stream capture (which runtime_compat
+    // does not do) cudart 13.0 answers cudaErrorIllegalState (H100,
+    // tests/runtime_api/conformance, 2026-12-07).
+    return fail(cudaErrorIllegalState,
+                fmt::format("{}: cudaEventWaitExternal is for streams being captured into a graph", api));
+  }
   return guarded(api, [&] {
     const EventRef e = event_of(api, event);
     stream_of(stream, zero, api).wait(e);
