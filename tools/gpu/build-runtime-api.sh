@@ -84,7 +84,7 @@ rm -rf "$bundle/obj"
 conf=$root/tests/runtime_api/conformance
 mkdir -p "$bundle/conformance"
 python3 "$conf/gen_cases.py" "$(dirname "$nvcc")/../include" "$root/runtime_compat/src" "$bundle/conformance/cases.cu"
-cp "$conf/harness.cuh" "$conf/run.py" "$conf/compare.py" "$bundle/conformance/"
+cp "$conf/harness.cuh" "$conf/run.py" "$conf/compare.py" "$conf/explained.txt" "$bundle/conformance/"
 conf_flags=(-std=c++17 -O1 -I"$conf" --no-compress $default_gencode)
 "$nvcc" "${conf_flags[@]}" -cudart shared "$bundle/conformance/cases.cu" -o "$bundle/conformance/conf_cudart" "${link_cudart[@]}"
 "$nvcc" "${conf_flags[@]}" -cudart none "$bundle/conformance/cases.cu" -o "$bundle/conformance/conf_drvshim" \

@@ -440,7 +440,7 @@ inline int run_cases(const std::vector<Case>& all, const char* scenario, const c
     cudaDeviceSynchronize();
     cudaGetLastError();
     for (std::size_t i = static_cast<std::size_t>(from); i < end; ++i) {
-      std::printf("begin %zu\n", i);
+      std::printf("begin %zu %s\n", i, mine[i]->name);
       std::fflush(stdout);
       g_fixture = fixtures[i - static_cast<std::size_t>(from)].get();
       mine[i]->run(*g_fixture);
@@ -451,7 +451,7 @@ inline int run_cases(const std::vector<Case>& all, const char* scenario, const c
   }
   for (std::size_t i = static_cast<std::size_t>(from); i < mine.size(); ++i) {
     const Case& c = *mine[i];
-    std::printf("begin %zu\n", i);
+    std::printf("begin %zu %s\n", i, c.name);
     std::fflush(stdout);
     if (sc == "fresh") {
       // The case is the first Runtime call; no fixture (it would be the first).

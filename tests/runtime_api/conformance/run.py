@@ -54,20 +54,21 @@ def one(program, scenario, function, start, timeout, single):
     except subprocess.TimeoutExpired as e:
         out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
         status = None
-    got, begun = {}, None
+    got, begun, name = {}, None, "?"
     for line in out.splitlines():
         if line.startswith("begin "):
-            begun = int(line.split()[1])
+            parts = line.split()
+            begun, name = int(parts[1]), parts[2] if len(parts) > 2 else "?"
         elif line.startswith(function + " ") and begun is not None:
             got[begun] = line
             begun = None
     if begun is not None:
         if status is None:
-            got[begun] = f"{function} ? | hung (over {timeout} s)"
+            got[begun] = f"{function} {name} | hung (over {timeout} s)"
         elif status < 0:
-            got[begun] = f"{function} ? | crashed (signal {-status})"
+            got[begun] = f"{function} {name} | crashed (signal {-status})"
         else:
-            got[begun] = f"{function} ? | exited {status} inside the case"
+            got[begun] = f"{function} {name} | exited {status} inside the case"
     return got
 
 
