@@ -37,9 +37,25 @@ struct DRVSHIM_API PointerInfo {
   std::string to_string() const;
 };
 
-/// Inspects an address (host or device). Never throws for addresses unknown
-/// to the driver (they are pageable host memory); throws MissingStepError before init.
+/// Where inspect_pointer reads an address's device and host addresses, which
+/// the driver reports "in the current context".
+enum class AddressesIn {
+  /// The pointer's own context, made current for the question: the addresses
+  /// as that context sees them. A context with a sticky error is refused
+  /// (ContextPoisonedError).
+  own_context,
+  /// The calling thread's current context, as it is: 0 / null where that
+  /// context cannot reach the memory, and without a current context. What
+  /// cudaPointerGetAttributes reports; answers after a sticky error too.
+  current_context,
+};
+
+/// Inspects an address (host or device): cuPointerGetAttributes. Never throws
+/// for addresses unknown to the driver (they are pageable host memory);
+/// throws MissingStepError before init, NotPermittedError inside a host function.
 DRVSHIM_API PointerInfo inspect_pointer(const Driver& driver, const void* address);
 DRVSHIM_API PointerInfo inspect_pointer(const Driver& driver, DevicePtr address);
+/// The same, reading the device and host addresses where `where` says.
+DRVSHIM_API PointerInfo inspect_pointer(const Driver& driver, DevicePtr address, AddressesIn where);
 
 }  // namespace drvshim

@@ -48,6 +48,10 @@ void query_attributes(const detail::DriverCore& core, DevicePtr address, const C
 }  // namespace
 
 PointerInfo inspect_pointer(const Driver& driver, DevicePtr address) {
+  return inspect_pointer(driver, address, AddressesIn::own_context);
+}
+
+PointerInfo inspect_pointer(const Driver& driver, DevicePtr address, AddressesIn where) {
   const auto& core = *detail::Access::core(driver);
   core.require_init("inspect_pointer");
   const CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_CONTEXT,          CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
@@ -73,16 +77,18 @@ PointerInfo inspect_pointer(const Driver& driver, DevicePtr address) {
   info.device_ordinal = static_cast<int>(static_cast<std::int32_t>(values[3] & 0xffffffffu));
   info.range_start = values[4];
   info.range_size = static_cast<std::size_t>(values[5]);
-  if (info.context != 0) {
+  const CUpointer_attribute addresses_of[] = {CU_POINTER_ATTRIBUTE_DEVICE_POINTER, CU_POINTER_ATTRIBUTE_HOST_POINTER};
+  std::uint64_t addresses[2] = {};
+  if (where == AddressesIn::current_context) {
+    query_attributes(core, address, addresses_of, addresses);
+  } else if (info.context != 0) {
     // The device and host addresses are reported "in the current context"
     // (0 without one, seen on the H200): ask again inside the pointer's own context.
     detail::ContextScope scope(core, info.context, "inspect_pointer");
-    const CUpointer_attribute where[] = {CU_POINTER_ATTRIBUTE_DEVICE_POINTER, CU_POINTER_ATTRIBUTE_HOST_POINTER};
-    std::uint64_t addresses[2] = {};
-    query_attributes(core, address, where, addresses);
-    info.device_address = addresses[0];
-    info.host_address = reinterpret_cast<void*>(static_cast<std::uintptr_t>(addresses[1]));
+    query_attributes(core, address, addresses_of, addresses);
   }
+  info.device_address = addresses[0];
+  info.host_address = reinterpret_cast<void*>(static_cast<std::uintptr_t>(addresses[1]));
   return info;
 }
 
