@@ -363,6 +363,12 @@ DRVSHIM_CUDART cudaError_t cudaSetDeviceFlags(unsigned flags) {
     // then initialised, its primary context current on this thread. Mapping
     // host memory is implicit (cudaGetDeviceFlags adds it): the driver is not
     // asked for it, and cuDevicePrimaryCtxGetState shows no 0x8 under cudart.
+    if (foreign_context_current("cudaSetDeviceFlags")) {
+      // cudart 13.0's answer with a cuCtxCreate context current (H100, tests/runtime_api/conformance, 2026-12-07).
+      return fail(cudaErrorIncompatibleDriverContext,
+                  "cudaSetDeviceFlags: a context the program created (cuCtxCreate) is current; device flags are the "
+                  "primary context's");
+    }
     // A sticky error does not stop it: cudart 13.0 changes the flags of a
     // device that faulted and succeeds (H100, tests/runtime_api/conformance, 2026-12-07).
     const int device = current_device();
@@ -377,6 +383,12 @@ DRVSHIM_CUDART cudaError_t cudaSetDeviceFlags(unsigned flags) {
 DRVSHIM_CUDART cudaError_t cudaGetDeviceFlags(unsigned* flags) {
   if (flags == nullptr) return null_argument("cudaGetDeviceFlags", "flags");
   return guarded("cudaGetDeviceFlags", [&] {
+    // With a context the program created current, its flags, as cudart 13.0
+    // answers (H100, tests/runtime_api/conformance, drvctx scenario, 2026-12-07).
+    if (foreign_context_current("cudaGetDeviceFlags")) {
+      *flags = static_cast<unsigned>(context("cudaGetDeviceFlags").flags());
+      return cudaSuccess;
+    }
     const PrimaryContextState s =
         initialised_driver("cudaGetDeviceFlags").device(current_device()).primary_context_state();
     // Mapping host memory is implicit for the runtime.
@@ -452,6 +464,9 @@ DRVSHIM_CUDART cudaError_t cudaDeviceGetSharedMemConfig(cudaSharedMemConfig* con
 }
 
 DRVSHIM_CUDART cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+  // As cudart: the answers are cleared first, also when the call fails.
+  if (free_bytes != nullptr) *free_bytes = 0;
+  if (total_bytes != nullptr) *total_bytes = 0;
   if (const cudaError_t e = enter("cudaMemGetInfo", Prologue::sticky); e != cudaSuccess) return e;
   return guarded("cudaMemGetInfo", [&] {
     const MemoryInfo info = context("cudaMemGetInfo").memory_info();

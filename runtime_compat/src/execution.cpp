@@ -78,6 +78,9 @@ cudaError_t launch(const char* api, KernelHandle* k, const LaunchRequest& r, voi
 cudaError_t launch_by_function(const char* api, const void* func, const LaunchRequest& r, void** args,
                                DefaultStream zero) {
   if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
+  // cudart's order: a null function, the sticky error, any other address that is no kernel.
+  if (func == nullptr) return unknown_function(api, func);
+  if (const cudaError_t e = enter(api, Prologue::sticky); e != cudaSuccess) return e;
   KernelHandle* k = kernel_for(func);
   if (k == nullptr) return unknown_function(api, func);
   return launch(api, k, r, args, zero);
@@ -282,11 +285,12 @@ DRVSHIM_CUDART cudaError_t cudaFuncGetName(const char** name, const void* func) 
 
 DRVSHIM_CUDART cudaError_t cudaFuncGetParamInfo(const void* func, size_t index, size_t* offset, size_t* size) {
   if (const cudaError_t e = enter("cudaFuncGetParamInfo", Prologue::context); e != cudaSuccess) return e;
-  KernelHandle* k = kernel_for(func);
-  if (k == nullptr) return unknown_function("cudaFuncGetParamInfo", func);
+  if (func == nullptr) return unknown_function("cudaFuncGetParamInfo", func);
   // The size is optional (cudart 13.0 answers with a null paramSize), the offset is not.
   if (offset == nullptr) return null_argument("cudaFuncGetParamInfo", "paramOffset");
   if (const cudaError_t e = enter("cudaFuncGetParamInfo", Prologue::sticky); e != cudaSuccess) return e;
+  KernelHandle* k = kernel_for(func);
+  if (k == nullptr) return unknown_function("cudaFuncGetParamInfo", func);
   return guarded("cudaFuncGetParamInfo", [&] {
     const Bound b = bind_here(*k, "cudaFuncGetParamInfo");
     const auto& params = b.kernel.params();
@@ -308,9 +312,10 @@ namespace {
 cudaError_t occupancy(const char* api, int* blocks, const void* func, int block_size, std::size_t shared,
                       unsigned flags, bool with_flags) {
   if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
+  if (func == nullptr) return unknown_function(api, func);
+  if (const cudaError_t e = enter(api, Prologue::sticky); e != cudaSuccess) return e;
   KernelHandle* k = kernel_for(func);
   if (k == nullptr) return unknown_function(api, func);
-  if (const cudaError_t e = enter(api, Prologue::sticky); e != cudaSuccess) return e;
   if (blocks == nullptr) return null_argument(api, "numBlocks");
   if (block_size <= 0) return fail(cudaErrorInvalidValue, fmt::format("{}: block size {}", api, block_size));
   return guarded(api, [&] {
@@ -339,10 +344,11 @@ DRVSHIM_CUDART cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(size_t* byt
                                                                      int block_size) {
   if (const cudaError_t e = enter("cudaOccupancyAvailableDynamicSMemPerBlock", Prologue::context); e != cudaSuccess)
     return e;
-  KernelHandle* k = kernel_for(func);
-  if (k == nullptr) return unknown_function("cudaOccupancyAvailableDynamicSMemPerBlock", func);
+  if (func == nullptr) return unknown_function("cudaOccupancyAvailableDynamicSMemPerBlock", func);
   if (const cudaError_t e = enter("cudaOccupancyAvailableDynamicSMemPerBlock", Prologue::sticky); e != cudaSuccess)
     return e;
+  KernelHandle* k = kernel_for(func);
+  if (k == nullptr) return unknown_function("cudaOccupancyAvailableDynamicSMemPerBlock", func);
   if (bytes == nullptr) return null_argument("cudaOccupancyAvailableDynamicSMemPerBlock", "dynamicSmemSize");
   if (blocks <= 0 || block_size <= 0) {
     return fail(cudaErrorInvalidValue,

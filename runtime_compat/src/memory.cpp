@@ -23,7 +23,9 @@ bool device_side(const Driver& drv, const void* p) {
 
 // cudaMemcpyDefault decided by where each pointer lives (unified addressing).
 cudaMemcpyKind resolve(const Driver& drv, void* dst, const void* src, cudaMemcpyKind kind) {
-  if (kind != cudaMemcpyDefault) return kind;
+  // "Host to host" with device memory on either side is copied by the driver,
+  // as cudart's cuMemcpy does (the CPU cannot reach device memory).
+  if (kind != cudaMemcpyDefault && kind != cudaMemcpyHostToHost) return kind;
   const bool d = device_side(drv, dst), s = device_side(drv, src);
   return d ? (s ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
            : (s ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
@@ -91,9 +93,8 @@ cudaError_t do_copy(const char* api, void* dst, const void* src, std::size_t byt
 cudaError_t do_memset(const char* api, void* ptr, int value, std::size_t bytes, std::optional<cudaStream_t> stream,
                       DefaultStream zero) {
   if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
-  // The synchronous form answers the sticky error before it looks at the
-  // pointer (the stream-ordered one checks its stream first).
-  if (bytes != 0 && !stream.has_value()) {
+  // The sticky error before the pointer.
+  if (bytes != 0) {
     if (const cudaError_t e = enter(api, Prologue::sticky); e != cudaSuccess) return e;
   }
   if (ptr == nullptr && bytes != 0) return null_argument(api, "devPtr");
@@ -158,7 +159,7 @@ cudaError_t do_copy_2d(const char* api, void* dst, std::size_t dpitch, const voi
 cudaError_t do_memset_2d(const char* api, void* ptr, std::size_t pitch, int value, std::size_t width,
                          std::size_t height, std::optional<cudaStream_t> stream, DefaultStream zero) {
   if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
-  if (width != 0 && height != 0 && !stream.has_value()) {
+  if (width != 0 && height != 0) {
     if (const cudaError_t e = enter(api, Prologue::sticky); e != cudaSuccess) return e;
   }
   if (width > pitch) {
@@ -212,6 +213,7 @@ DRVSHIM_CUDART cudaError_t cudaMalloc(void** ptr, size_t bytes) {
 
 DRVSHIM_CUDART cudaError_t cudaMallocPitch(void** ptr, size_t* pitch, size_t width, size_t height) {
   if (ptr == nullptr || pitch == nullptr) return null_argument("cudaMallocPitch", "devPtr or pitch");
+  *pitch = 0;  // as cudart, also when the call fails
   if (const cudaError_t e = enter("cudaMallocPitch", Prologue::context); e != cudaSuccess) return e;
   *ptr = nullptr;
   return guarded("cudaMallocPitch", [&] {
@@ -253,7 +255,7 @@ cudaError_t malloc_async(const char* api, void** ptr, std::size_t bytes, cudaStr
   if (ptr == nullptr) return null_argument(api, "devPtr");
   *ptr = nullptr;
   // The stream's context does the work: cudart makes no context current for it.
-  if (const cudaError_t e = enter(api, Prologue::driver); e != cudaSuccess) return e;
+  if (const cudaError_t e = enter(api, Prologue::device_sticky); e != cudaSuccess) return e;
   return guarded(api, [&] {
     const StreamRef s = stream_of(stream, zero, api);
     if (bytes == 0) return cudaSuccess;
@@ -265,11 +267,18 @@ cudaError_t malloc_async(const char* api, void** ptr, std::size_t bytes, cudaStr
 }
 
 cudaError_t free_async(const char* api, void* ptr, cudaStream_t stream, DefaultStream zero) {
-  if (const cudaError_t e = enter(api, Prologue::driver); e != cudaSuccess) return e;
+  if (const cudaError_t e = enter(api, Prologue::device_sticky); e != cudaSuccess) return e;
   return guarded(api, [&] {
     // The stream first: stream 0 makes the thread's context current, also to free nothing.
     const StreamRef s = stream_of(stream, zero, api);
     if (ptr == nullptr) return cudaSuccess;
+    if (auto found = registries().device_memory.find(reinterpret_cast<std::uintptr_t>(ptr));
+        found && std::holds_alternative<ManagedBuffer>(found->owner)) {
+      // The driver's answer, as cudart passes it on; the memory stays allocated.
+      return fail(
+          cudaErrorNotSupported,
+          fmt::format("{}: {} is managed memory, which is not freed stream-ordered (cudaFree frees it)", api, ptr));
+    }
     auto a = registries().device_memory.remove(reinterpret_cast<std::uintptr_t>(ptr));
     if (!a) {
       // Not the runtime's (cuMemAllocAsync, another library): the driver frees it or says why not.
@@ -387,7 +396,7 @@ DRVSHIM_CUDART cudaError_t cudaFreeHost(void* ptr) {
 
 DRVSHIM_CUDART cudaError_t cudaHostGetDevicePointer(void** device, void* host, unsigned flags) {
   if (host == nullptr) return null_argument("cudaHostGetDevicePointer", "pHost");
-  if (const cudaError_t e = enter("cudaHostGetDevicePointer", Prologue::context); e != cudaSuccess) return e;
+  if (const cudaError_t e = enter("cudaHostGetDevicePointer", Prologue::sticky); e != cudaSuccess) return e;
   if (device == nullptr) return null_argument("cudaHostGetDevicePointer", "pDevice");
   *device = nullptr;  // as cudart, also when the call fails
   if (flags != 0) return fail(cudaErrorInvalidValue, "cudaHostGetDevicePointer: flags must be 0");
@@ -520,9 +529,17 @@ DRVSHIM_CUDART cudaError_t cudaMemset2DAsync_ptsz(void* ptr, size_t pitch, int v
 
 DRVSHIM_CUDART cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const void* ptr) {
   if (attributes == nullptr) return null_argument("cudaPointerGetAttributes", "attributes");
+  // As cudart 13.0 (H100, tests/runtime_api/conformance, 2026-12-07): the
+  // answer is cleared first (also when the call then fails), the addresses
+  // are the driver's in the thread's current context (no device address
+  // without one), and a device with a sticky error still answers.
+  *attributes = cudaPointerAttributes{};
+  attributes->device = -1;
   if (const cudaError_t e = enter("cudaPointerGetAttributes", Prologue::driver); e != cudaSuccess) return e;
   return guarded("cudaPointerGetAttributes", [&] {
-    const PointerInfo info = inspect_pointer(driver("cudaPointerGetAttributes"), ptr);
+    const Driver& drv = driver("cudaPointerGetAttributes");
+    const PointerInfo info = inspect_pointer(drv, static_cast<DevicePtr>(reinterpret_cast<std::uintptr_t>(ptr)),
+                                             AddressesIn::current_context);
     cudaPointerAttributes a{};
     switch (info.kind) {
       case MemoryKind::pageable_host: a.type = cudaMemoryTypeUnregistered; break;
@@ -533,10 +550,10 @@ DRVSHIM_CUDART cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attri
     a.device = info.kind == MemoryKind::pageable_host ? -2 : info.device_ordinal;
     a.devicePointer = reinterpret_cast<void*>(info.device_address);
     a.hostPointer = info.host_address;
-    // As cudart 13.0: memory from a pool names itself as its device pointer,
-    // and unregistered host memory as its host pointer (H100,
-    // tests/runtime_api/conformance, 2026-12-07).
-    if (a.devicePointer == nullptr && (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged)) {
+    // Memory from a pool names itself as its device pointer (where a context
+    // is current), and unregistered host memory as its host pointer.
+    if (a.devicePointer == nullptr && (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged) &&
+        drv.current_context() != 0) {
       a.devicePointer = const_cast<void*>(ptr);
     }
     if (a.hostPointer == nullptr && a.type == cudaMemoryTypeUnregistered) a.hostPointer = const_cast<void*>(ptr);
@@ -555,6 +572,15 @@ cudaError_t prefetch(const char* api, const void* ptr, std::size_t bytes, cudaMe
                      cudaStream_t stream, DefaultStream zero) {
   if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
   if (flags != 0) return fail(cudaErrorInvalidValue, fmt::format("{}: flags must be 0", api));
+  int type = 0;
+  static_assert(sizeof location.type == sizeof type);
+  std::memcpy(&type, &location.type, sizeof type);  // a number the enum may not name
+  if (type < cudaMemLocationTypeDevice || type > cudaMemLocationTypeHostNumaCurrent) {
+    // Checked before the sticky error, as cudart 13.0 does (H100, tests/runtime_api/conformance, 2026-12-07).
+    return fail(cudaErrorInvalidValue, fmt::format("{}: location type {}: a device (1), the host (2), a host NUMA "
+                                                   "node (3) or the nearest one (4)",
+                                                   api, type));
+  }
   return guarded(api, [&] {
     prefetch_async(stream_of(stream, zero, api), reinterpret_cast<std::uintptr_t>(ptr), bytes, location_of(location));
     return cudaSuccess;
@@ -591,8 +617,8 @@ DRVSHIM_CUDART cudaError_t cudaMemAdvise(const void* ptr, size_t bytes, cudaMemo
                                                    "host NUMA node (3) or the nearest one (4)",
                                                    location_type));
   }
-  if (bytes == 0) return fail(cudaErrorInvalidValue, "cudaMemAdvise: count is 0");
   if (const cudaError_t e = enter("cudaMemAdvise", Prologue::sticky); e != cudaSuccess) return e;
+  if (bytes == 0) return fail(cudaErrorInvalidValue, "cudaMemAdvise: count is 0");
   return guarded("cudaMemAdvise", [&] {
     advise(context("cudaMemAdvise"), reinterpret_cast<std::uintptr_t>(ptr), bytes, static_cast<MemoryAdvice>(advice),
            location_of(location));

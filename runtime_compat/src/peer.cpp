@@ -90,6 +90,14 @@ DRVSHIM_CUDART cudaError_t cudaDeviceGetP2PAttribute(int* value, cudaDeviceP2PAt
 DRVSHIM_CUDART cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned flags) {
   if (const cudaError_t e = enter("cudaDeviceEnablePeerAccess", Prologue::context); e != cudaSuccess) return e;
   return guarded("cudaDeviceEnablePeerAccess", [&] {
+    if (foreign_context_current("cudaDeviceEnablePeerAccess")) {
+      // cudart 13.0's answer with a cuCtxCreate context current, before it
+      // looks at the peer (H100, tests/runtime_api/conformance, 2026-12-07).
+      return fail(
+          cudaErrorIncompatibleDriverContext,
+          "cudaDeviceEnablePeerAccess: a context the program created (cuCtxCreate) is current; peer access is between "
+          "primary contexts");
+    }
     if (const cudaError_t e = check_device("cudaDeviceEnablePeerAccess", peer); e != cudaSuccess) return e;
     if (const cudaError_t e = enter("cudaDeviceEnablePeerAccess", Prologue::sticky); e != cudaSuccess) return e;
     if (flags != 0) return fail(cudaErrorInvalidValue, "cudaDeviceEnablePeerAccess: flags must be 0");
@@ -129,6 +137,14 @@ DRVSHIM_CUDART cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned flags) 
 DRVSHIM_CUDART cudaError_t cudaDeviceDisablePeerAccess(int peer) {
   if (const cudaError_t e = enter("cudaDeviceDisablePeerAccess", Prologue::context); e != cudaSuccess) return e;
   return guarded("cudaDeviceDisablePeerAccess", [&] {
+    if (foreign_context_current("cudaDeviceDisablePeerAccess")) {
+      // cudart 13.0's answer with a cuCtxCreate context current, before it
+      // looks at the peer (H100, tests/runtime_api/conformance, 2026-12-07).
+      return fail(
+          cudaErrorIncompatibleDriverContext,
+          "cudaDeviceDisablePeerAccess: a context the program created (cuCtxCreate) is current; peer access is between "
+          "primary contexts");
+    }
     if (const cudaError_t e = check_device("cudaDeviceDisablePeerAccess", peer); e != cudaSuccess) return e;
     if (const cudaError_t e = enter("cudaDeviceDisablePeerAccess", Prologue::sticky); e != cudaSuccess) return e;
     const int device = current_device();
@@ -156,13 +172,24 @@ cudaError_t memcpy_peer(const char* api, void* dst, int dst_device, const void* 
   if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
   // cudart's order: the devices, nothing to copy, the sticky error, the pointers.
   return guarded(api, [&] {
+    // The calling thread's device's primary context is retained first, also
+    // with a context the program created current (cudart 13.0 on the H100,
+    // tests/runtime_api/conformance, drvctx scenario, 2026-12-07).
+    (void)primary(current_device(), api);
     if (const cudaError_t e = check_device(api, dst_device); e != cudaSuccess) return e;
     if (const cudaError_t e = check_device(api, src_device); e != cudaSuccess) return e;
     if (bytes == 0) return cudaSuccess;
     if (const cudaError_t e = enter(api, Prologue::sticky); e != cudaSuccess) return e;
     if (dst == nullptr || src == nullptr) return null_argument(api, "dst or src");
-    const ContextRef dst_ctx = primary(dst_device, api);
-    const ContextRef src_ctx = primary(src_device, api);
+    // A device's context is the one the program made current where it is that
+    // device's (cuCtxCreate: its memory and streams live there), else the
+    // device's primary context, as cudart chooses them.
+    const ContextRef here = context(api);
+    const auto context_of = [&](int device) {
+      return foreign(here) && here.device().ordinal() == device ? here : primary(device, api);
+    };
+    const ContextRef dst_ctx = context_of(dst_device);
+    const ContextRef src_ctx = context_of(src_device);
     const auto d = static_cast<DevicePtr>(reinterpret_cast<std::uintptr_t>(dst));
     const auto s = static_cast<DevicePtr>(reinterpret_cast<std::uintptr_t>(src));
     if (!stream.has_value()) {

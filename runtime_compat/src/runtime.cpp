@@ -440,10 +440,16 @@ bool has_primary(int device) noexcept {
 
 cudaError_t enter(const char* api, Prologue step) noexcept {
   return guarded(api, [&] {
-    if (step == Prologue::driver) {
+    if (step == Prologue::driver || step == Prologue::device_sticky) {
       // The question cudart asks first: inside a host function the driver
       // (and drvshim, for the host functions it runs) refuses it.
-      (void)driver(api).current_context();
+      const std::uintptr_t current = driver(api).current_context();
+      if (step == Prologue::driver) return cudaSuccess;
+      const int device = current != 0 ? primary_device_of(current) : thread().device;
+      if (const cudaError_t sticky = sticky_error(device); sticky != cudaSuccess) {
+        return fail(sticky, fmt::format("{}: device {} has a sticky error ({}): reset it (cudaDeviceReset)", api,
+                                        device, static_cast<int>(sticky)));
+      }
       return cudaSuccess;
     }
     const ContextRef ctx = context(api);

@@ -152,9 +152,12 @@ void reset_device(int device);
 //            context does: a call refused for its arguments leaves it current
 //   sticky   also answers the device's sticky error, for the calls cudart
 //            refuses with it before looking at their arguments
+//   device_sticky  `driver`, then the sticky error of the thread's device,
+//            making no context current (calls that work through a stream or
+//            an event of their own)
 // Each entry point calls enter() at the place cudart does (some check an
 // output pointer or an enum first).
-enum class Prologue { driver, context, sticky };
+enum class Prologue { driver, context, sticky, device_sticky };
 // cudaSuccess, or the error the call returns (recorded as the thread's last error).
 cudaError_t enter(const char* api, Prologue step) noexcept;
 

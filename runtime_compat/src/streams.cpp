@@ -87,7 +87,7 @@ cudaError_t query(const char* api, cudaStream_t stream, DefaultStream zero) {
 }
 
 cudaError_t wait_event(const char* api, cudaStream_t stream, cudaEvent_t event, unsigned flags, DefaultStream zero) {
-  if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
+  if (const cudaError_t e = enter(api, Prologue::sticky); e != cudaSuccess) return e;
   if (flags > cudaEventWaitExternal) return fail(cudaErrorInvalidValue, fmt::format("{}: flags 0x{:x}", api, flags));
   if (flags == cudaEventWaitExternal) {
     // A wait node for graphs: outside stream capture (which runtime_compat
@@ -128,8 +128,9 @@ cudaError_t host_func(const char* api, cudaStream_t stream, cudaHostFn_t fn, voi
 }
 
 cudaError_t get_flags(const char* api, cudaStream_t stream, unsigned* flags, DefaultStream zero) {
-  if (const cudaError_t e = enter(api, Prologue::sticky); e != cudaSuccess) return e;
+  if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
   if (flags == nullptr) return null_argument(api, "flags");
+  if (const cudaError_t e = enter(api, Prologue::sticky); e != cudaSuccess) return e;
   return guarded(api, [&] {
     const StreamRef s = stream_of(stream, zero, api);
     const auto entry = registries().streams.find(s.native());
@@ -140,8 +141,9 @@ cudaError_t get_flags(const char* api, cudaStream_t stream, unsigned* flags, Def
 }
 
 cudaError_t get_priority(const char* api, cudaStream_t stream, int* priority, DefaultStream zero) {
-  if (const cudaError_t e = enter(api, Prologue::sticky); e != cudaSuccess) return e;
+  if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
   if (priority == nullptr) return null_argument(api, "priority");
+  if (const cudaError_t e = enter(api, Prologue::sticky); e != cudaSuccess) return e;
   return guarded(api, [&] {
     const StreamRef s = stream_of(stream, zero, api);
     const auto entry = registries().streams.find(s.native());
@@ -151,14 +153,20 @@ cudaError_t get_priority(const char* api, cudaStream_t stream, int* priority, De
 }
 
 cudaError_t get_device(const char* api, cudaStream_t stream, int* device, DefaultStream zero) {
+  // A stream the runtime created: its device is known without asking the
+  // driver (cudart does not either: it answers inside a host function too),
+  // its sticky error before the output pointer.
+  if (auto entry = registries().streams.find(reinterpret_cast<std::uintptr_t>(stream))) {
+    if (const cudaError_t sticky = sticky_error(entry->device); sticky != cudaSuccess) {
+      return fail(sticky, fmt::format("{}: device {} has a sticky error", api, entry->device));
+    }
+    if (device == nullptr) return null_argument(api, "device");
+    *device = entry->device;
+    return cudaSuccess;
+  }
+  if (const cudaError_t e = enter(api, Prologue::device_sticky); e != cudaSuccess) return e;
   if (device == nullptr) return null_argument(api, "device");
   return guarded(api, [&] {
-    // A stream the runtime created: its device is known without asking the
-    // driver (which cudart does not do either: the answer comes in a host function too).
-    if (auto entry = registries().streams.find(reinterpret_cast<std::uintptr_t>(stream))) {
-      *device = entry->device;
-      return cudaSuccess;
-    }
     *device = stream_of(stream, zero, api).context().device().ordinal();
     return cudaSuccess;
   });
@@ -187,7 +195,7 @@ cudaError_t set_attribute(const char* api, cudaStream_t stream, cudaStreamAttrID
 
 cudaError_t get_attribute(const char* api, cudaStream_t stream, cudaStreamAttrID id, cudaStreamAttrValue* value,
                           DefaultStream zero) {
-  if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
+  if (const cudaError_t e = enter(api, Prologue::sticky); e != cudaSuccess) return e;
   if (value == nullptr) return null_argument(api, "value_out");
   if (!stream_attribute(id)) {
     return fail(cudaErrorInvalidValue,
@@ -202,7 +210,7 @@ cudaError_t get_attribute(const char* api, cudaStream_t stream, cudaStreamAttrID
 
 cudaError_t attach(const char* api, cudaStream_t stream, void* ptr, std::size_t length, unsigned flags,
                    DefaultStream zero) {
-  if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
+  if (const cudaError_t e = enter(api, Prologue::sticky); e != cudaSuccess) return e;
   // cudart 13.0 refuses attaching to "the" stream 0 alone (cudaStreamLegacy
   // and the per-thread stream are accepted: H100, tests/runtime_api/conformance, 2026-12-07).
   if (stream == nullptr && zero == DefaultStream::legacy && flags == cudaMemAttachSingle) {
@@ -216,7 +224,7 @@ cudaError_t attach(const char* api, cudaStream_t stream, void* ptr, std::size_t 
 }
 
 cudaError_t record(const char* api, cudaEvent_t event, cudaStream_t stream, unsigned flags, DefaultStream zero) {
-  if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
+  if (const cudaError_t e = enter(api, Prologue::sticky); e != cudaSuccess) return e;
   if (flags & ~static_cast<unsigned>(cudaEventRecordExternal)) {
     return fail(cudaErrorInvalidValue, fmt::format("{}: flags 0x{:x}: cudaEventRecordDefault (0) or "
                                                    "cudaEventRecordExternal (1)",
@@ -253,7 +261,10 @@ DRVSHIM_CUDART cudaError_t cudaStreamCreateWithPriority(cudaStream_t* stream, un
 }
 
 DRVSHIM_CUDART cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  // cudart's order: its prologue, stream 0 (not a stream to destroy), the sticky error.
   if (const cudaError_t e = enter("cudaStreamDestroy", Prologue::context); e != cudaSuccess) return e;
+  if (stream == nullptr) return fail(cudaErrorInvalidResourceHandle, "cudaStreamDestroy: stream 0 is not destroyed");
+  if (const cudaError_t e = enter("cudaStreamDestroy", Prologue::sticky); e != cudaSuccess) return e;
   return guarded("cudaStreamDestroy", [&] {
     const auto handle = reinterpret_cast<std::uintptr_t>(stream);
     auto s = registries().streams.remove(handle);
@@ -346,14 +357,20 @@ DRVSHIM_CUDART cudaError_t cudaStreamAttachMemAsync_ptsz(cudaStream_t s, void* p
 DRVSHIM_CUDART cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags) {
   if (const cudaError_t e = enter("cudaEventCreateWithFlags", Prologue::context); e != cudaSuccess) return e;
   constexpr unsigned kAll = cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess;
-  if ((flags & ~kAll) != 0 || ((flags & cudaEventInterprocess) != 0 && (flags & cudaEventDisableTiming) == 0)) {
+  if ((flags & ~kAll) != 0) {
     return fail(cudaErrorInvalidValue,
                 fmt::format("cudaEventCreateWithFlags: flags 0x{:x}: cudaEventBlockingSync (1), cudaEventDisableTiming "
                             "(2), cudaEventInterprocess (4, with cudaEventDisableTiming)",
                             flags));
   }
-  // cudart's order: the flags, the sticky error, the output pointer.
+  // cudart's order: unknown flags, the sticky error, the combination of flags, the output pointer.
   if (const cudaError_t e = enter("cudaEventCreateWithFlags", Prologue::sticky); e != cudaSuccess) return e;
+  if ((flags & cudaEventInterprocess) != 0 && (flags & cudaEventDisableTiming) == 0) {
+    return fail(
+        cudaErrorInvalidValue,
+        fmt::format("cudaEventCreateWithFlags: flags 0x{:x}: cudaEventInterprocess needs cudaEventDisableTiming",
+                    flags));
+  }
   if (event == nullptr) return null_argument("cudaEventCreateWithFlags", "event");
   return guarded("cudaEventCreate", [&] {
     const ContextRef ctx = context("cudaEventCreate");
@@ -373,7 +390,10 @@ DRVSHIM_CUDART cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned
 DRVSHIM_CUDART cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, 0); }
 
 DRVSHIM_CUDART cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  // cudart's order: its prologue, a null event, the sticky error.
   if (const cudaError_t e = enter("cudaEventDestroy", Prologue::context); e != cudaSuccess) return e;
+  if (event == nullptr) return fail(cudaErrorInvalidResourceHandle, "cudaEventDestroy: event 0 (null)");
+  if (const cudaError_t e = enter("cudaEventDestroy", Prologue::sticky); e != cudaSuccess) return e;
   return guarded("cudaEventDestroy", [&] {
     auto e = registries().events.remove(reinterpret_cast<std::uintptr_t>(event));
     if (!e) {
@@ -417,6 +437,11 @@ DRVSHIM_CUDART cudaError_t cudaEventQuery(cudaEvent_t event) {
 
 DRVSHIM_CUDART cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
   if (ms == nullptr) return null_argument("cudaEventElapsedTime", "ms");
+  // cudart's order: the output, a null start event, the sticky error, the rest.
+  if (start == nullptr) {
+    return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: start is event 0 (null)");
+  }
+  if (const cudaError_t e = enter("cudaEventElapsedTime", Prologue::device_sticky); e != cudaSuccess) return e;
   return guarded("cudaEventElapsedTime", [&] {
     const EventRef a = event_of("cudaEventElapsedTime", start);
     const EventRef b = event_of("cudaEventElapsedTime", end);

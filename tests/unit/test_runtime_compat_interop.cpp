@@ -297,9 +297,16 @@ TEST_F(RuntimeInterop, PeerAccessIsBetweenPrimaryContextsWhateverIsCurrent) {
     ASSERT_EQ(r.init(0), CUDA_SUCCESS);
     CUcontext mine = nullptr;
     ASSERT_EQ(r.ctx_create(&mine, 0, 1), CUDA_SUCCESS);
-    EXPECT_EQ(cudaDeviceEnablePeerAccess(0, 0), cudaSuccess);
+    // cudart 13.0 refuses peer access with a cuCtxCreate context current,
+    // before it looks at the peer (H100, conformance suite, drvctx scenario).
+    EXPECT_EQ(cudaDeviceEnablePeerAccess(0, 0), cudaErrorIncompatibleDriverContext);
+    EXPECT_EQ(cudaDeviceEnablePeerAccess(64, 0), cudaErrorIncompatibleDriverContext) << "before the peer's check";
+    EXPECT_EQ(cudaDeviceDisablePeerAccess(0), cudaErrorIncompatibleDriverContext);
+    EXPECT_EQ(cudaSetDeviceFlags(cudaDeviceScheduleSpin), cudaErrorIncompatibleDriverContext);
+    EXPECT_EQ(current_context(r), mine) << "left current";
     EXPECT_EQ(r.ctx_destroy(mine), CUDA_SUCCESS);
     ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+    EXPECT_EQ(cudaDeviceEnablePeerAccess(0, 0), cudaSuccess) << "nothing was enabled before";
     EXPECT_EQ(cudaDeviceEnablePeerAccess(0, 0), cudaErrorPeerAccessAlreadyEnabled) << "device 1's primary context";
     EXPECT_EQ(cudaDeviceDisablePeerAccess(0), cudaSuccess);
     EXPECT_EQ(cudaGetLastError(), cudaErrorPeerAccessAlreadyEnabled);
