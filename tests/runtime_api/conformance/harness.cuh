@@ -322,6 +322,7 @@ struct Fixture {
     cudaFreeHost(mapped);
     cudaHostUnregister(registered);
     std::free(registered);
+    cudaHostUnregister(pageable);  // a case may have registered it: the next fixture's memory may reuse it
     std::free(pageable);
     cudaStreamDestroy(stream);
     cudaStreamDestroy(stream_nb);
