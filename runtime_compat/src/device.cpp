@@ -3,6 +3,7 @@
 // synchronisation and reset, the profiler switches.
 #include <cuda_profiler_api.h>
 
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 
@@ -156,6 +157,12 @@ PropertyCache& property_cache() {
   return *c;
 }
 
+// cudart writes every field but the trailing reserved words, which keep what
+// the caller's structure held (H100, cudart 13.0, 2026-12-07).
+void copy_properties(cudaDeviceProp* out, const cudaDeviceProp& p) {
+  std::memcpy(out, &p, offsetof(cudaDeviceProp, reserved));
+}
+
 // The bits cudaSetDeviceFlags accepts.
 constexpr unsigned kDeviceFlags =
     cudaDeviceScheduleMask | cudaDeviceMapHost | cudaDeviceLmemResizeToMax | cudaDeviceSyncMemops;
@@ -245,7 +252,7 @@ DRVSHIM_CUDART cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int dev
     {
       std::lock_guard<std::mutex> lock(cache.mutex);
       if (auto it = cache.by_device.find(device); it != cache.by_device.end()) {
-        *prop = it->second;
+        copy_properties(prop, it->second);
         return cudaSuccess;
       }
     }
@@ -254,7 +261,7 @@ DRVSHIM_CUDART cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int dev
       std::lock_guard<std::mutex> lock(cache.mutex);
       cache.by_device[device] = p;
     }
-    *prop = p;
+    copy_properties(prop, p);
     return cudaSuccess;
   });
 }
@@ -464,7 +471,8 @@ DRVSHIM_CUDART cudaError_t cudaDeviceGetSharedMemConfig(cudaSharedMemConfig* con
 }
 
 DRVSHIM_CUDART cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
-  // As cudart: the answers are cleared first, also when the call fails.
+  if (const cudaError_t e = enter("cudaMemGetInfo", Prologue::context); e != cudaSuccess) return e;
+  // As cudart: the answers are cleared, also when the call then fails.
   if (free_bytes != nullptr) *free_bytes = 0;
   if (total_bytes != nullptr) *total_bytes = 0;
   if (const cudaError_t e = enter("cudaMemGetInfo", Prologue::sticky); e != cudaSuccess) return e;

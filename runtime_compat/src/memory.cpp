@@ -213,8 +213,8 @@ DRVSHIM_CUDART cudaError_t cudaMalloc(void** ptr, size_t bytes) {
 
 DRVSHIM_CUDART cudaError_t cudaMallocPitch(void** ptr, size_t* pitch, size_t width, size_t height) {
   if (ptr == nullptr || pitch == nullptr) return null_argument("cudaMallocPitch", "devPtr or pitch");
-  *pitch = 0;  // as cudart, also when the call fails
   if (const cudaError_t e = enter("cudaMallocPitch", Prologue::context); e != cudaSuccess) return e;
+  *pitch = 0;  // as cudart, also when the call then fails
   *ptr = nullptr;
   return guarded("cudaMallocPitch", [&] {
     const ContextRef ctx = context("cudaMallocPitch");
@@ -396,9 +396,10 @@ DRVSHIM_CUDART cudaError_t cudaFreeHost(void* ptr) {
 
 DRVSHIM_CUDART cudaError_t cudaHostGetDevicePointer(void** device, void* host, unsigned flags) {
   if (host == nullptr) return null_argument("cudaHostGetDevicePointer", "pHost");
+  if (const cudaError_t e = enter("cudaHostGetDevicePointer", Prologue::context); e != cudaSuccess) return e;
+  if (device != nullptr) *device = nullptr;  // as cudart, also when the call then fails
   if (const cudaError_t e = enter("cudaHostGetDevicePointer", Prologue::sticky); e != cudaSuccess) return e;
   if (device == nullptr) return null_argument("cudaHostGetDevicePointer", "pDevice");
-  *device = nullptr;  // as cudart, also when the call fails
   if (flags != 0) return fail(cudaErrorInvalidValue, "cudaHostGetDevicePointer: flags must be 0");
   return guarded("cudaHostGetDevicePointer", [&] {
     (void)context("cudaHostGetDevicePointer");

@@ -3,6 +3,8 @@
 // and queries, callbacks and host functions, attributes, attaching managed
 // memory, event recording and timing; every call that takes a stream in its
 // legacy and per-thread-default-stream (_ptsz) form.
+#include <algorithm>
+#include <cstddef>
 #include <cstring>
 
 #include "runtime.hpp"
@@ -28,6 +30,21 @@ EventRef event_of(const char* api, cudaEvent_t event) {
   // current: cudart's event queries make no context current.
   const ContextRef ctx = driver(api).current_context() != 0 ? context(api) : primary(current_device(), api);
   return EventRef::wrap(ctx, reinterpret_cast<std::uintptr_t>(event));
+}
+
+// The bytes of the value union an attribute's field occupies: cudart writes
+// those and leaves the rest of the caller's union as it was.
+std::size_t stream_attribute_size(cudaStreamAttrID id) {
+  switch (static_cast<int>(id)) {
+    // The fields, not the structure's trailing padding (which cudart leaves too).
+    case cudaLaunchAttributeAccessPolicyWindow:
+      return offsetof(cudaAccessPolicyWindow, missProp) + sizeof(cudaAccessProperty);
+    case cudaLaunchAttributeSynchronizationPolicy: return sizeof(cudaSynchronizationPolicy);
+    case cudaLaunchAttributePriority: return sizeof(int);
+    case cudaLaunchAttributeMemSyncDomainMap: return sizeof(cudaLaunchMemSyncDomainMap);
+    case cudaLaunchAttributeMemSyncDomain: return sizeof(cudaLaunchMemSyncDomain);
+    default: return sizeof(cudaStreamAttrValue);
+  }
 }
 
 // The attributes cudart 13.0 accepts on a stream; it refuses the others with
@@ -203,7 +220,7 @@ cudaError_t get_attribute(const char* api, cudaStream_t stream, cudaStreamAttrID
   }
   return guarded(api, [&] {
     const StreamAttributeValue v = stream_of(stream, zero, api).attribute(static_cast<StreamAttribute>(id));
-    std::memcpy(value, v.bytes, sizeof v.bytes);
+    std::memcpy(value, v.bytes, std::min(sizeof v.bytes, stream_attribute_size(id)));
     return cudaSuccess;
   });
 }

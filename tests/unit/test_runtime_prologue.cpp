@@ -9,7 +9,9 @@
 // those orders too.
 #include <cuda.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstring>
 
 #include "raw_driver.hpp"
@@ -152,6 +154,74 @@ TEST_F(RuntimePrologue, AfterAFaultTheStickyErrorComesBeforeTheArgumentsWhereCud
     EXPECT_EQ(cudaDeviceReset(), cudaSuccess);
     EXPECT_EQ(cudaDeviceGetLimit(nullptr, cudaLimitStackSize), cudaErrorInvalidValue) << "a reset clears it";
     EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+  });
+  rt::shutdown();
+  drvshim_fake_reset();
+}
+
+}  // namespace
+
+namespace {
+
+// Outputs as cudart 13.0 writes them (H100, conformance suite and a byte dump of each structure).
+TEST_F(RuntimePrologue, OutputsAreWrittenAsCudartWritesThem) {
+  on_thread([] {
+    cudaDeviceProp p;
+    std::memset(&p, 0x5a, sizeof p);
+    ASSERT_EQ(cudaGetDeviceProperties(&p, 0), cudaSuccess);
+    EXPECT_EQ(p.major, 9);
+    const auto* reserved = reinterpret_cast<const unsigned char*>(p.reserved);
+    EXPECT_TRUE(std::all_of(reserved, reserved + sizeof p.reserved, [](unsigned char c) { return c == 0x5a; }))
+        << "the reserved words keep the caller's bytes";
+
+    cudaStream_t s = nullptr;
+    ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+    cudaStreamAttrValue v;
+    std::memset(&v, 0x5a, sizeof v);
+    ASSERT_EQ(cudaStreamGetAttribute(s, cudaLaunchAttributeMemSyncDomainMap, &v), cudaSuccess);
+    const auto* bytes = reinterpret_cast<const unsigned char*>(&v);
+    EXPECT_TRUE(std::all_of(bytes + sizeof(cudaLaunchMemSyncDomainMap), bytes + sizeof v, [](unsigned char c) {
+      return c == 0x5a;
+    })) << "only the attribute's field is written";
+    std::memset(&v, 0x5a, sizeof v);
+    ASSERT_EQ(cudaStreamGetAttribute(s, cudaLaunchAttributeAccessPolicyWindow, &v), cudaSuccess);
+    EXPECT_EQ(bytes[offsetof(cudaAccessPolicyWindow, missProp) + sizeof(cudaAccessProperty)], 0x5a)
+        << "not the window's trailing padding";
+
+    void* dev = nullptr;
+    ASSERT_EQ(cudaMalloc(&dev, 256), cudaSuccess);
+    std::thread([dev] {
+      cudaPointerAttributes a{};
+      ASSERT_EQ(cudaPointerGetAttributes(&a, dev), cudaSuccess);
+      EXPECT_EQ(a.type, cudaMemoryTypeDevice);
+      EXPECT_EQ(a.devicePointer, nullptr) << "no context current: no device address";
+      EXPECT_EQ(current(), nullptr);
+    }).join();
+    cudaPointerAttributes a{};
+    ASSERT_EQ(cudaPointerGetAttributes(&a, dev), cudaSuccess);
+    EXPECT_EQ(a.devicePointer, dev);
+
+    // A "host to host" copy of device memory: the driver copies it (the CPU cannot).
+    const int in[4] = {1, 2, 3, 4};
+    int out[4] = {};
+    EXPECT_EQ(cudaMemcpy(dev, in, sizeof in, cudaMemcpyHostToHost), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(out, dev, sizeof out, cudaMemcpyHostToHost), cudaSuccess);
+    EXPECT_EQ(out[3], 4);
+
+    void* managed = nullptr;
+    ASSERT_EQ(cudaMallocManaged(&managed, 256), cudaSuccess);
+    EXPECT_EQ(cudaFreeAsync(managed, s), cudaErrorNotSupported);
+    EXPECT_EQ(cudaFree(managed), cudaSuccess) << "still allocated after the refusal";
+
+    size_t free_bytes = 1, total_bytes = 1;
+    drvshim_fake_stream_fail(s, 700);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaErrorIllegalAddress);
+    EXPECT_EQ(cudaMemGetInfo(&free_bytes, &total_bytes), cudaErrorIllegalAddress);
+    EXPECT_EQ(free_bytes + total_bytes, 0u) << "cleared before the failure";
+    std::memset(&a, 0, sizeof a);
+    EXPECT_EQ(cudaPointerGetAttributes(&a, dev), cudaSuccess) << "answers after a fault";
+    EXPECT_EQ(a.type, cudaMemoryTypeDevice);
+    EXPECT_EQ(cudaDeviceReset(), cudaSuccess);
   });
   rt::shutdown();
   drvshim_fake_reset();
