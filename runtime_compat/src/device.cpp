@@ -518,6 +518,8 @@ DRVSHIM_CUDART cudaError_t cudaDeviceReset() {
     // cudart 13.0, tests/runtime_api/conformance, thread scenario, 2026-12-07).
     if (driver("cudaDeviceReset").current_context() == 0) {
       logf(log::Level::info, "runtime_compat: cudaDeviceReset on a thread with no current context resets nothing");
+      // But a retain nobody used goes, as under the other policies (the primary context stays inactive).
+      release_background_retain(thread().device);
       return cudaSuccess;
     }
     reset_device(current_device());

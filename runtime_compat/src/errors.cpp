@@ -104,9 +104,11 @@ cudaError_t fail_exception(const char* api, const drvshim::Error& e) noexcept {
   const cudaError_t code = from_exception(e);
   try {
     if (e.kind() == ErrorKind::context_poisoned || (e.kind() == ErrorKind::cuda && is_sticky_error(e.code()))) {
-      // A fault in a context the program created is that context's: the
-      // driver reports it there, and the primary context stays healthy.
-      if (!foreign_context_current(api)) note_sticky(current_device(), code);
+      // Charged to the device whose context faulted, which drvshim recorded
+      // (a device-1 stream's fault seen from a thread on device 0 leaves
+      // device 0 healthy); a fault in a context the program created is that
+      // context's, and every primary context stays healthy.
+      note_sticky_where_poisoned(code);
     }
     return fail(code, std::string(api) + ": " + e.what());
   } catch (...) {

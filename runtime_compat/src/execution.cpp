@@ -77,9 +77,12 @@ cudaError_t launch(const char* api, KernelHandle* k, const LaunchRequest& r, voi
 
 cudaError_t launch_by_function(const char* api, const void* func, const LaunchRequest& r, void** args,
                                DefaultStream zero) {
-  if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
-  // cudart's order: a null function, the sticky error, any other address that is no kernel.
-  if (func == nullptr) return unknown_function(api, func);
+  // cudart's order: its prologue, a null function, the sticky error, any
+  // other address that is no kernel (one prologue call on the launch path).
+  if (func == nullptr) {
+    if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
+    return unknown_function(api, func);
+  }
   if (const cudaError_t e = enter(api, Prologue::sticky); e != cudaSuccess) return e;
   KernelHandle* k = kernel_for(func);
   if (k == nullptr) return unknown_function(api, func);

@@ -314,7 +314,8 @@ ContextRef current_for(int device, const char* trigger) {
   const Driver& drv = driver(trigger);
   if (drv.current_context() != ctx->address()) {
     implicit(trigger, fmt::format("make the primary context of device {} current on this thread", device));
-    ctx->make_current();
+    // Also after a fault there, as cudart does: the calls that follow answer the sticky error.
+    ctx->make_current(ContextRef::IfPoisoned::allow);
   }
   return *ctx;
 }
@@ -406,9 +407,10 @@ ContextRef context(const char* trigger) {
 }
 
 bool foreign_context_current(const char* trigger) {
-  const Driver* drv = runtime().ready.load(std::memory_order_acquire);
-  if (drv == nullptr) return false;
-  const std::uintptr_t current = drv->current_context();
+  // The driver initialised first: a program's context can be current before
+  // the runtime's first call (cuInit, cuCtxCreate, then the runtime).
+  const Driver& drv = initialised_driver(trigger);
+  const std::uintptr_t current = drv.current_context();
   if (current == 0 || primary_device_of(current) >= 0) return false;
   // A context the runtime has not seen: context() tells a primary context the
   // program retained itself from one the program created.
@@ -464,6 +466,16 @@ cudaError_t enter(const char* api, Prologue step) noexcept {
   });
 }
 
+void note_sticky_where_poisoned(cudaError_t e) noexcept {
+  auto& r = runtime();
+  if (r.ready.load(std::memory_order_acquire) == nullptr) return;
+  for (std::size_t d = 0; d < r.slots.size(); ++d) {
+    DeviceSlot& s = *r.slots[d];
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.primary && s.primary->ref().sticky_error() != 0) s.sticky.store(static_cast<int>(e));
+  }
+}
+
 void note_sticky(int device, cudaError_t e) noexcept {
   if (DeviceSlot* s = slot(device)) s->sticky.store(static_cast<int>(e));
 }
@@ -473,14 +485,18 @@ cudaError_t sticky_error(int device) noexcept {
   return s != nullptr ? static_cast<cudaError_t>(s->sticky.load()) : cudaSuccess;
 }
 
-void reset_device(int device) {
-  // A retain the background set-up made and the program never used goes too:
-  // a reset leaves the primary context inactive, as under the other policies.
+void release_background_retain(int device) noexcept {
+  // A retain the background set-up made and the program never used: a reset
+  // leaves the primary context inactive, as under the other policies.
   try {
     if (auto early = take_background_primary(device)) early->release();
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {
     logf(log::Level::info, "runtime_compat: cudaDeviceReset: the background set-up's retain failed: {}", e.what());
   }
+}
+
+void reset_device(int device) {
+  release_background_retain(device);
   DeviceSlot* s = slot(device);
   if (s == nullptr) return;
   drop_objects(device);

@@ -72,6 +72,10 @@ cudaError_t null_argument(const char* api, const char* what);
 cudaError_t not_supported(const char* api, const char* why = nullptr);
 // Records a sticky error (illegal address, assert, ...) against `device`.
 void note_sticky(int device, cudaError_t e) noexcept;
+// Records a sticky error against each device whose primary context drvshim
+// saw poisoned (the context the faulting work ran in, whichever device the
+// calling thread is on); none when the fault was in a context the program created.
+void note_sticky_where_poisoned(cudaError_t e) noexcept;
 // The sticky error of `device`, or cudaSuccess.
 cudaError_t sticky_error(int device) noexcept;
 
@@ -122,7 +126,7 @@ std::optional<std::uint64_t> context_id(const ContextRef& ctx);
 // (also after a reset), or -1.
 int primary_device_of(std::uintptr_t address) noexcept;
 // Whether a context the program created itself is current on this thread
-// (no driver call before the runtime set up).
+// (initialising the driver if the runtime has not yet).
 bool foreign_context_current(const char* trigger);
 // The calling thread's device: the current context's when the program made
 // one current itself, else cudaSetDevice's choice (no driver call before the
@@ -137,6 +141,9 @@ std::uint64_t generation(int device) noexcept;
 bool has_primary(int device) noexcept;
 // Releases what the runtime holds on `device` (cudaDeviceReset).
 void reset_device(int device);
+// Releases only the background set-up's retain of `device`'s primary context,
+// if the program never used it (part of reset_device).
+void release_background_retain(int device) noexcept;
 
 // ---- cudart's prologue -----------------------------------------------------------------------------
 

@@ -228,3 +228,67 @@ TEST_F(RuntimePrologue, OutputsAreWrittenAsCudartWritesThem) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(RuntimePrologue, AFaultOnOneDeviceSeenFromAnotherLeavesThatOneHealthy) {
+  ASSERT_EQ(drvshim_fake_set_profile("dual"), 0);
+  on_thread([] {
+    ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+    cudaStream_t s1 = nullptr;
+    ASSERT_EQ(cudaStreamCreate(&s1), cudaSuccess);
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    void* d0 = nullptr;
+    ASSERT_EQ(cudaMalloc(&d0, 64), cudaSuccess);
+    drvshim_fake_stream_fail(s1, 700);  // device 1's context faults
+    EXPECT_EQ(cudaStreamSynchronize(s1), cudaErrorIllegalAddress) << "seen from a thread on device 0";
+    EXPECT_EQ(cudaGetLastError(), cudaErrorIllegalAddress);
+    // Device 0 is healthy: its calls answer as before, before and after their arguments.
+    EXPECT_EQ(cudaMemset(d0, 0, 64), cudaSuccess);
+    EXPECT_EQ(cudaDeviceGetLimit(nullptr, cudaLimitStackSize), cudaErrorInvalidValue);
+    cudaEvent_t e = nullptr;
+    EXPECT_EQ(cudaEventCreate(&e), cudaSuccess);
+    EXPECT_EQ(cudaEventDestroy(e), cudaSuccess);
+    EXPECT_EQ(cudaFree(d0), cudaSuccess);
+    // Device 1 answers with its sticky error.
+    ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+    EXPECT_EQ(cudaDeviceGetLimit(nullptr, cudaLimitStackSize), cudaErrorIllegalAddress);
+    EXPECT_EQ(cudaDeviceReset(), cudaSuccess);
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  });
+  rt::shutdown();
+  drvshim_fake_reset();
+}
+
+TEST_F(RuntimePrologue, AProgramContextCurrentBeforeTheFirstCallIsSeenAtTheFirstCall) {
+  on_thread([] {
+    const auto init = raw<CUresult (*)(unsigned)>("cuInit");
+    const auto create = raw<CUresult (*)(CUcontext*, unsigned, CUdevice)>("cuCtxCreate");
+    const auto destroy = raw<CUresult (*)(CUcontext)>("cuCtxDestroy");
+    ASSERT_EQ(init(0), CUDA_SUCCESS);
+    CUcontext mine = nullptr;
+    ASSERT_EQ(create(&mine, 0, 0), CUDA_SUCCESS);
+    // The runtime's first call: the program's context is seen already.
+    unsigned flags = 99;
+    EXPECT_EQ(cudaGetDeviceFlags(&flags), cudaSuccess);
+    EXPECT_EQ(flags, 0u) << "the program's context's flags";
+    EXPECT_EQ(cudaSetDeviceFlags(cudaDeviceScheduleSpin), cudaErrorIncompatibleDriverContext);
+    EXPECT_EQ(current(), mine) << "left current";
+    EXPECT_EQ(drvshim_fake_primary_active(0), 0);
+    EXPECT_EQ(destroy(mine), CUDA_SUCCESS);
+  });
+}
+
+TEST_F(RuntimePrologue, AResetAsTheFirstCallLeavesThePrimaryContextInactiveUnderEveryPolicy) {
+  rt::set_policy(rt::Policy::background);
+  on_thread([] {
+    EXPECT_EQ(cudaDeviceReset(), cudaSuccess);
+    EXPECT_EQ(current(), nullptr) << "it made none current";
+    EXPECT_EQ(drvshim_fake_primary_active(0), 0) << "the background set-up's retain went";
+    EXPECT_EQ(drvshim_fake_primary_refcount(0), 0);
+  });
+  rt::shutdown();
+  rt::set_policy(rt::Policy::lazy);
+}
+
+}  // namespace

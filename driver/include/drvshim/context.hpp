@@ -59,12 +59,22 @@ class DRVSHIM_API ContextRef {
 
   /// Whether this context is the calling thread's current context (cuCtxGetCurrent).
   bool is_current() const;
+  /// The sticky error (a CUresult: illegal address and kin) a drvshim call
+  /// saw on this context, after which drvshim refuses further calls on it
+  /// (ContextPoisonedError); 0 when none did. Asks no driver function.
+  int sticky_error() const noexcept;
   /// Makes this context the calling thread's current one, replacing the top
   /// of its context stack (cuCtxSetCurrent), as the CUDA Runtime does.
   /// drvshim's own calls never need it (they push and pop the context they
   /// use); it is for code that relies on a current context, such as
   /// runtime_compat. Throws ContextPoisonedError for a poisoned context.
   void make_current() const;
+  /// How make_current treats a context with a sticky error.
+  enum class IfPoisoned {
+    refuse,  ///< ContextPoisonedError, as make_current()
+    allow,   ///< made current all the same, as cudaSetDevice does (the calls after it answer the error)
+  };
+  void make_current(IfPoisoned if_poisoned) const;
   /// Waits for all work in the context (cuCtxSynchronize, with the context made current).
   void synchronize() const;
   /// cuMemGetInfo for the context's device (with the context made current).

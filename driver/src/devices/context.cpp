@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <drvshim/context.hpp>
 
+#include <mutex>
 #include <utility>
 
 #include "devices/context_scope.hpp"
@@ -40,10 +41,12 @@ std::uint64_t ContextRef::unique_id() const {
   return id;
 }
 
-void ContextRef::make_current() const {
+void ContextRef::make_current() const { make_current(IfPoisoned::refuse); }
+
+void ContextRef::make_current(IfPoisoned if_poisoned) const {
   const auto& core = *detail::Access::core(device_);
   core.require_init("ContextRef::make_current");
-  core.check_not_poisoned(address_, "ContextRef::make_current");
+  if (if_poisoned == IfPoisoned::refuse) core.check_not_poisoned(address_, "ContextRef::make_current");
   DRVSHIM_TRY(core, cuCtxSetCurrent, ctx_objects(*this), native(address_));
 }
 
@@ -68,6 +71,14 @@ unsigned ContextRef::api_version() const {
   unsigned version = 0;
   DRVSHIM_TRY(core, cuCtxGetApiVersion, ctx_objects(*this), native(address_), &version);
   return version;
+}
+
+int ContextRef::sticky_error() const noexcept {
+  const auto& core = *detail::Access::core(device_);
+  if (!core.any_poisoned.load(std::memory_order_relaxed)) return 0;
+  std::lock_guard<std::mutex> lock(core.poison_mutex);
+  const auto it = core.poisoned.find(address_);
+  return it != core.poisoned.end() ? it->second.code : 0;
 }
 
 ContextFlags ContextRef::flags() const {
