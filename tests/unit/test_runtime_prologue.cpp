@@ -29,15 +29,9 @@ CUcontext current() {
   return c;
 }
 
-// Values no enumerator names, as a program may pass them.
-template <class E>
-E bad_enum(int n) {
-  E e{};
-  std::memcpy(&e, &n, sizeof n);
-  return e;
-}
-const cudaMemcpyKind kBadKind = bad_enum<cudaMemcpyKind>(99);
-const cudaFuncCache kBadCache = bad_enum<cudaFuncCache>(-1);
+// A copy direction no enumerator names (7 is inside the enum's range of values,
+// so passing it is defined behaviour).
+const cudaMemcpyKind kBadKind = static_cast<cudaMemcpyKind>(7);
 
 using RuntimePrologue = RuntimeCompatTest;
 
@@ -138,7 +132,7 @@ TEST_F(RuntimePrologue, AfterAFaultTheStickyErrorComesBeforeTheArgumentsWhereCud
     ASSERT_EQ(cudaStreamSynchronize(s), cudaErrorIllegalAddress);
     ASSERT_EQ(cudaGetLastError(), cudaErrorIllegalAddress);
     EXPECT_EQ(cudaDeviceGetLimit(nullptr, cudaLimitStackSize), cudaErrorIllegalAddress);
-    EXPECT_EQ(cudaDeviceSetCacheConfig(kBadCache), cudaErrorIllegalAddress);
+    EXPECT_EQ(cudaDeviceSetCacheConfig(cudaFuncCachePreferShared), cudaErrorIllegalAddress);
     cudaFuncCache config{};
     EXPECT_EQ(cudaDeviceGetCacheConfig(&config), cudaErrorIllegalAddress) << "answered from no driver call";
     EXPECT_EQ(cudaMemcpy(nullptr, nullptr, 16, cudaMemcpyHostToDevice), cudaErrorIllegalAddress);
