@@ -402,7 +402,6 @@ DRVSHIM_CUDART cudaError_t cudaHostGetDevicePointer(void** device, void* host, u
   if (device == nullptr) return null_argument("cudaHostGetDevicePointer", "pDevice");
   if (flags != 0) return fail(cudaErrorInvalidValue, "cudaHostGetDevicePointer: flags must be 0");
   return guarded("cudaHostGetDevicePointer", [&] {
-    (void)context("cudaHostGetDevicePointer");
     const PointerInfo info = inspect_pointer(driver("cudaHostGetDevicePointer"), host);
     if (info.kind != MemoryKind::page_locked_host || info.device_address == 0) {
       return fail(

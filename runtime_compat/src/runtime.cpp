@@ -442,25 +442,20 @@ bool has_primary(int device) noexcept {
 
 cudaError_t enter(const char* api, Prologue step) noexcept {
   return guarded(api, [&] {
+    int device = -1;  // whose sticky error to answer (-1: none)
     if (step == Prologue::driver || step == Prologue::device_sticky) {
       // The question cudart asks first: inside a host function the driver
       // (and drvshim, for the host functions it runs) refuses it.
       const std::uintptr_t current = driver(api).current_context();
       if (step == Prologue::driver) return cudaSuccess;
-      const int device = current != 0 ? primary_device_of(current) : thread().device;
-      if (const cudaError_t sticky = sticky_error(device); sticky != cudaSuccess) {
-        return fail(sticky, fmt::format("{}: device {} has a sticky error ({}): reset it (cudaDeviceReset)", api,
-                                        device, static_cast<int>(sticky)));
-      }
-      return cudaSuccess;
+      device = current != 0 ? primary_device_of(current) : thread().device;
+    } else {
+      const ContextRef ctx = context(api);
+      if (step == Prologue::sticky) device = primary_device_of(ctx.address());
     }
-    const ContextRef ctx = context(api);
-    if (step == Prologue::sticky) {
-      const int device = primary_device_of(ctx.address());
-      if (const cudaError_t sticky = sticky_error(device); sticky != cudaSuccess) {
-        return fail(sticky, fmt::format("{}: device {} has a sticky error ({}): reset it (cudaDeviceReset)", api,
-                                        device, static_cast<int>(sticky)));
-      }
+    if (const cudaError_t sticky = sticky_error(device); sticky != cudaSuccess) {
+      return fail(sticky, fmt::format("{}: device {} has a sticky error ({}): reset it (cudaDeviceReset)", api, device,
+                                      static_cast<int>(sticky)));
     }
     return cudaSuccess;
   });

@@ -414,7 +414,6 @@ DRVSHIM_CUDART cudaError_t cudaEventDestroy(cudaEvent_t event) {
   return guarded("cudaEventDestroy", [&] {
     auto e = registries().events.remove(reinterpret_cast<std::uintptr_t>(event));
     if (!e) {
-      if (event == nullptr) return fail(cudaErrorInvalidResourceHandle, "cudaEventDestroy: event 0 (null)");
       // An event the runtime did not create (cuEventCreate): destroyed by the driver, as under cudart.
       Event::adopt(context("cudaEventDestroy"), reinterpret_cast<std::uintptr_t>(event)).destroy();
       return cudaSuccess;
