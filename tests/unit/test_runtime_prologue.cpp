@@ -286,3 +286,26 @@ TEST_F(RuntimePrologue, AResetAsTheFirstCallLeavesThePrimaryContextInactiveUnder
 }
 
 }  // namespace
+
+namespace {
+
+// The prologue's own driver call failing: the call answers that failure,
+// named, and does nothing else.
+TEST_F(RuntimePrologue, AFailingPrologueQuestionIsTheCallsAnswer) {
+  on_thread([] {
+    ASSERT_EQ(cudaFree(nullptr), cudaSuccess);  // set up
+    size_t before = 0;
+    ASSERT_EQ(cudaDeviceGetLimit(&before, cudaLimitStackSize), cudaSuccess);
+    drvshim_fake_fail_call("cuCtxGetCurrent", 1, CUDA_ERROR_UNKNOWN);
+    size_t v = 12345;
+    EXPECT_EQ(cudaDeviceGetLimit(&v, cudaLimitStackSize), cudaErrorUnknown);
+    EXPECT_EQ(v, 12345u) << "nothing written";
+    EXPECT_NE(rt::last_error_detail().find("cuCtxGetCurrent"), std::string::npos) << rt::last_error_detail();
+    EXPECT_EQ(drvshim_fake_pending_injections(), 0);
+    EXPECT_EQ(cudaGetLastError(), cudaErrorUnknown);
+    EXPECT_EQ(cudaDeviceGetLimit(&v, cudaLimitStackSize), cudaSuccess) << "the next call asks again";
+    EXPECT_EQ(v, before);
+  });
+}
+
+}  // namespace
