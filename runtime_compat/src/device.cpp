@@ -172,6 +172,7 @@ constexpr unsigned kDeviceFlags =
 // ---- selection ------------------------------------------------------------------------------------
 
 DRVSHIM_CUDART cudaError_t cudaGetDeviceCount(int* count) {
+  if (const cudaError_t failed = initialise("cudaGetDeviceCount")) return failed;
   if (count == nullptr) return null_argument("cudaGetDeviceCount", "count");
   *count = 0;
   return guarded("cudaGetDeviceCount", [&] {
@@ -181,6 +182,7 @@ DRVSHIM_CUDART cudaError_t cudaGetDeviceCount(int* count) {
 }
 
 DRVSHIM_CUDART cudaError_t cudaSetDevice(int device) {
+  if (const cudaError_t failed = initialise("cudaSetDevice")) return failed;
   return guarded("cudaSetDevice", [&] {
     if (const cudaError_t e = check_device("cudaSetDevice", device); e != cudaSuccess) return e;
     thread().device = device;
@@ -191,6 +193,7 @@ DRVSHIM_CUDART cudaError_t cudaSetDevice(int device) {
 }
 
 DRVSHIM_CUDART cudaError_t cudaGetDevice(int* device) {
+  if (const cudaError_t failed = initialise("cudaGetDevice")) return failed;
   if (device == nullptr) return null_argument("cudaGetDevice", "device");
   // A context the program made current itself names the device, as under cudart.
   return guarded("cudaGetDevice", [&] {
@@ -203,6 +206,7 @@ DRVSHIM_CUDART cudaError_t cudaGetDevice(int* device) {
 }
 
 DRVSHIM_CUDART cudaError_t cudaInitDevice(int device, unsigned device_flags, unsigned flags) {
+  if (const cudaError_t failed = initialise("cudaInitDevice")) return failed;
   return guarded("cudaInitDevice", [&] {
     if (const cudaError_t e = check_device("cudaInitDevice", device); e != cudaSuccess) return e;
     if (const cudaError_t e = enter("cudaInitDevice", Prologue::driver); e != cudaSuccess) return e;
@@ -221,6 +225,7 @@ DRVSHIM_CUDART cudaError_t cudaInitDevice(int device, unsigned device_flags, uns
 }
 
 DRVSHIM_CUDART cudaError_t cudaChooseDevice(int* device, const cudaDeviceProp* prop) {
+  if (const cudaError_t failed = initialise("cudaChooseDevice")) return failed;
   if (device == nullptr || prop == nullptr) return null_argument("cudaChooseDevice", "device or prop");
   return guarded("cudaChooseDevice", [&] {
     const Driver& drv = driver("cudaChooseDevice");
@@ -245,6 +250,7 @@ DRVSHIM_CUDART cudaError_t cudaChooseDevice(int* device, const cudaDeviceProp* p
 // ---- properties and attributes ---------------------------------------------------------------------
 
 DRVSHIM_CUDART cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
+  if (const cudaError_t failed = initialise("cudaGetDeviceProperties")) return failed;
   if (prop == nullptr) return null_argument("cudaGetDeviceProperties", "prop");
   return guarded("cudaGetDeviceProperties", [&] {
     if (const cudaError_t e = check_device("cudaGetDeviceProperties", device); e != cudaSuccess) return e;
@@ -267,6 +273,7 @@ DRVSHIM_CUDART cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int dev
 }
 
 DRVSHIM_CUDART cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int device) {
+  if (const cudaError_t failed = initialise("cudaDeviceGetAttribute")) return failed;
   if (value == nullptr) return null_argument("cudaDeviceGetAttribute", "value");
   if (const cudaError_t e = enter("cudaDeviceGetAttribute", Prologue::driver); e != cudaSuccess) return e;
   return guarded("cudaDeviceGetAttribute", [&] {
@@ -285,6 +292,7 @@ DRVSHIM_CUDART cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr att
 }
 
 DRVSHIM_CUDART cudaError_t cudaDeviceGetPCIBusId(char* bus_id, int len, int device) {
+  if (const cudaError_t failed = initialise("cudaDeviceGetPCIBusId")) return failed;
   if (const cudaError_t e = enter("cudaDeviceGetPCIBusId", Prologue::driver); e != cudaSuccess) return e;
   if (bus_id == nullptr || len <= 0) return null_argument("cudaDeviceGetPCIBusId", "pciBusId");
   return guarded("cudaDeviceGetPCIBusId", [&] {
@@ -318,6 +326,7 @@ bool parse_bus_id(const char* text, unsigned (&out)[4]) {
 }  // namespace
 
 DRVSHIM_CUDART cudaError_t cudaDeviceGetByPCIBusId(int* device, const char* bus_id) {
+  if (const cudaError_t failed = initialise("cudaDeviceGetByPCIBusId")) return failed;
   if (const cudaError_t e = enter("cudaDeviceGetByPCIBusId", Prologue::driver); e != cudaSuccess) return e;
   if (device == nullptr || bus_id == nullptr) return null_argument("cudaDeviceGetByPCIBusId", "device or pciBusId");
   return guarded("cudaDeviceGetByPCIBusId", [&] {
@@ -343,7 +352,17 @@ DRVSHIM_CUDART cudaError_t cudaDriverGetVersion(int* version) {
   if (version == nullptr) return null_argument("cudaDriverGetVersion", "driverVersion");
   *version = 0;
   return guarded("cudaDriverGetVersion", [&] {
-    *version = loaded_driver("cudaDriverGetVersion").version();
+    try {
+      *version = loaded_driver("cudaDriverGetVersion").version();
+    } catch (const DriverTooOldError& e) {
+      // A driver too old for drvshim still has a version, which cudart reports.
+      *version = e.driver_version();
+    } catch (const Error& e) {
+      // No driver installed, or the toolkit's stub in its place: version 0, as
+      // cudart's documentation and cudart say.
+      if (e.kind() != ErrorKind::driver_not_found && e.kind() != ErrorKind::stub_library) throw;
+      logf(log::Level::info, "runtime_compat: cudaDriverGetVersion: no CUDA driver ({}); answering 0", e.what());
+    }
     return cudaSuccess;
   });
 }
@@ -357,6 +376,7 @@ DRVSHIM_CUDART cudaError_t cudaRuntimeGetVersion(int* version) {
 // ---- flags and limits ----------------------------------------------------------------------------------
 
 DRVSHIM_CUDART cudaError_t cudaSetDeviceFlags(unsigned flags) {
+  if (const cudaError_t failed = initialise("cudaSetDeviceFlags")) return failed;
   return guarded("cudaSetDeviceFlags", [&] {
     if ((flags & ~kDeviceFlags) != 0 || (flags & cudaDeviceScheduleMask) == 0x3 ||
         (flags & cudaDeviceScheduleMask) > cudaDeviceScheduleBlockingSync) {
@@ -388,6 +408,7 @@ DRVSHIM_CUDART cudaError_t cudaSetDeviceFlags(unsigned flags) {
 }
 
 DRVSHIM_CUDART cudaError_t cudaGetDeviceFlags(unsigned* flags) {
+  if (const cudaError_t failed = initialise("cudaGetDeviceFlags")) return failed;
   if (flags == nullptr) return null_argument("cudaGetDeviceFlags", "flags");
   return guarded("cudaGetDeviceFlags", [&] {
     // With a context the program created current, its flags, as cudart 13.0
@@ -405,6 +426,7 @@ DRVSHIM_CUDART cudaError_t cudaGetDeviceFlags(unsigned* flags) {
 }
 
 DRVSHIM_CUDART cudaError_t cudaDeviceSetLimit(cudaLimit limit, size_t value) {
+  if (const cudaError_t failed = initialise("cudaDeviceSetLimit")) return failed;
   if (const cudaError_t e = enter("cudaDeviceSetLimit", Prologue::sticky); e != cudaSuccess) return e;
   return guarded("cudaDeviceSetLimit", [&] {
     context("cudaDeviceSetLimit").set_limit(static_cast<Limit>(limit), value);
@@ -413,6 +435,7 @@ DRVSHIM_CUDART cudaError_t cudaDeviceSetLimit(cudaLimit limit, size_t value) {
 }
 
 DRVSHIM_CUDART cudaError_t cudaDeviceGetLimit(size_t* value, cudaLimit limit) {
+  if (const cudaError_t failed = initialise("cudaDeviceGetLimit")) return failed;
   if (const cudaError_t e = enter("cudaDeviceGetLimit", Prologue::sticky); e != cudaSuccess) return e;
   if (value == nullptr) return null_argument("cudaDeviceGetLimit", "pValue");
   return guarded("cudaDeviceGetLimit", [&] {
@@ -422,6 +445,7 @@ DRVSHIM_CUDART cudaError_t cudaDeviceGetLimit(size_t* value, cudaLimit limit) {
 }
 
 DRVSHIM_CUDART cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest) {
+  if (const cudaError_t failed = initialise("cudaDeviceGetStreamPriorityRange")) return failed;
   if (const cudaError_t e = enter("cudaDeviceGetStreamPriorityRange", Prologue::sticky); e != cudaSuccess) return e;
   return guarded("cudaDeviceGetStreamPriorityRange", [&] {
     const StreamPriorityRange r = stream_priority_range(context("cudaDeviceGetStreamPriorityRange"));
@@ -432,6 +456,7 @@ DRVSHIM_CUDART cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* gre
 }
 
 DRVSHIM_CUDART cudaError_t cudaDeviceSetCacheConfig(cudaFuncCache config) {
+  if (const cudaError_t failed = initialise("cudaDeviceSetCacheConfig")) return failed;
   if (const cudaError_t e = enter("cudaDeviceSetCacheConfig", Prologue::sticky); e != cudaSuccess) return e;
   // A preference the driver may ignore: checked and accepted, as on the H200.
   if (static_cast<int>(config) < 0 || static_cast<int>(config) > 3) {
@@ -444,6 +469,7 @@ DRVSHIM_CUDART cudaError_t cudaDeviceSetCacheConfig(cudaFuncCache config) {
 }
 
 DRVSHIM_CUDART cudaError_t cudaDeviceGetCacheConfig(cudaFuncCache* config) {
+  if (const cudaError_t failed = initialise("cudaDeviceGetCacheConfig")) return failed;
   if (const cudaError_t e = enter("cudaDeviceGetCacheConfig", Prologue::sticky); e != cudaSuccess) return e;
   if (config == nullptr) return null_argument("cudaDeviceGetCacheConfig", "pCacheConfig");
   *config = cudaFuncCachePreferNone;
@@ -453,6 +479,7 @@ DRVSHIM_CUDART cudaError_t cudaDeviceGetCacheConfig(cudaFuncCache* config) {
 // Deprecated: the bank size is fixed on every supported architecture; the
 // calls are checked and accepted, as cudart 13 does.
 DRVSHIM_CUDART cudaError_t cudaDeviceSetSharedMemConfig(cudaSharedMemConfig config) {
+  if (const cudaError_t failed = initialise("cudaDeviceSetSharedMemConfig")) return failed;
   if (const cudaError_t e = enter("cudaDeviceSetSharedMemConfig", Prologue::sticky); e != cudaSuccess) return e;
   if (static_cast<int>(config) < 0 || static_cast<int>(config) > 2) {
     return fail(cudaErrorInvalidValue, fmt::format("cudaDeviceSetSharedMemConfig: {}", static_cast<int>(config)));
@@ -464,6 +491,7 @@ DRVSHIM_CUDART cudaError_t cudaDeviceSetSharedMemConfig(cudaSharedMemConfig conf
 }
 
 DRVSHIM_CUDART cudaError_t cudaDeviceGetSharedMemConfig(cudaSharedMemConfig* config) {
+  if (const cudaError_t failed = initialise("cudaDeviceGetSharedMemConfig")) return failed;
   if (const cudaError_t e = enter("cudaDeviceGetSharedMemConfig", Prologue::sticky); e != cudaSuccess) return e;
   if (config == nullptr) return null_argument("cudaDeviceGetSharedMemConfig", "pConfig");
   *config = cudaSharedMemBankSizeFourByte;
@@ -471,6 +499,7 @@ DRVSHIM_CUDART cudaError_t cudaDeviceGetSharedMemConfig(cudaSharedMemConfig* con
 }
 
 DRVSHIM_CUDART cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+  if (const cudaError_t failed = initialise("cudaMemGetInfo")) return failed;
   if (const cudaError_t e = enter("cudaMemGetInfo", Prologue::context); e != cudaSuccess) return e;
   // As cudart: the answers are cleared, also when the call then fails.
   if (free_bytes != nullptr) *free_bytes = 0;
@@ -485,6 +514,7 @@ DRVSHIM_CUDART cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_byte
 }
 
 DRVSHIM_CUDART cudaError_t cudaCtxResetPersistingL2Cache() {
+  if (const cudaError_t failed = initialise("cudaCtxResetPersistingL2Cache")) return failed;
   return guarded("cudaCtxResetPersistingL2Cache", [&] {
     // Unlike the other calls it works on the thread's current context only:
     // with none current cudart 13.0 answers cudaErrorDeviceUninitialized and
@@ -501,6 +531,7 @@ DRVSHIM_CUDART cudaError_t cudaCtxResetPersistingL2Cache() {
 // ---- synchronisation and reset ------------------------------------------------------------------------
 
 DRVSHIM_CUDART cudaError_t cudaDeviceSynchronize() {
+  if (const cudaError_t failed = initialise("cudaDeviceSynchronize")) return failed;
   return guarded("cudaDeviceSynchronize", [] {
     context("cudaDeviceSynchronize").synchronize();  // blocks with no runtime lock held
     return cudaSuccess;
@@ -508,6 +539,7 @@ DRVSHIM_CUDART cudaError_t cudaDeviceSynchronize() {
 }
 
 DRVSHIM_CUDART cudaError_t cudaDeviceReset() {
+  if (const cudaError_t failed = initialise("cudaDeviceReset")) return failed;
   return guarded("cudaDeviceReset", [] {
     if (device_count("cudaDeviceReset") == 0) return cudaSuccess;
     // With a context the program made current itself, the primary context is
@@ -530,6 +562,7 @@ DRVSHIM_CUDART cudaError_t cudaDeviceReset() {
 // ---- profiler --------------------------------------------------------------------------------------
 
 DRVSHIM_CUDART cudaError_t cudaProfilerStart() {
+  if (const cudaError_t failed = initialise("cudaProfilerStart")) return failed;
   return guarded("cudaProfilerStart", [] {
     context("cudaProfilerStart").profiler_start();
     return cudaSuccess;
@@ -537,6 +570,7 @@ DRVSHIM_CUDART cudaError_t cudaProfilerStart() {
 }
 
 DRVSHIM_CUDART cudaError_t cudaProfilerStop() {
+  if (const cudaError_t failed = initialise("cudaProfilerStop")) return failed;
   return guarded("cudaProfilerStop", [] {
     context("cudaProfilerStop").profiler_stop();
     return cudaSuccess;

@@ -2,6 +2,7 @@
 // Errors: names and texts of every cudaError_t (generated from the toolkit,
 // tools/dev/gen_cudart_errors.py), the driver's errors and drvshim's
 // exceptions as cudaError_t, and the calling thread's last error.
+#include <cstring>
 #include <utility>
 
 #include "runtime.hpp"
@@ -94,6 +95,11 @@ cudaError_t null_argument(const char* api, const char* what) {
 }
 
 cudaError_t not_supported(const char* api, const char* why) {
+  // The functions outside the subset too answer a failed initialisation first,
+  // as cudart's do (but cudaGetExportTable, which cudart answers without it).
+  if (std::strcmp(api, "cudaGetExportTable") != 0) {
+    if (const cudaError_t failed = initialise(api)) return failed;
+  }
   logf(log::Level::error, "runtime_compat: {} is outside libdrvshim_cudart's subset{}{} (docs/runtime-compat.md)", api,
        why != nullptr ? ": " : "", why != nullptr ? why : "");
   return fail(cudaErrorNotSupported, fmt::format("{} is not part of libdrvshim_cudart's subset{}{}", api,
@@ -145,7 +151,15 @@ DRVSHIM_CUDART const char* cudaGetErrorString(cudaError_t error) {
 // cudart 13.0): a failing call records its code, successful calls leave it,
 // reading it clears it, a sticky code too. A sticky error stays the
 // device's: every later call in its context fails with it and records it
-// again, so a program that checks each call still sees it.
-DRVSHIM_CUDART cudaError_t cudaGetLastError() { return std::exchange(thread().last, cudaSuccess); }
+// again, so a program that checks each call still sees it. Both initialise
+// the runtime as every call does (a process whose initialisation failed gets
+// that error from both, every time).
+DRVSHIM_CUDART cudaError_t cudaGetLastError() {
+  if (const cudaError_t failed = initialise("cudaGetLastError")) return failed;
+  return std::exchange(thread().last, cudaSuccess);
+}
 
-DRVSHIM_CUDART cudaError_t cudaPeekAtLastError() { return thread().last; }
+DRVSHIM_CUDART cudaError_t cudaPeekAtLastError() {
+  if (const cudaError_t failed = initialise("cudaPeekAtLastError")) return failed;
+  return thread().last;
+}

@@ -153,6 +153,7 @@ Bound bind_here(KernelHandle& k, const char* api) {
 
 DRVSHIM_CUDART cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void** args, size_t shared,
                                               cudaStream_t stream) {
+  if (const cudaError_t failed = initialise("__cudaLaunchKernel")) return failed;
   if (const cudaError_t e = enter("__cudaLaunchKernel", Prologue::context); e != cudaSuccess) return e;
   if (kernel == nullptr) return null_argument("__cudaLaunchKernel", "kernel");
   return launch("__cudaLaunchKernel", reinterpret_cast<KernelHandle*>(kernel), {grid, block, shared, stream, false, {}},
@@ -162,6 +163,7 @@ DRVSHIM_CUDART cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, di
 // Compiled with --default-stream per-thread: stream 0 is the per-thread default stream.
 DRVSHIM_CUDART cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 grid, dim3 block, void** args,
                                                    size_t shared, cudaStream_t stream) {
+  if (const cudaError_t failed = initialise("__cudaLaunchKernel_ptsz")) return failed;
   if (const cudaError_t e = enter("__cudaLaunchKernel_ptsz", Prologue::context); e != cudaSuccess) return e;
   if (kernel == nullptr) return null_argument("__cudaLaunchKernel_ptsz", "kernel");
   return launch("__cudaLaunchKernel_ptsz", reinterpret_cast<KernelHandle*>(kernel),
@@ -170,34 +172,41 @@ DRVSHIM_CUDART cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gri
 
 DRVSHIM_CUDART cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** args, size_t shared,
                                             cudaStream_t stream) {
+  if (const cudaError_t failed = initialise("cudaLaunchKernel")) return failed;
   return launch_by_function("cudaLaunchKernel", func, {grid, block, shared, stream, false, {}}, args, kLegacy);
 }
 DRVSHIM_CUDART cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 grid, dim3 block, void** args, size_t shared,
                                                  cudaStream_t stream) {
+  if (const cudaError_t failed = initialise("cudaLaunchKernel_ptsz")) return failed;
   return launch_by_function("cudaLaunchKernel", func, {grid, block, shared, stream, false, {}}, args, kPerThread);
 }
 
 DRVSHIM_CUDART cudaError_t cudaLaunchCooperativeKernel(const void* func, dim3 grid, dim3 block, void** args,
                                                        size_t shared, cudaStream_t stream) {
+  if (const cudaError_t failed = initialise("cudaLaunchCooperativeKernel")) return failed;
   return launch_by_function("cudaLaunchCooperativeKernel", func, {grid, block, shared, stream, true, {}}, args,
                             kLegacy);
 }
 DRVSHIM_CUDART cudaError_t cudaLaunchCooperativeKernel_ptsz(const void* func, dim3 grid, dim3 block, void** args,
                                                             size_t shared, cudaStream_t stream) {
+  if (const cudaError_t failed = initialise("cudaLaunchCooperativeKernel_ptsz")) return failed;
   return launch_by_function("cudaLaunchCooperativeKernel", func, {grid, block, shared, stream, true, {}}, args,
                             kPerThread);
 }
 
 DRVSHIM_CUDART cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* func, void** args) {
+  if (const cudaError_t failed = initialise("cudaLaunchKernelExC")) return failed;
   return launch_ex("cudaLaunchKernelExC", config, func, args, kLegacy);
 }
 DRVSHIM_CUDART cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* config, const void* func, void** args) {
+  if (const cudaError_t failed = initialise("cudaLaunchKernelExC_ptsz")) return failed;
   return launch_ex("cudaLaunchKernelExC", config, func, args, kPerThread);
 }
 
 // ---- kernel attributes ----------------------------------------------------------------------------
 
 DRVSHIM_CUDART cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, const void* func) {
+  if (const cudaError_t failed = initialise("cudaFuncGetAttributes")) return failed;
   if (attr == nullptr) return null_argument("cudaFuncGetAttributes", "attr");
   if (const cudaError_t e = enter("cudaFuncGetAttributes", Prologue::context); e != cudaSuccess) return e;
   KernelHandle* k = kernel_for(func);
@@ -229,6 +238,7 @@ DRVSHIM_CUDART cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, const
 }
 
 DRVSHIM_CUDART cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value) {
+  if (const cudaError_t failed = initialise("cudaFuncSetAttribute")) return failed;
   // cudart's order: the attribute, its prologue, the function, the sticky error.
   // cudaFuncAttribute numbers the settable attributes as CUfunction_attribute does.
   int number = 0;
@@ -251,6 +261,7 @@ DRVSHIM_CUDART cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttrib
 }
 
 DRVSHIM_CUDART cudaError_t cudaFuncSetCacheConfig(const void* func, cudaFuncCache config) {
+  if (const cudaError_t failed = initialise("cudaFuncSetCacheConfig")) return failed;
   if (const cudaError_t e = enter("cudaFuncSetCacheConfig", Prologue::context); e != cudaSuccess) return e;
   KernelHandle* k = kernel_for(func);
   if (k == nullptr) return unknown_function("cudaFuncSetCacheConfig", func);
@@ -268,6 +279,7 @@ DRVSHIM_CUDART cudaError_t cudaFuncSetCacheConfig(const void* func, cudaFuncCach
 
 // Deprecated: the bank size is fixed on every supported architecture.
 DRVSHIM_CUDART cudaError_t cudaFuncSetSharedMemConfig(const void* func, cudaSharedMemConfig config) {
+  if (const cudaError_t failed = initialise("cudaFuncSetSharedMemConfig")) return failed;
   if (const cudaError_t e = enter("cudaFuncSetSharedMemConfig", Prologue::context); e != cudaSuccess) return e;
   if (kernel_for(func) == nullptr) return unknown_function("cudaFuncSetSharedMemConfig", func);
   if (const cudaError_t e = enter("cudaFuncSetSharedMemConfig", Prologue::sticky); e != cudaSuccess) return e;
@@ -278,6 +290,7 @@ DRVSHIM_CUDART cudaError_t cudaFuncSetSharedMemConfig(const void* func, cudaShar
 }
 
 DRVSHIM_CUDART cudaError_t cudaFuncGetName(const char** name, const void* func) {
+  if (const cudaError_t failed = initialise("cudaFuncGetName")) return failed;
   if (name == nullptr) return null_argument("cudaFuncGetName", "name");
   KernelHandle* k = kernel_for(func);
   if (k == nullptr) return unknown_function("cudaFuncGetName", func);
@@ -287,6 +300,7 @@ DRVSHIM_CUDART cudaError_t cudaFuncGetName(const char** name, const void* func) 
 }
 
 DRVSHIM_CUDART cudaError_t cudaFuncGetParamInfo(const void* func, size_t index, size_t* offset, size_t* size) {
+  if (const cudaError_t failed = initialise("cudaFuncGetParamInfo")) return failed;
   if (const cudaError_t e = enter("cudaFuncGetParamInfo", Prologue::context); e != cudaSuccess) return e;
   if (func == nullptr) return unknown_function("cudaFuncGetParamInfo", func);
   // The size is optional (cudart 13.0 answers with a null paramSize), the offset is not.
@@ -333,18 +347,21 @@ cudaError_t occupancy(const char* api, int* blocks, const void* func, int block_
 
 DRVSHIM_CUDART cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, const void* func, int block_size,
                                                                          size_t shared) {
+  if (const cudaError_t failed = initialise("cudaOccupancyMaxActiveBlocksPerMultiprocessor")) return failed;
   return occupancy("cudaOccupancyMaxActiveBlocksPerMultiprocessor", blocks, func, block_size, shared, 0, false);
 }
 
 DRVSHIM_CUDART cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* blocks, const void* func,
                                                                                   int block_size, size_t shared,
                                                                                   unsigned flags) {
+  if (const cudaError_t failed = initialise("cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags")) return failed;
   return occupancy("cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", blocks, func, block_size, shared, flags,
                    true);
 }
 
 DRVSHIM_CUDART cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(size_t* bytes, const void* func, int blocks,
                                                                      int block_size) {
+  if (const cudaError_t failed = initialise("cudaOccupancyAvailableDynamicSMemPerBlock")) return failed;
   if (const cudaError_t e = enter("cudaOccupancyAvailableDynamicSMemPerBlock", Prologue::context); e != cudaSuccess)
     return e;
   if (func == nullptr) return unknown_function("cudaOccupancyAvailableDynamicSMemPerBlock", func);

@@ -198,6 +198,7 @@ void record_device(void** out, const ContextRef& ctx, std::uintptr_t address, st
 // ---- device memory ----------------------------------------------------------------------------------
 
 DRVSHIM_CUDART cudaError_t cudaMalloc(void** ptr, size_t bytes) {
+  if (const cudaError_t failed = initialise("cudaMalloc")) return failed;
   if (ptr == nullptr) return null_argument("cudaMalloc", "devPtr");
   if (const cudaError_t e = enter("cudaMalloc", Prologue::context); e != cudaSuccess) return e;
   *ptr = nullptr;
@@ -212,6 +213,7 @@ DRVSHIM_CUDART cudaError_t cudaMalloc(void** ptr, size_t bytes) {
 }
 
 DRVSHIM_CUDART cudaError_t cudaMallocPitch(void** ptr, size_t* pitch, size_t width, size_t height) {
+  if (const cudaError_t failed = initialise("cudaMallocPitch")) return failed;
   if (ptr == nullptr || pitch == nullptr) return null_argument("cudaMallocPitch", "devPtr or pitch");
   if (const cudaError_t e = enter("cudaMallocPitch", Prologue::context); e != cudaSuccess) return e;
   *pitch = 0;  // as cudart, also when the call then fails
@@ -231,6 +233,7 @@ DRVSHIM_CUDART cudaError_t cudaMallocPitch(void** ptr, size_t* pitch, size_t wid
 }
 
 DRVSHIM_CUDART cudaError_t cudaMallocManaged(void** ptr, size_t bytes, unsigned flags) {
+  if (const cudaError_t failed = initialise("cudaMallocManaged")) return failed;
   if (ptr == nullptr) return null_argument("cudaMallocManaged", "devPtr");
   if (const cudaError_t e = enter("cudaMallocManaged", Prologue::context); e != cudaSuccess) return e;
   *ptr = nullptr;                      // as cudart, also when the call fails
@@ -297,19 +300,24 @@ cudaError_t free_async(const char* api, void* ptr, cudaStream_t stream, DefaultS
 }  // namespace
 
 DRVSHIM_CUDART cudaError_t cudaMallocAsync(void** ptr, size_t bytes, cudaStream_t stream) {
+  if (const cudaError_t failed = initialise("cudaMallocAsync")) return failed;
   return malloc_async("cudaMallocAsync", ptr, bytes, stream, DefaultStream::legacy);
 }
 DRVSHIM_CUDART cudaError_t cudaMallocAsync_ptsz(void** ptr, size_t bytes, cudaStream_t stream) {
+  if (const cudaError_t failed = initialise("cudaMallocAsync_ptsz")) return failed;
   return malloc_async("cudaMallocAsync", ptr, bytes, stream, DefaultStream::per_thread);
 }
 DRVSHIM_CUDART cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
+  if (const cudaError_t failed = initialise("cudaFreeAsync")) return failed;
   return free_async("cudaFreeAsync", ptr, stream, DefaultStream::legacy);
 }
 DRVSHIM_CUDART cudaError_t cudaFreeAsync_ptsz(void* ptr, cudaStream_t stream) {
+  if (const cudaError_t failed = initialise("cudaFreeAsync_ptsz")) return failed;
   return free_async("cudaFreeAsync", ptr, stream, DefaultStream::per_thread);
 }
 
 DRVSHIM_CUDART cudaError_t cudaFree(void* ptr) {
+  if (const cudaError_t failed = initialise("cudaFree")) return failed;
   if (const cudaError_t e = enter("cudaFree", Prologue::sticky); e != cudaSuccess) return e;
   // cudaFree(nullptr) frees nothing but, as under cudart 13.0 on the H200,
   // initialises the device: its primary context active and current on this
@@ -345,6 +353,7 @@ DRVSHIM_CUDART cudaError_t cudaFree(void* ptr) {
 // ---- page-locked and registered host memory --------------------------------------------------------
 
 DRVSHIM_CUDART cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned flags) {
+  if (const cudaError_t failed = initialise("cudaHostAlloc")) return failed;
   // cudart's order: the context, the sticky error (not for 0 bytes), the arguments.
   if (const cudaError_t e = enter("cudaHostAlloc", Prologue::context); e != cudaSuccess) return e;
   if (ptr != nullptr) *ptr = nullptr;  // as cudart, also when the call fails
@@ -377,6 +386,7 @@ DRVSHIM_CUDART cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned flag
 DRVSHIM_CUDART cudaError_t cudaMallocHost(void** ptr, size_t bytes) { return cudaHostAlloc(ptr, bytes, 0); }
 
 DRVSHIM_CUDART cudaError_t cudaFreeHost(void* ptr) {
+  if (const cudaError_t failed = initialise("cudaFreeHost")) return failed;
   if (const cudaError_t e = enter("cudaFreeHost", Prologue::sticky); e != cudaSuccess) return e;
   if (ptr == nullptr) return cudaSuccess;
   return guarded("cudaFreeHost", [&] {
@@ -395,6 +405,7 @@ DRVSHIM_CUDART cudaError_t cudaFreeHost(void* ptr) {
 }
 
 DRVSHIM_CUDART cudaError_t cudaHostGetDevicePointer(void** device, void* host, unsigned flags) {
+  if (const cudaError_t failed = initialise("cudaHostGetDevicePointer")) return failed;
   if (host == nullptr) return null_argument("cudaHostGetDevicePointer", "pHost");
   if (const cudaError_t e = enter("cudaHostGetDevicePointer", Prologue::context); e != cudaSuccess) return e;
   if (device != nullptr) *device = nullptr;  // as cudart, also when the call then fails
@@ -414,6 +425,7 @@ DRVSHIM_CUDART cudaError_t cudaHostGetDevicePointer(void** device, void* host, u
 }
 
 DRVSHIM_CUDART cudaError_t cudaHostGetFlags(unsigned* flags, void* host) {
+  if (const cudaError_t failed = initialise("cudaHostGetFlags")) return failed;
   if (flags == nullptr) return null_argument("cudaHostGetFlags", "pFlags");
   if (const cudaError_t e = enter("cudaHostGetFlags", Prologue::sticky); e != cudaSuccess) return e;
   if (host == nullptr) return null_argument("cudaHostGetFlags", "pHost");
@@ -428,6 +440,7 @@ DRVSHIM_CUDART cudaError_t cudaHostGetFlags(unsigned* flags, void* host) {
 }
 
 DRVSHIM_CUDART cudaError_t cudaHostRegister(void* ptr, size_t bytes, unsigned flags) {
+  if (const cudaError_t failed = initialise("cudaHostRegister")) return failed;
   if (const cudaError_t e = enter("cudaHostRegister", Prologue::sticky); e != cudaSuccess) return e;
   if (ptr == nullptr) return null_argument("cudaHostRegister", "ptr");
   return guarded("cudaHostRegister", [&] {
@@ -445,6 +458,7 @@ DRVSHIM_CUDART cudaError_t cudaHostRegister(void* ptr, size_t bytes, unsigned fl
 }
 
 DRVSHIM_CUDART cudaError_t cudaHostUnregister(void* ptr) {
+  if (const cudaError_t failed = initialise("cudaHostUnregister")) return failed;
   if (const cudaError_t e = enter("cudaHostUnregister", Prologue::sticky); e != cudaSuccess) return e;
   if (ptr == nullptr) return null_argument("cudaHostUnregister", "ptr");
   return guarded("cudaHostUnregister", [&] {
@@ -463,71 +477,88 @@ DRVSHIM_CUDART cudaError_t cudaHostUnregister(void* ptr) {
 // ---- copies and memsets ----------------------------------------------------------------------------
 
 DRVSHIM_CUDART cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  if (const cudaError_t failed = initialise("cudaMemcpy")) return failed;
   return do_copy("cudaMemcpy", dst, src, bytes, kind, std::nullopt, DefaultStream::legacy);
 }
 DRVSHIM_CUDART cudaError_t cudaMemcpy_ptds(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  if (const cudaError_t failed = initialise("cudaMemcpy_ptds")) return failed;
   return do_copy("cudaMemcpy", dst, src, bytes, kind, std::nullopt, DefaultStream::per_thread);
 }
 DRVSHIM_CUDART cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
                                            cudaStream_t stream) {
+  if (const cudaError_t failed = initialise("cudaMemcpyAsync")) return failed;
   return do_copy("cudaMemcpyAsync", dst, src, bytes, kind, stream, DefaultStream::legacy);
 }
 DRVSHIM_CUDART cudaError_t cudaMemcpyAsync_ptsz(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
                                                 cudaStream_t stream) {
+  if (const cudaError_t failed = initialise("cudaMemcpyAsync_ptsz")) return failed;
   return do_copy("cudaMemcpyAsync", dst, src, bytes, kind, stream, DefaultStream::per_thread);
 }
 
 DRVSHIM_CUDART cudaError_t cudaMemset(void* ptr, int value, size_t bytes) {
+  if (const cudaError_t failed = initialise("cudaMemset")) return failed;
   return do_memset("cudaMemset", ptr, value, bytes, std::nullopt, DefaultStream::legacy);
 }
 DRVSHIM_CUDART cudaError_t cudaMemset_ptds(void* ptr, int value, size_t bytes) {
+  if (const cudaError_t failed = initialise("cudaMemset_ptds")) return failed;
   return do_memset("cudaMemset", ptr, value, bytes, std::nullopt, DefaultStream::per_thread);
 }
 DRVSHIM_CUDART cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t stream) {
+  if (const cudaError_t failed = initialise("cudaMemsetAsync")) return failed;
   return do_memset("cudaMemsetAsync", ptr, value, bytes, stream, DefaultStream::legacy);
 }
 DRVSHIM_CUDART cudaError_t cudaMemsetAsync_ptsz(void* ptr, int value, size_t bytes, cudaStream_t stream) {
+  if (const cudaError_t failed = initialise("cudaMemsetAsync_ptsz")) return failed;
   return do_memset("cudaMemsetAsync", ptr, value, bytes, stream, DefaultStream::per_thread);
 }
 
 DRVSHIM_CUDART cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                                         size_t height, cudaMemcpyKind kind) {
+  if (const cudaError_t failed = initialise("cudaMemcpy2D")) return failed;
   return do_copy_2d("cudaMemcpy2D", dst, dpitch, src, spitch, width, height, kind, std::nullopt, DefaultStream::legacy);
 }
 DRVSHIM_CUDART cudaError_t cudaMemcpy2D_ptds(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                                              size_t height, cudaMemcpyKind kind) {
+  if (const cudaError_t failed = initialise("cudaMemcpy2D_ptds")) return failed;
   return do_copy_2d("cudaMemcpy2D", dst, dpitch, src, spitch, width, height, kind, std::nullopt,
                     DefaultStream::per_thread);
 }
 DRVSHIM_CUDART cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                                              size_t height, cudaMemcpyKind kind, cudaStream_t stream) {
+  if (const cudaError_t failed = initialise("cudaMemcpy2DAsync")) return failed;
   return do_copy_2d("cudaMemcpy2DAsync", dst, dpitch, src, spitch, width, height, kind, stream, DefaultStream::legacy);
 }
 DRVSHIM_CUDART cudaError_t cudaMemcpy2DAsync_ptsz(void* dst, size_t dpitch, const void* src, size_t spitch,
                                                   size_t width, size_t height, cudaMemcpyKind kind,
                                                   cudaStream_t stream) {
+  if (const cudaError_t failed = initialise("cudaMemcpy2DAsync_ptsz")) return failed;
   return do_copy_2d("cudaMemcpy2DAsync", dst, dpitch, src, spitch, width, height, kind, stream,
                     DefaultStream::per_thread);
 }
 
 DRVSHIM_CUDART cudaError_t cudaMemset2D(void* ptr, size_t pitch, int value, size_t width, size_t height) {
+  if (const cudaError_t failed = initialise("cudaMemset2D")) return failed;
   return do_memset_2d("cudaMemset2D", ptr, pitch, value, width, height, std::nullopt, DefaultStream::legacy);
 }
 DRVSHIM_CUDART cudaError_t cudaMemset2D_ptds(void* ptr, size_t pitch, int value, size_t width, size_t height) {
+  if (const cudaError_t failed = initialise("cudaMemset2D_ptds")) return failed;
   return do_memset_2d("cudaMemset2D", ptr, pitch, value, width, height, std::nullopt, DefaultStream::per_thread);
 }
 DRVSHIM_CUDART cudaError_t cudaMemset2DAsync(void* ptr, size_t pitch, int value, size_t width, size_t height,
                                              cudaStream_t stream) {
+  if (const cudaError_t failed = initialise("cudaMemset2DAsync")) return failed;
   return do_memset_2d("cudaMemset2DAsync", ptr, pitch, value, width, height, stream, DefaultStream::legacy);
 }
 DRVSHIM_CUDART cudaError_t cudaMemset2DAsync_ptsz(void* ptr, size_t pitch, int value, size_t width, size_t height,
                                                   cudaStream_t stream) {
+  if (const cudaError_t failed = initialise("cudaMemset2DAsync_ptsz")) return failed;
   return do_memset_2d("cudaMemset2DAsync", ptr, pitch, value, width, height, stream, DefaultStream::per_thread);
 }
 
 // ---- pointer attributes and managed-memory hints ------------------------------------------------------
 
 DRVSHIM_CUDART cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const void* ptr) {
+  if (const cudaError_t failed = initialise("cudaPointerGetAttributes")) return failed;
   if (attributes == nullptr) return null_argument("cudaPointerGetAttributes", "attributes");
   // As cudart 13.0 (H100, tests/runtime_api/conformance, 2026-12-07): the
   // answer is cleared first (also when the call then fails), the addresses
@@ -591,15 +622,18 @@ cudaError_t prefetch(const char* api, const void* ptr, std::size_t bytes, cudaMe
 
 DRVSHIM_CUDART cudaError_t cudaMemPrefetchAsync(const void* ptr, size_t bytes, cudaMemLocation location, unsigned flags,
                                                 cudaStream_t stream) {
+  if (const cudaError_t failed = initialise("cudaMemPrefetchAsync")) return failed;
   return prefetch("cudaMemPrefetchAsync", ptr, bytes, location, flags, stream, DefaultStream::legacy);
 }
 DRVSHIM_CUDART cudaError_t cudaMemPrefetchAsync_ptsz(const void* ptr, size_t bytes, cudaMemLocation location,
                                                      unsigned flags, cudaStream_t stream) {
+  if (const cudaError_t failed = initialise("cudaMemPrefetchAsync_ptsz")) return failed;
   return prefetch("cudaMemPrefetchAsync", ptr, bytes, location, flags, stream, DefaultStream::per_thread);
 }
 
 DRVSHIM_CUDART cudaError_t cudaMemAdvise(const void* ptr, size_t bytes, cudaMemoryAdvise advice,
                                          cudaMemLocation location) {
+  if (const cudaError_t failed = initialise("cudaMemAdvise")) return failed;
   if (const cudaError_t e = enter("cudaMemAdvise", Prologue::context); e != cudaSuccess) return e;
   // Checked before the sticky error, as cudart 13.0 does (H100, tests/runtime_api/conformance, 2026-12-07).
   int advice_number = 0;

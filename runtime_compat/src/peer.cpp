@@ -52,6 +52,7 @@ void drop_peer_access(std::optional<int> device) {
 }  // namespace drvshim::rt::impl
 
 DRVSHIM_CUDART cudaError_t cudaDeviceCanAccessPeer(int* can, int device, int peer) {
+  if (const cudaError_t failed = initialise("cudaDeviceCanAccessPeer")) return failed;
   return guarded("cudaDeviceCanAccessPeer", [&] {
     // cudart's order: the devices, its prologue, the output pointer.
     if (const cudaError_t e = check_device("cudaDeviceCanAccessPeer", device); e != cudaSuccess) return e;
@@ -65,6 +66,7 @@ DRVSHIM_CUDART cudaError_t cudaDeviceCanAccessPeer(int* can, int device, int pee
 }
 
 DRVSHIM_CUDART cudaError_t cudaDeviceGetP2PAttribute(int* value, cudaDeviceP2PAttr attribute, int src, int dst) {
+  if (const cudaError_t failed = initialise("cudaDeviceGetP2PAttribute")) return failed;
   if (const cudaError_t e = enter("cudaDeviceGetP2PAttribute", Prologue::driver); e != cudaSuccess) return e;
   if (value == nullptr) return null_argument("cudaDeviceGetP2PAttribute", "value");
   return guarded("cudaDeviceGetP2PAttribute", [&] {
@@ -88,6 +90,7 @@ DRVSHIM_CUDART cudaError_t cudaDeviceGetP2PAttribute(int* value, cudaDeviceP2PAt
 // Lets the calling thread's device's context access `peer`'s memory (its
 // primary context is retained, as cudart does).
 DRVSHIM_CUDART cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned flags) {
+  if (const cudaError_t failed = initialise("cudaDeviceEnablePeerAccess")) return failed;
   if (const cudaError_t e = enter("cudaDeviceEnablePeerAccess", Prologue::context); e != cudaSuccess) return e;
   return guarded("cudaDeviceEnablePeerAccess", [&] {
     if (foreign_context_current("cudaDeviceEnablePeerAccess")) {
@@ -135,6 +138,7 @@ DRVSHIM_CUDART cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned flags) 
 }
 
 DRVSHIM_CUDART cudaError_t cudaDeviceDisablePeerAccess(int peer) {
+  if (const cudaError_t failed = initialise("cudaDeviceDisablePeerAccess")) return failed;
   if (const cudaError_t e = enter("cudaDeviceDisablePeerAccess", Prologue::context); e != cudaSuccess) return e;
   return guarded("cudaDeviceDisablePeerAccess", [&] {
     if (foreign_context_current("cudaDeviceDisablePeerAccess")) {
@@ -205,10 +209,12 @@ cudaError_t memcpy_peer(const char* api, void* dst, int dst_device, const void* 
 }  // namespace
 
 DRVSHIM_CUDART cudaError_t cudaMemcpyPeer(void* dst, int dst_device, const void* src, int src_device, size_t bytes) {
+  if (const cudaError_t failed = initialise("cudaMemcpyPeer")) return failed;
   return memcpy_peer("cudaMemcpyPeer", dst, dst_device, src, src_device, bytes, std::nullopt);
 }
 
 DRVSHIM_CUDART cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int src_device, size_t bytes,
                                                cudaStream_t stream) {
+  if (const cudaError_t failed = initialise("cudaMemcpyPeerAsync")) return failed;
   return memcpy_peer("cudaMemcpyPeerAsync", dst, dst_device, src, src_device, bytes, stream);
 }

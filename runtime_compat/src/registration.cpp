@@ -424,6 +424,11 @@ DRVSHIM_CUDART cudaError_t __cudaPopCallConfiguration(dim3* grid, dim3* block, s
 // keeps the answer in a static), so a failure to load is reported by the launch.
 DRVSHIM_CUDART cudaError_t __cudaGetKernel(cudaKernel_t* kernel, const void* host_stub) {
   if (kernel == nullptr) return null_argument("__cudaGetKernel", "kernel");
+  if (const cudaError_t failed = initialise("__cudaGetKernel")) {
+    // cudart hands back the stub itself then (the launch that follows answers the same error).
+    *kernel = reinterpret_cast<cudaKernel_t>(const_cast<void*>(host_stub));
+    return failed;
+  }
   KernelHandle* k = kernel_for(host_stub);
   if (k == nullptr) {
     return fail(cudaErrorInvalidDeviceFunction,
@@ -434,6 +439,7 @@ DRVSHIM_CUDART cudaError_t __cudaGetKernel(cudaKernel_t* kernel, const void* hos
 }
 
 DRVSHIM_CUDART cudaError_t cudaGetKernel(cudaKernel_t* kernel, const void* entry) {
+  if (const cudaError_t failed = initialise("cudaGetKernel")) return failed;
   if (kernel == nullptr) return null_argument("cudaGetKernel", "kernelPtr");
   if (kernel_for(entry) == nullptr) {
     return fail(cudaErrorInvalidDeviceFunction,

@@ -31,6 +31,33 @@ void implicit(const char* trigger, const std::string& step) {
 
 // ---- the runtime --------------------------------------------------------------------------------------
 
+std::atomic<bool> g_runtime_ready{false};
+
+namespace {
+
+// A child forked after the runtime started setting up (another thread may have
+// held its locks at the fork, and CUDA cannot be initialised again there)
+// answers cudaErrorInitializationError, as cudart does, instead of waiting on a
+// lock nobody will release. A child of a process that never started can use it.
+std::atomic<bool> g_started{false};
+std::atomic<bool> g_forked_after_start{false};
+
+void note_fork_child() noexcept {
+  if (g_started.load(std::memory_order_relaxed)) {
+    g_forked_after_start.store(true, std::memory_order_relaxed);
+    g_runtime_ready.store(false, std::memory_order_relaxed);
+  }
+}
+
+[[maybe_unused]] const int g_fork_handler = pthread_atfork(nullptr, nullptr, &note_fork_child);
+
+void enter(const char* trigger) {
+  if (g_forked_after_start.load(std::memory_order_relaxed)) throw UsedAfterForkError(trigger);
+  g_started.store(true, std::memory_order_relaxed);
+}
+
+}  // namespace
+
 namespace {
 
 // Generations are unique in the process, so a thread's cached context can
@@ -62,6 +89,8 @@ struct Runtime {
   std::vector<int> background_consumed;
   bool background_blocked = false;            // during shutdown(): its last step must not start another
   std::atomic<const Driver*> ready{nullptr};  // set once loaded and initialised
+  std::atomic<int> init_error{0};             // the cudaError_t of a failed load or cuInit, for good
+  std::exception_ptr init_failure;            // that failure (under driver_mutex), for every later caller
   std::atomic<bool> eager_done{false};
   std::vector<std::unique_ptr<DeviceSlot>> slots;  // one per device, made once cuInit succeeded
   Registries registries;
@@ -128,22 +157,33 @@ void load_locked(Runtime& r, const char* trigger) {
   }
 }
 
-// Loads libcuda and runs cuInit, once; a failure is reported to every caller until one succeeds.
+// Loads libcuda and runs cuInit, once; a failure is kept as the process's (initialise()).
 // Under the background policy both are the background set-up's (the calls wait for what is left).
 const Driver& load_and_init(const char* trigger) {
   auto& r = runtime();
   std::lock_guard<std::mutex> lock(r.driver_mutex);
   if (const Driver* d = r.ready.load(std::memory_order_acquire)) return *d;
-  load_locked(r, trigger);
-  if (!r.driver->initialized()) {
-    implicit(trigger, "cuInit");
-    r.driver->init();  // the background's cuInit: waits for it, and its error is thrown here once
+  // Callers that waited for the lock while the first one failed get its
+  // failure too: nothing retries it (initialise()).
+  if (r.init_failure) std::rethrow_exception(r.init_failure);
+  try {
+    load_locked(r, trigger);
+    if (!r.driver->initialized()) {
+      implicit(trigger, "cuInit");
+      r.driver->init();  // the background's cuInit: waits for it, and its error is thrown here
+    }
+  } catch (const Error& e) {
+    // The process's answer from now on, as cudart's (initialise()).
+    r.init_failure = std::current_exception();
+    r.init_error.store(static_cast<int>(from_exception(e)), std::memory_order_release);
+    throw;
   }
   if (r.slots.empty()) {
     const int n = r.driver->device_count();
     for (int i = 0; i < n; ++i) r.slots.push_back(std::make_unique<DeviceSlot>());
   }
   r.ready.store(&*r.driver, std::memory_order_release);
+  g_runtime_ready.store(!g_forked_after_start.load(std::memory_order_relaxed), std::memory_order_release);
   return *r.driver;
 }
 
@@ -181,28 +221,6 @@ Policy current_policy() noexcept {
   return p == 1 ? Policy::eager : p == 2 ? Policy::background : Policy::lazy;
 }
 
-namespace {
-
-// A child forked after the runtime started setting up (another thread may have
-// held its locks at the fork, and CUDA cannot be initialised again there)
-// answers cudaErrorInitializationError, as cudart does, instead of waiting on a
-// lock nobody will release. A child of a process that never started can use it.
-std::atomic<bool> g_started{false};
-std::atomic<bool> g_forked_after_start{false};
-
-void note_fork_child() noexcept {
-  if (g_started.load(std::memory_order_relaxed)) g_forked_after_start.store(true, std::memory_order_relaxed);
-}
-
-[[maybe_unused]] const int g_fork_handler = pthread_atfork(nullptr, nullptr, &note_fork_child);
-
-void enter(const char* trigger) {
-  if (g_forked_after_start.load(std::memory_order_relaxed)) throw UsedAfterForkError(trigger);
-  g_started.store(true, std::memory_order_relaxed);
-}
-
-}  // namespace
-
 const Driver& driver(const char* trigger) {
   enter(trigger);
   auto& r = runtime();
@@ -226,14 +244,42 @@ const Driver& initialised_driver(const char* trigger) {
   // context as under cudart (cudaSetDeviceFlags then takes the retain over),
   // and reading them destroys nothing.
   const Driver* d = runtime().ready.load(std::memory_order_acquire);
-  if (d == nullptr) d = &load_and_init(trigger);
+  if (d == nullptr) {
+    // After shutdown() the background set-up starts again at the first call.
+    if (current_policy() == Policy::background) start_background(trigger);
+    d = &load_and_init(trigger);
+  }
   return *d;
 }
 
+cudaError_t initialise_slow(const char* api) noexcept {
+  auto& r = runtime();
+  if (r.ready.load(std::memory_order_acquire) != nullptr && !g_forked_after_start.load(std::memory_order_relaxed)) {
+    return cudaSuccess;
+  }
+  if (const int e = r.init_error.load(std::memory_order_acquire); e != 0) {
+    const auto code = static_cast<cudaError_t>(e);
+    try {
+      return fail(code, fmt::format("{}: the runtime's initialisation failed earlier in this process ({}: {}); "
+                                    "it is not retried",
+                                    api, cudaGetErrorName(code), cudaGetErrorString(code)));
+    } catch (...) {
+      thread().last = code;
+      return code;
+    }
+  }
+  return guarded(api, [&] {
+    (void)initialised_driver(api);
+    return cudaSuccess;
+  });
+}
+
 const Driver& loaded_driver(const char* trigger) {
-  enter(trigger);
+  // Once set up, no enter(): reading the version needs no initialisation, and
+  // works in a child forked after the runtime started, as under cudart.
   auto& r = runtime();
   if (const Driver* d = r.ready.load(std::memory_order_acquire); d != nullptr) return *d;
+  enter(trigger);  // not set up yet: a forked child must not wait on the lock
   std::lock_guard<std::mutex> lock(r.driver_mutex);
   load_locked(r, trigger);
   return *r.driver;
@@ -582,7 +628,10 @@ void background_fatbins() {
 void start_background(const char* trigger) noexcept {
   auto& r = runtime();
   std::lock_guard<std::mutex> lock(r.background_mutex);
-  if (r.background || r.background_blocked || r.ready.load(std::memory_order_acquire) != nullptr) return;
+  if (r.background || r.background_blocked || r.ready.load(std::memory_order_acquire) != nullptr ||
+      r.init_error.load(std::memory_order_acquire) != 0) {
+    return;  // running, set up, or failed for good
+  }
   try {
     BackgroundInitOptions options;
     options.primary_contexts = {0};
@@ -654,6 +703,8 @@ void set_policy(Policy p) noexcept {
 Policy policy() noexcept { return current_policy(); }
 
 int setup() {
+  // A failed initialisation stays the process's, here too.
+  if (const int e = runtime().init_error.load(std::memory_order_acquire); e != 0) return initialise_slow("setup");
   return static_cast<int>(guarded("setup", [] {
     runtime().eager_done.store(true);
     do_eager("setup");
@@ -684,13 +735,19 @@ void shutdown() noexcept {
       s->primary.reset();
       s->sticky.store(0);
     }
+    g_runtime_ready.store(false, std::memory_order_release);
     r.ready.store(nullptr, std::memory_order_release);
     r.slots.clear();
     r.driver.reset();
+    r.init_failure = nullptr;  // a failed initialisation too is tried again after a shutdown
+    r.init_error.store(0, std::memory_order_release);
   } catch (...) {
     // Shutdown is best effort: what could not be released stays with the driver.
   }
   t_current = CurrentCache{};
+  // The calling thread's last error belonged to the runtime shut down.
+  thread().last = cudaSuccess;
+  thread().detail.clear();
   g_epoch.fetch_add(1, std::memory_order_acq_rel);
   r.eager_done.store(false);
   r.policy.store(-1);

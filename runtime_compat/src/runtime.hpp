@@ -147,6 +147,26 @@ void release_background_retain(int device) noexcept;
 
 // ---- cudart's prologue -----------------------------------------------------------------------------
 
+// cudart's first step in every entry point but the five that need no device
+// (cudaDriverGetVersion, cudaRuntimeGetVersion, cudaGetErrorName,
+// cudaGetErrorString, cudaCreateChannelDesc): the process's initialisation
+// (load libcuda, cuInit), once. Its failure is the process's: every later call
+// answers it before looking at its arguments, cudaGetLastError returns it
+// every time, and nothing retries it (with CUDA_VISIBLE_DEVICES="", an H100
+// and cudart 13.0 answer cudaErrorNoDevice from every call, 2026-12-07). A
+// child forked after the runtime started answers cudaErrorInitializationError
+// the same way. cudaSuccess, or that error (recorded as the thread's last error).
+cudaError_t initialise_slow(const char* api) noexcept;
+// Whether initialise() has nothing to do: the runtime initialised in this
+// process (not in a parent before a fork) and was not shut down since.
+extern std::atomic<bool> g_runtime_ready;
+inline cudaError_t initialise(const char* api) noexcept {
+  // Every call passes here (cudaGetLastError after each launch too): one load.
+  if (g_runtime_ready.load(std::memory_order_acquire)) [[likely]]
+    return cudaSuccess;
+  return initialise_slow(api);
+}
+
 // What cudart 13.0 does at the start of an entry point, before it reads the
 // call's arguments (measured per function by tests/runtime_api/conformance on
 // an H100: a new thread, the first call of a process, a host function, a

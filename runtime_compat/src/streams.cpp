@@ -99,6 +99,7 @@ cudaError_t synchronize(const char* api, cudaStream_t stream, DefaultStream zero
 }
 
 cudaError_t query(const char* api, cudaStream_t stream, DefaultStream zero) {
+  if (const cudaError_t failed = initialise(api)) return failed;
   if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
   return guarded(api, [&] { return stream_of(stream, zero, api).ready() ? cudaSuccess : cudaErrorNotReady; });
 }
@@ -268,16 +269,20 @@ cudaError_t record(const char* api, cudaEvent_t event, cudaStream_t stream, unsi
 // ---- streams ----------------------------------------------------------------------------------------
 
 DRVSHIM_CUDART cudaError_t cudaStreamCreate(cudaStream_t* stream) {
+  if (const cudaError_t failed = initialise("cudaStreamCreate")) return failed;
   return create_stream("cudaStreamCreate", stream, cudaStreamDefault, 0);
 }
 DRVSHIM_CUDART cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags) {
+  if (const cudaError_t failed = initialise("cudaStreamCreateWithFlags")) return failed;
   return create_stream("cudaStreamCreateWithFlags", stream, flags, 0);
 }
 DRVSHIM_CUDART cudaError_t cudaStreamCreateWithPriority(cudaStream_t* stream, unsigned flags, int priority) {
+  if (const cudaError_t failed = initialise("cudaStreamCreateWithPriority")) return failed;
   return create_stream("cudaStreamCreateWithPriority", stream, flags, priority);
 }
 
 DRVSHIM_CUDART cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  if (const cudaError_t failed = initialise("cudaStreamDestroy")) return failed;
   // cudart's order: its prologue, stream 0 (not a stream to destroy), the sticky error.
   if (const cudaError_t e = enter("cudaStreamDestroy", Prologue::context); e != cudaSuccess) return e;
   if (stream == nullptr) return fail(cudaErrorInvalidResourceHandle, "cudaStreamDestroy: stream 0 is not destroyed");
@@ -305,73 +310,94 @@ DRVSHIM_CUDART cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 }
 
 DRVSHIM_CUDART cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+  if (const cudaError_t failed = initialise("cudaStreamSynchronize")) return failed;
   return synchronize("cudaStreamSynchronize", s, kLegacy);
 }
 DRVSHIM_CUDART cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t s) {
+  if (const cudaError_t failed = initialise("cudaStreamSynchronize_ptsz")) return failed;
   return synchronize("cudaStreamSynchronize", s, kPerThread);
 }
 DRVSHIM_CUDART cudaError_t cudaStreamQuery(cudaStream_t s) { return query("cudaStreamQuery", s, kLegacy); }
 DRVSHIM_CUDART cudaError_t cudaStreamQuery_ptsz(cudaStream_t s) { return query("cudaStreamQuery", s, kPerThread); }
 DRVSHIM_CUDART cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
+  if (const cudaError_t failed = initialise("cudaStreamWaitEvent")) return failed;
   return wait_event("cudaStreamWaitEvent", s, e, flags, kLegacy);
 }
 DRVSHIM_CUDART cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t s, cudaEvent_t e, unsigned flags) {
+  if (const cudaError_t failed = initialise("cudaStreamWaitEvent_ptsz")) return failed;
   return wait_event("cudaStreamWaitEvent", s, e, flags, kPerThread);
 }
 DRVSHIM_CUDART cudaError_t cudaStreamAddCallback(cudaStream_t s, cudaStreamCallback_t cb, void* data, unsigned flags) {
+  if (const cudaError_t failed = initialise("cudaStreamAddCallback")) return failed;
   return add_callback("cudaStreamAddCallback", s, cb, data, flags, kLegacy);
 }
 DRVSHIM_CUDART cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t s, cudaStreamCallback_t cb, void* data,
                                                       unsigned flags) {
+  if (const cudaError_t failed = initialise("cudaStreamAddCallback_ptsz")) return failed;
   return add_callback("cudaStreamAddCallback", s, cb, data, flags, kPerThread);
 }
 DRVSHIM_CUDART cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void* data) {
+  if (const cudaError_t failed = initialise("cudaLaunchHostFunc")) return failed;
   return host_func("cudaLaunchHostFunc", s, fn, data, kLegacy);
 }
 DRVSHIM_CUDART cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t s, cudaHostFn_t fn, void* data) {
+  if (const cudaError_t failed = initialise("cudaLaunchHostFunc_ptsz")) return failed;
   return host_func("cudaLaunchHostFunc", s, fn, data, kPerThread);
 }
 DRVSHIM_CUDART cudaError_t cudaStreamGetFlags(cudaStream_t s, unsigned* flags) {
+  if (const cudaError_t failed = initialise("cudaStreamGetFlags")) return failed;
   return get_flags("cudaStreamGetFlags", s, flags, kLegacy);
 }
 DRVSHIM_CUDART cudaError_t cudaStreamGetFlags_ptsz(cudaStream_t s, unsigned* flags) {
+  if (const cudaError_t failed = initialise("cudaStreamGetFlags_ptsz")) return failed;
   return get_flags("cudaStreamGetFlags", s, flags, kPerThread);
 }
 DRVSHIM_CUDART cudaError_t cudaStreamGetPriority(cudaStream_t s, int* priority) {
+  if (const cudaError_t failed = initialise("cudaStreamGetPriority")) return failed;
   return get_priority("cudaStreamGetPriority", s, priority, kLegacy);
 }
 DRVSHIM_CUDART cudaError_t cudaStreamGetPriority_ptsz(cudaStream_t s, int* priority) {
+  if (const cudaError_t failed = initialise("cudaStreamGetPriority_ptsz")) return failed;
   return get_priority("cudaStreamGetPriority", s, priority, kPerThread);
 }
 DRVSHIM_CUDART cudaError_t cudaStreamGetDevice(cudaStream_t s, int* device) {
+  if (const cudaError_t failed = initialise("cudaStreamGetDevice")) return failed;
   return get_device("cudaStreamGetDevice", s, device, kLegacy);
 }
 DRVSHIM_CUDART cudaError_t cudaStreamGetDevice_ptsz(cudaStream_t s, int* device) {
+  if (const cudaError_t failed = initialise("cudaStreamGetDevice_ptsz")) return failed;
   return get_device("cudaStreamGetDevice", s, device, kPerThread);
 }
 DRVSHIM_CUDART cudaError_t cudaStreamSetAttribute(cudaStream_t s, cudaStreamAttrID id, const cudaStreamAttrValue* v) {
+  if (const cudaError_t failed = initialise("cudaStreamSetAttribute")) return failed;
   return set_attribute("cudaStreamSetAttribute", s, id, v, kLegacy);
 }
 DRVSHIM_CUDART cudaError_t cudaStreamSetAttribute_ptsz(cudaStream_t s, cudaStreamAttrID id,
                                                        const cudaStreamAttrValue* v) {
+  if (const cudaError_t failed = initialise("cudaStreamSetAttribute_ptsz")) return failed;
   return set_attribute("cudaStreamSetAttribute", s, id, v, kPerThread);
 }
 DRVSHIM_CUDART cudaError_t cudaStreamGetAttribute(cudaStream_t s, cudaStreamAttrID id, cudaStreamAttrValue* v) {
+  if (const cudaError_t failed = initialise("cudaStreamGetAttribute")) return failed;
   return get_attribute("cudaStreamGetAttribute", s, id, v, kLegacy);
 }
 DRVSHIM_CUDART cudaError_t cudaStreamGetAttribute_ptsz(cudaStream_t s, cudaStreamAttrID id, cudaStreamAttrValue* v) {
+  if (const cudaError_t failed = initialise("cudaStreamGetAttribute_ptsz")) return failed;
   return get_attribute("cudaStreamGetAttribute", s, id, v, kPerThread);
 }
 DRVSHIM_CUDART cudaError_t cudaStreamAttachMemAsync(cudaStream_t s, void* ptr, size_t length, unsigned flags) {
+  if (const cudaError_t failed = initialise("cudaStreamAttachMemAsync")) return failed;
   return attach("cudaStreamAttachMemAsync", s, ptr, length, flags, kLegacy);
 }
 DRVSHIM_CUDART cudaError_t cudaStreamAttachMemAsync_ptsz(cudaStream_t s, void* ptr, size_t length, unsigned flags) {
+  if (const cudaError_t failed = initialise("cudaStreamAttachMemAsync_ptsz")) return failed;
   return attach("cudaStreamAttachMemAsync", s, ptr, length, flags, kPerThread);
 }
 
 // ---- events -------------------------------------------------------------------------------------------
 
 DRVSHIM_CUDART cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags) {
+  if (const cudaError_t failed = initialise("cudaEventCreateWithFlags")) return failed;
   if (const cudaError_t e = enter("cudaEventCreateWithFlags", Prologue::context); e != cudaSuccess) return e;
   constexpr unsigned kAll = cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess;
   if ((flags & ~kAll) != 0) {
@@ -407,6 +433,7 @@ DRVSHIM_CUDART cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned
 DRVSHIM_CUDART cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, 0); }
 
 DRVSHIM_CUDART cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  if (const cudaError_t failed = initialise("cudaEventDestroy")) return failed;
   // cudart's order: its prologue, a null event, the sticky error.
   if (const cudaError_t e = enter("cudaEventDestroy", Prologue::context); e != cudaSuccess) return e;
   if (event == nullptr) return fail(cudaErrorInvalidResourceHandle, "cudaEventDestroy: event 0 (null)");
@@ -427,19 +454,24 @@ DRVSHIM_CUDART cudaError_t cudaEventDestroy(cudaEvent_t event) {
 }
 
 DRVSHIM_CUDART cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+  if (const cudaError_t failed = initialise("cudaEventRecord")) return failed;
   return record("cudaEventRecord", e, s, 0, kLegacy);
 }
 DRVSHIM_CUDART cudaError_t cudaEventRecord_ptsz(cudaEvent_t e, cudaStream_t s) {
+  if (const cudaError_t failed = initialise("cudaEventRecord_ptsz")) return failed;
   return record("cudaEventRecord", e, s, 0, kPerThread);
 }
 DRVSHIM_CUDART cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t s, unsigned flags) {
+  if (const cudaError_t failed = initialise("cudaEventRecordWithFlags")) return failed;
   return record("cudaEventRecordWithFlags", e, s, flags, kLegacy);
 }
 DRVSHIM_CUDART cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t e, cudaStream_t s, unsigned flags) {
+  if (const cudaError_t failed = initialise("cudaEventRecordWithFlags_ptsz")) return failed;
   return record("cudaEventRecordWithFlags", e, s, flags, kPerThread);
 }
 
 DRVSHIM_CUDART cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  if (const cudaError_t failed = initialise("cudaEventSynchronize")) return failed;
   return guarded("cudaEventSynchronize", [&] {
     event_of("cudaEventSynchronize", event).synchronize();  // blocks with no runtime lock held
     return cudaSuccess;
@@ -447,11 +479,13 @@ DRVSHIM_CUDART cudaError_t cudaEventSynchronize(cudaEvent_t event) {
 }
 
 DRVSHIM_CUDART cudaError_t cudaEventQuery(cudaEvent_t event) {
+  if (const cudaError_t failed = initialise("cudaEventQuery")) return failed;
   return guarded("cudaEventQuery",
                  [&] { return event_of("cudaEventQuery", event).query() ? cudaSuccess : cudaErrorNotReady; });
 }
 
 DRVSHIM_CUDART cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  if (const cudaError_t failed = initialise("cudaEventElapsedTime")) return failed;
   if (ms == nullptr) return null_argument("cudaEventElapsedTime", "ms");
   // cudart's order: the output, a null start event, the sticky error, the rest.
   if (start == nullptr) {

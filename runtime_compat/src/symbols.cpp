@@ -82,42 +82,51 @@ cudaError_t copy_symbol(const char* api, bool to_symbol, const void* symbol, voi
 
 DRVSHIM_CUDART cudaError_t cudaMemcpyToSymbol(const void* symbol, const void* src, size_t bytes, size_t offset,
                                               cudaMemcpyKind kind) {
+  if (const cudaError_t failed = initialise("cudaMemcpyToSymbol")) return failed;
   return copy_symbol("cudaMemcpyToSymbol", true, symbol, const_cast<void*>(src), bytes, offset, kind, std::nullopt,
                      kLegacy);
 }
 DRVSHIM_CUDART cudaError_t cudaMemcpyToSymbol_ptds(const void* symbol, const void* src, size_t bytes, size_t offset,
                                                    cudaMemcpyKind kind) {
+  if (const cudaError_t failed = initialise("cudaMemcpyToSymbol_ptds")) return failed;
   return copy_symbol("cudaMemcpyToSymbol", true, symbol, const_cast<void*>(src), bytes, offset, kind, std::nullopt,
                      kPerThread);
 }
 DRVSHIM_CUDART cudaError_t cudaMemcpyFromSymbol(void* dst, const void* symbol, size_t bytes, size_t offset,
                                                 cudaMemcpyKind kind) {
+  if (const cudaError_t failed = initialise("cudaMemcpyFromSymbol")) return failed;
   return copy_symbol("cudaMemcpyFromSymbol", false, symbol, dst, bytes, offset, kind, std::nullopt, kLegacy);
 }
 DRVSHIM_CUDART cudaError_t cudaMemcpyFromSymbol_ptds(void* dst, const void* symbol, size_t bytes, size_t offset,
                                                      cudaMemcpyKind kind) {
+  if (const cudaError_t failed = initialise("cudaMemcpyFromSymbol_ptds")) return failed;
   return copy_symbol("cudaMemcpyFromSymbol", false, symbol, dst, bytes, offset, kind, std::nullopt, kPerThread);
 }
 DRVSHIM_CUDART cudaError_t cudaMemcpyToSymbolAsync(const void* symbol, const void* src, size_t bytes, size_t offset,
                                                    cudaMemcpyKind kind, cudaStream_t stream) {
+  if (const cudaError_t failed = initialise("cudaMemcpyToSymbolAsync")) return failed;
   return copy_symbol("cudaMemcpyToSymbolAsync", true, symbol, const_cast<void*>(src), bytes, offset, kind, stream,
                      kLegacy);
 }
 DRVSHIM_CUDART cudaError_t cudaMemcpyToSymbolAsync_ptsz(const void* symbol, const void* src, size_t bytes,
                                                         size_t offset, cudaMemcpyKind kind, cudaStream_t stream) {
+  if (const cudaError_t failed = initialise("cudaMemcpyToSymbolAsync_ptsz")) return failed;
   return copy_symbol("cudaMemcpyToSymbolAsync", true, symbol, const_cast<void*>(src), bytes, offset, kind, stream,
                      kPerThread);
 }
 DRVSHIM_CUDART cudaError_t cudaMemcpyFromSymbolAsync(void* dst, const void* symbol, size_t bytes, size_t offset,
                                                      cudaMemcpyKind kind, cudaStream_t stream) {
+  if (const cudaError_t failed = initialise("cudaMemcpyFromSymbolAsync")) return failed;
   return copy_symbol("cudaMemcpyFromSymbolAsync", false, symbol, dst, bytes, offset, kind, stream, kLegacy);
 }
 DRVSHIM_CUDART cudaError_t cudaMemcpyFromSymbolAsync_ptsz(void* dst, const void* symbol, size_t bytes, size_t offset,
                                                           cudaMemcpyKind kind, cudaStream_t stream) {
+  if (const cudaError_t failed = initialise("cudaMemcpyFromSymbolAsync_ptsz")) return failed;
   return copy_symbol("cudaMemcpyFromSymbolAsync", false, symbol, dst, bytes, offset, kind, stream, kPerThread);
 }
 
 DRVSHIM_CUDART cudaError_t cudaGetSymbolAddress(void** address, const void* symbol) {
+  if (const cudaError_t failed = initialise("cudaGetSymbolAddress")) return failed;
   if (const cudaError_t e = enter("cudaGetSymbolAddress", Prologue::context); e != cudaSuccess) return e;
   if (variable_for(symbol) == nullptr) {
     return fail(cudaErrorInvalidSymbol,
@@ -135,6 +144,7 @@ DRVSHIM_CUDART cudaError_t cudaGetSymbolAddress(void** address, const void* symb
 }
 
 DRVSHIM_CUDART cudaError_t cudaGetSymbolSize(size_t* size, const void* symbol) {
+  if (const cudaError_t failed = initialise("cudaGetSymbolSize")) return failed;
   if (const cudaError_t e = enter("cudaGetSymbolSize", Prologue::context); e != cudaSuccess) return e;
   const Variable* v = variable_for(symbol);
   if (v == nullptr) {

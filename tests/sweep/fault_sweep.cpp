@@ -230,8 +230,12 @@ std::vector<Scenario> scenarios() {
                  rt::set_policy(rt::Policy::lazy);
                  auto must = [](cudaError_t e, const char* what) {
                    if (e != cudaSuccess) {
-                     throw std::runtime_error(std::string(what) + " returned " + cudaGetErrorName(e) + ": " +
-                                              rt::last_error_detail());
+                     const std::string message =
+                         std::string(what) + " returned " + cudaGetErrorName(e) + ": " + rt::last_error_detail();
+                     // As under cudart, a failed initialisation is the process's for good: the runtime
+                     // is shut down so that the run after the fault starts it again.
+                     rt::shutdown();
+                     throw std::runtime_error(message);
                    }
                  };
                  int count = 0;

@@ -116,7 +116,7 @@ TEST_F(RuntimeDevice, NoDeviceIsCudaErrorNoDevice) {
   on_thread([] {
     int count = -1;
     EXPECT_EQ(cudaGetDeviceCount(&count), cudaErrorNoDevice);
-    EXPECT_EQ(count, 0);
+    EXPECT_EQ(count, -1) << "cudart 13.0 writes no count (H100, CUDA_VISIBLE_DEVICES=\"\")";
     void* p = nullptr;
     EXPECT_EQ(cudaMalloc(&p, 16), cudaErrorNoDevice);
   });

@@ -66,20 +66,31 @@ TEST_F(RuntimeBackground, TheFirstCallTakesWhatTheBackgroundSetUpMadeAndWaitsOnl
             steps.end());
 }
 
-TEST_F(RuntimeBackground, ABackgroundCuInitFailureIsTheFirstCallsErrorAndTheNextCallRetries) {
+TEST_F(RuntimeBackground, ABackgroundCuInitFailureIsEveryCallsErrorAsUnderCudart) {
   drvshim_fake_fail_call("cuInit", 1, CUDA_ERROR_OPERATING_SYSTEM);
   rt::set_policy(rt::Policy::background);
   on_thread([] {
     int count = 0;
     EXPECT_EQ(cudaGetDeviceCount(&count), cudaErrorOperatingSystem) << "the original error, as cudart's number";
     EXPECT_NE(rt::last_error_detail().find("cuInit"), std::string::npos) << rt::last_error_detail();
-    EXPECT_EQ(cudaGetDeviceCount(&count), cudaSuccess) << "the next call initialises again itself";
+    // cudart initialises once: its failure is the process's (initialise()).
+    EXPECT_EQ(cudaGetDeviceCount(&count), cudaErrorOperatingSystem) << "not retried";
+    void* p = nullptr;
+    EXPECT_EQ(cudaMalloc(&p, 256), cudaErrorOperatingSystem);
+    EXPECT_EQ(cudaGetLastError(), cudaErrorOperatingSystem);
+  });
+  EXPECT_EQ(drvshim_fake_call_count("cuInit"), 1u);
+  EXPECT_EQ(drvshim_fake_call_count("cuDevicePrimaryCtxRetain"), 0u) << "the background's retain was skipped";
+  rt::shutdown();
+  rt::set_policy(rt::Policy::background);
+  on_thread([] {
+    int count = 0;
+    EXPECT_EQ(cudaGetDeviceCount(&count), cudaSuccess) << "a shutdown forgets the failure";
     EXPECT_EQ(count, 1);
     void* p = nullptr;
-    EXPECT_EQ(cudaMalloc(&p, 256), cudaSuccess) << "the skipped retain is made at first use";
+    EXPECT_EQ(cudaMalloc(&p, 256), cudaSuccess);
     EXPECT_EQ(cudaFree(p), cudaSuccess);
   });
-  EXPECT_EQ(drvshim_fake_call_count("cuInit"), 2u);
 }
 
 // Reading or setting the flags keeps the context the background made: no

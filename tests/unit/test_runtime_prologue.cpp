@@ -12,7 +12,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "raw_driver.hpp"
 #include "rt_fixture.hpp"
@@ -305,6 +309,170 @@ TEST_F(RuntimePrologue, AFailingPrologueQuestionIsTheCallsAnswer) {
     EXPECT_EQ(cudaGetLastError(), cudaErrorUnknown);
     EXPECT_EQ(cudaDeviceGetLimit(&v, cudaLimitStackSize), cudaSuccess) << "the next call asks again";
     EXPECT_EQ(v, before);
+  });
+}
+
+}  // namespace
+
+namespace {
+
+// The process's initialisation failing (no device, no driver): as cudart,
+// every call but the five that need no device answers that error before
+// looking at its arguments, writes nothing, and cudaGetLastError returns it
+// every time; nothing retries it until the runtime is shut down.
+class RuntimeInitError : public RuntimeCompatTest {
+ protected:
+  // Every kind of call: outputs, devices, memory, streams, events, launches.
+  static void expect_every_call_answers(cudaError_t want) {
+    int value = -7;
+    EXPECT_EQ(cudaGetDeviceCount(nullptr), want) << "before the null output";
+    EXPECT_EQ(cudaGetDeviceCount(&value), want);
+    EXPECT_EQ(value, -7) << "cudart writes no count";
+    EXPECT_EQ(cudaGetDevice(&value), want);
+    EXPECT_EQ(value, -7);
+    EXPECT_EQ(cudaSetDevice(5), want) << "before the device check";
+    EXPECT_EQ(cudaMalloc(nullptr, 16), want) << "before the null output";
+    EXPECT_EQ(cudaFree(nullptr), want);
+    EXPECT_EQ(cudaMemcpy(nullptr, nullptr, 16, kBadKind), want) << "before the direction";
+    EXPECT_EQ(cudaStreamCreate(nullptr), want);
+    EXPECT_EQ(cudaStreamQuery(nullptr), want);
+    EXPECT_EQ(cudaEventCreate(nullptr), want);
+    EXPECT_EQ(cudaDeviceSynchronize(), want);
+    EXPECT_EQ(cudaLaunchKernel(nullptr, dim3(1), dim3(1), nullptr, 0, nullptr), want);
+    EXPECT_EQ(cudaPeekAtLastError(), want);
+    EXPECT_EQ(cudaGetLastError(), want);
+    EXPECT_EQ(cudaGetLastError(), want) << "never cleared";
+    // The five that need no device.
+    EXPECT_EQ(cudaRuntimeGetVersion(&value), cudaSuccess);
+    EXPECT_EQ(value, CUDART_VERSION);
+    EXPECT_STREQ(cudaGetErrorName(cudaErrorNoDevice), "cudaErrorNoDevice");
+    EXPECT_EQ(cudaCreateChannelDesc(8, 0, 0, 0, cudaChannelFormatKindUnsigned).x, 8);
+    EXPECT_EQ(cudaRuntimeGetVersion(nullptr), cudaErrorInvalidValue);
+    EXPECT_EQ(cudaGetLastError(), want) << "the initialisation error, not the last call's";
+  }
+};
+
+TEST_F(RuntimeInitError, WithNoDeviceEveryCallAnswersNoDeviceBeforeItsArguments) {
+  ASSERT_EQ(drvshim_fake_set_profile("none"), 0);
+  on_thread([] {
+    expect_every_call_answers(cudaErrorNoDevice);
+    int version = 0;
+    EXPECT_EQ(cudaDriverGetVersion(&version), cudaSuccess) << "the driver is there";
+    EXPECT_EQ(version, 13000);
+    EXPECT_NE(rt::last_error_detail().find("not retried"), std::string::npos) << rt::last_error_detail();
+  });
+  std::thread([] { EXPECT_EQ(cudaPeekAtLastError(), cudaErrorNoDevice) << "every thread's"; }).join();
+  EXPECT_EQ(drvshim_fake_call_count("cuInit"), 1u) << "initialised once, not retried";
+  EXPECT_EQ(drvshim_fake_call_count("cuDevicePrimaryCtxRetain"), 0u);
+}
+
+TEST_F(RuntimeInitError, WithNoDriverEveryCallAnswersInsufficientDriverAndTheVersionIsZero) {
+  const std::string fake = std::getenv("DRVSHIM_LIBCUDA");
+  setenv("DRVSHIM_LIBCUDA", "/nonexistent/libcuda.so.1", 1);
+  on_thread([] {
+    int version = 7;
+    EXPECT_EQ(cudaDriverGetVersion(&version), cudaSuccess) << "no driver: version 0, as cudart";
+    EXPECT_EQ(version, 0);
+    EXPECT_EQ(cudaDriverGetVersion(nullptr), cudaErrorInvalidValue);
+    expect_every_call_answers(cudaErrorInsufficientDriver);
+  });
+  rt::shutdown();
+  setenv("DRVSHIM_LIBCUDA", fake.c_str(), 1);
+  on_thread([] {
+    int count = 0;
+    EXPECT_EQ(cudaGetDeviceCount(&count), cudaSuccess) << "a shutdown forgets the failure";
+    EXPECT_EQ(count, 1);
+  });
+}
+
+// A device, but cudaGetLastError and cudaPeekAtLastError as a process's
+// first calls: they initialise the driver as cudart's do, and make no
+// context current.
+TEST_F(RuntimeInitError, TheLastErrorCallsInitialiseTheDriverAndNothingElse) {
+  on_thread([] {
+    EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+    EXPECT_EQ(current(), nullptr);
+  });
+  EXPECT_EQ(drvshim_fake_call_count("cuInit"), 1u);
+  EXPECT_EQ(drvshim_fake_call_count("cuDevicePrimaryCtxRetain"), 0u);
+}
+
+}  // namespace
+
+namespace {
+
+// First calls on several threads while cuInit fails: the ones that waited
+// for the first get its failure, and nobody runs cuInit again (a driver
+// that recovers meanwhile must not bring the process back, as under cudart).
+TEST_F(RuntimeInitError, ThreadsThatWaitedForAFailedInitialisationGetItsFailure) {
+  ASSERT_EQ(drvshim_fake_set_profile("none"), 0);
+  setenv("DRVSHIM_FAKE_INIT_DELAY_MS", "100", 1);
+  std::atomic<int> failed{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&] {
+      int count = -1;
+      if (cudaGetDeviceCount(&count) == cudaErrorNoDevice && count == -1) ++failed;
+    });
+  }
+  for (auto& t : threads) t.join();
+  unsetenv("DRVSHIM_FAKE_INIT_DELAY_MS");
+  EXPECT_EQ(failed.load(), 4);
+  EXPECT_EQ(drvshim_fake_call_count("cuInit"), 1u) << "one cuInit for the process";
+}
+
+// The C++ controls keep a failed initialisation too: rt::setup() answers it,
+// rt::set_policy(background) starts no set-up that would hold a context for
+// nothing; rt::shutdown() forgets it, and the caller's last error with it.
+TEST_F(RuntimeInitError, TheControlsKeepAFailedInitialisationUntilShutdown) {
+  drvshim_fake_fail_call("cuInit", 1, CUDA_ERROR_NO_DEVICE);
+  on_thread([] {
+    int count = 0;
+    EXPECT_EQ(cudaGetDeviceCount(&count), cudaErrorNoDevice);
+    EXPECT_EQ(rt::setup(), static_cast<int>(cudaErrorNoDevice)) << "not retried by setup()";
+    rt::set_policy(rt::Policy::background);
+    EXPECT_EQ(cudaMalloc(nullptr, 16), cudaErrorNoDevice);
+    rt::shutdown();
+    rt::set_policy(rt::Policy::lazy);
+    EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess) << "the shut-down runtime's error is gone";
+    EXPECT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
+  });
+  EXPECT_EQ(drvshim_fake_call_count("cuInit"), 2u) << "once before the shutdown, once after";
+  EXPECT_EQ(drvshim_fake_call_count("cuDevicePrimaryCtxRetain"), 0u) << "no background set-up after the failure";
+}
+
+// The toolkit's stub library in the driver's place: version 0, as cudart.
+class RuntimeStubDriver : public RuntimeCompatTest {
+ protected:
+  const char* profile() const override { return "stub"; }
+};
+
+TEST_F(RuntimeStubDriver, TheDriverVersionIsZeroAndEveryCallAnswersTheStub) {
+  on_thread([] {
+    int version = 7;
+    EXPECT_EQ(cudaDriverGetVersion(&version), cudaSuccess);
+    EXPECT_EQ(version, 0);
+    int count = -1;
+    EXPECT_EQ(cudaGetDeviceCount(&count), cudaErrorStubLibrary);
+    EXPECT_EQ(cudaGetLastError(), cudaErrorStubLibrary);
+    EXPECT_EQ(cudaGetLastError(), cudaErrorStubLibrary);
+  });
+}
+
+// nvcc's launch sequence with a failed initialisation: __cudaGetKernel
+// answers the error and hands back the stub, as cudart does; the launch
+// answers the same error.
+TEST_F(RuntimeInitError, TheLaunchSequenceAnswersTheInitialisationError) {
+  ASSERT_EQ(drvshim_fake_set_profile("none"), 0);
+  on_thread([] {
+    static int stub;  // any address: nothing was registered
+    cudaKernel_t kernel = nullptr;
+    EXPECT_EQ(__cudaGetKernel(nullptr, &stub), cudaErrorInvalidValue) << "its output checked first";
+    EXPECT_EQ(__cudaGetKernel(&kernel, &stub), cudaErrorNoDevice);
+    EXPECT_EQ(reinterpret_cast<void*>(kernel), static_cast<void*>(&stub));
+    EXPECT_EQ(__cudaLaunchKernel(kernel, dim3(1), dim3(1), nullptr, 0, nullptr), cudaErrorNoDevice);
+    EXPECT_EQ(cudaGraphCreate(nullptr, 0), cudaErrorNoDevice) << "outside the subset too";
   });
 }
 
