@@ -89,6 +89,8 @@ conf_flags=(-std=c++17 -O1 -I"$conf" --no-compress $default_gencode)
 "$nvcc" "${conf_flags[@]}" -cudart shared "$bundle/conformance/cases.cu" -o "$bundle/conformance/conf_cudart" "${link_cudart[@]}"
 "$nvcc" "${conf_flags[@]}" -cudart none "$bundle/conformance/cases.cu" -o "$bundle/conformance/conf_drvshim" \
   -L"$libdir" -ldrvshim_cudart -Xlinker --enable-new-dtags -Xlinker '-rpath=$ORIGIN/../lib'
+# The nodriver scenario's preloaded stand-in for a machine without the driver.
+g++ -std=c++20 -O1 -shared -fPIC "$conf/no_driver.cpp" -o "$bundle/conformance/no_driver.so" -ldl
 cp "$root/tools/gpu/run-conformance.sh" "$bundle/"
 echo "   conformance: $(python3 "$conf/gen_cases.py" "$(dirname "$nvcc")/../include" "$root/runtime_compat/src" --count) cases"
 git -C "$root" rev-parse HEAD > "$bundle/COMMIT"

@@ -20,9 +20,10 @@ explained=()
   echo "commit:  $(tr '\n' ' ' < "$bundle/COMMIT" 2>/dev/null || echo unknown)"
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | sed 's/^/gpu:     /'
 } > "$results/summary.txt"
-python3 "$conf/run.py" "$conf/conf_cudart" "$results/cudart" "$@"
-python3 "$conf/run.py" "$conf/conf_drvshim" "$results/drvshim" "$@"
-LD_LIBRARY_PATH=$bundle/lib/drvshim/cudart python3 "$conf/run.py" "$conf/conf_cudart" "$results/dropin" "$@"
+preload=(--no-driver-preload "$conf/no_driver.so")
+python3 "$conf/run.py" "$conf/conf_cudart" "$results/cudart" "${preload[@]}" "$@"
+python3 "$conf/run.py" "$conf/conf_drvshim" "$results/drvshim" "${preload[@]}" "$@"
+LD_LIBRARY_PATH=$bundle/lib/drvshim/cudart python3 "$conf/run.py" "$conf/conf_cudart" "$results/dropin" "${preload[@]}" "$@"
 status=0
 for way in drvshim dropin; do
   python3 "$conf/compare.py" "$results/cudart" "$results/$way" "${explained[@]}" > "$results/diff-$way.txt" || status=1

@@ -17,7 +17,10 @@ case-pattern  # why" (fnmatch patterns; * for any) and not counted; nor are
 the differences of runtime_compat's own that explained.txt lists with their
 reasons (the GPU machine's comparison reads that file too).
 
-  check_fake.py PROGRAM RESULTS_DIR EXPECTED_DIR FAKE_DIFFERENCES BASELINE
+The nodev and nodriver scenarios (no device, no driver) run here too; NO_DRIVER
+is the preloaded library that stands in for a machine without the driver.
+
+  check_fake.py PROGRAM RESULTS_DIR EXPECTED_DIR FAKE_DIFFERENCES BASELINE NO_DRIVER
 """
 import fnmatch
 import gzip
@@ -27,7 +30,7 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SCENARIOS = ["main", "thread", "sticky", "hostfn", "drvctx", "fresh"]
+SCENARIOS = ["main", "thread", "sticky", "hostfn", "drvctx", "fresh", "nodev", "nodriver"]
 
 
 def comparable(rest):
@@ -52,10 +55,10 @@ def load(path):
 
 
 def main(argv):
-    if len(argv) != 6:
+    if len(argv) != 7:
         sys.stderr.write(__doc__)
         return 2
-    program, results, expected, differences, baseline_file = argv[1:]
+    program, results, expected, differences, baseline_file, no_driver = argv[1:]
     baseline = int(open(baseline_file, encoding="utf-8").read().split("#", 1)[0].split()[0])
     rules = []
     for line in open(differences, encoding="utf-8"):
@@ -70,7 +73,8 @@ def main(argv):
         if text:
             explained_rules.append(tuple(text.split(None, 2)))
     subprocess.run([sys.executable, os.path.join(HERE, "run.py"), program, results, "--scenarios",
-                    ",".join(SCENARIOS), "--jobs", "2", "--timeout", "120"], check=True)
+                    ",".join(SCENARIOS), "--jobs", "2", "--timeout", "120", "--no-driver-preload", no_driver],
+                   check=True)
     failures, differing, total, explained, used = [], [], 0, 0, set()
     for scenario in SCENARIOS:
         got = load(os.path.join(results, scenario + ".txt"))

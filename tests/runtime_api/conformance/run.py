@@ -9,8 +9,14 @@ or hangs, the case it had begun is recorded as "crashed (signal N)" or
 case is a program of its own, and in the sticky one the program runs a batch
 of cases and returns (run again from the next).
 
+Two scenarios are the fresh one in a process that cannot initialise: nodev
+with no usable device (CUDA_VISIBLE_DEVICES empty; on the fake driver its
+"none" profile) and nodriver with no driver (the library no_driver.so, named
+by --no-driver-preload, preloaded: it refuses every dlopen of libcuda.so.*
+and of DRVSHIM_LIBCUDA's file, for cudart and libdrvshim_cudart alike).
+
   run.py PROGRAM OUT_DIR [--scenarios main,thread,...] [--jobs N] [--timeout S]
-         [--functions F,G] [--fresh-cases N]
+         [--functions F,G] [--fresh-cases N] [--no-driver-preload SO]
 
 The environment is passed on (LD_LIBRARY_PATH for the drop-in, DRVSHIM_LIBCUDA
 for the fake driver).
@@ -21,20 +27,33 @@ import os
 import subprocess
 import sys
 
-SCENARIOS = ["main", "thread", "sticky", "hostfn", "drvctx", "fresh"]
+SCENARIOS = ["main", "thread", "sticky", "hostfn", "drvctx", "fresh", "nodev", "nodriver"]
+# The scenarios that are the program's fresh one in another environment.
+FRESH = ("fresh", "nodev", "nodriver")
 
 
-def run_group(program, scenario, function, count, timeout, fresh_cases):
+def environment(scenario, no_driver_preload):
+    """The environment a scenario's programs run in."""
+    env = dict(os.environ)
+    if scenario == "nodev":
+        env["CUDA_VISIBLE_DEVICES"] = ""
+        env["DRVSHIM_FAKE_PROFILE"] = "none"
+    elif scenario == "nodriver":
+        env["LD_PRELOAD"] = " ".join(p for p in (no_driver_preload, env.get("LD_PRELOAD", "")) if p)
+    return env
+
+
+def run_group(program, scenario, function, count, timeout, fresh_cases, env):
     """[(index, line)] for the cases of `function` in `scenario`."""
     results = {}
-    if scenario == "fresh":
+    if scenario in FRESH:
         indexes = range(min(count, fresh_cases))
         for i in indexes:
-            results[i] = one(program, scenario, function, i, timeout, single=True).get(i, f"{function} ? | no output")
+            results[i] = one(program, "fresh", function, i, timeout, env).get(i, f"{function} ? | no output")
         return [(i, results[i]) for i in indexes]
     start = 0
     while start < count:
-        got = one(program, scenario, function, start, timeout, single=False)
+        got = one(program, scenario, function, start, timeout, env)
         if not got:
             results[start] = "harness: no output"
             start += 1
@@ -44,12 +63,12 @@ def run_group(program, scenario, function, count, timeout, fresh_cases):
     return sorted(results.items())
 
 
-def one(program, scenario, function, start, timeout, single):
+def one(program, scenario, function, start, timeout, env):
     """Runs the program from case `start`; {index: line} for the cases it finished
     and, for the one it began and did not finish, why."""
     try:
         proc = subprocess.run([program, scenario, function, str(start)], capture_output=True, text=True,
-                              timeout=timeout, errors="replace")
+                              timeout=timeout, errors="replace", env=env)
         out, status = proc.stdout, proc.returncode
     except subprocess.TimeoutExpired as e:
         out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
@@ -81,6 +100,7 @@ def main(argv):
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--timeout", type=float, default=60)
     ap.add_argument("--fresh-cases", type=int, default=2)
+    ap.add_argument("--no-driver-preload", default="")
     args = ap.parse_args(argv[1:])
     program = os.path.abspath(args.program)
     listing = subprocess.run([program, "--list"], capture_output=True, text=True, check=True).stdout.split()
@@ -95,12 +115,17 @@ def main(argv):
     for s in scenarios:
         if s not in SCENARIOS:
             sys.exit(f"run.py: unknown scenario {s}; accepted: {', '.join(SCENARIOS)}")
+    preload = os.path.abspath(args.no_driver_preload) if args.no_driver_preload else ""
+    if "nodriver" in scenarios and not os.path.isfile(preload):
+        sys.exit("run.py: the nodriver scenario needs --no-driver-preload naming the built no_driver.so "
+                 f"(got \"{args.no_driver_preload}\"); or leave nodriver out of --scenarios")
     os.makedirs(args.out_dir, exist_ok=True)
     jobs = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
         for s in scenarios:
             for f in functions:
-                jobs[(s, f)] = pool.submit(run_group, program, s, f, counts[f], args.timeout, args.fresh_cases)
+                jobs[(s, f)] = pool.submit(run_group, program, s, f, counts[f], args.timeout, args.fresh_cases,
+                                           environment(s, preload))
         for s in scenarios:
             with open(os.path.join(args.out_dir, s + ".txt"), "w", encoding="utf-8") as out:
                 for f in functions:
