@@ -36,14 +36,16 @@ enum class PeerAttribute : int {
   only_partial_native_atomic_supported = 5,  ///< 1: some atomics work natively (CUDA 13.0+)
 };
 
-/// The snake_case name of a peer attribute ("native_atomic_supported").
+/// The snake_case name of a peer attribute ("native_atomic_supported"); "unknown"
+/// for a number no enumerator names.
 DRVSHIM_API const char* peer_attribute_name(PeerAttribute attribute) noexcept;
 
 /// Reads one attribute of the link from `from` to `to`
 /// (cuDeviceGetP2PAttribute) as a tri-state, like Device::attribute: a value,
 /// "unsupported" (CUDA_ERROR_NOT_SUPPORTED) or "unknown" (a driver older than
 /// the attribute, or CUDA_ERROR_INVALID_VALUE). Throws InvalidArgumentError,
-/// before calling the driver, when both are the same device (the driver
+/// before calling the driver, for a number no enumerator names, when both
+/// are the same device (the driver
 /// answers CUDA_ERROR_INVALID_DEVICE) or belong to different Driver objects;
 /// CudaError for other failures.
 DRVSHIM_API AttributeValue peer_attribute(const Device& from, const Device& to, PeerAttribute attribute);
@@ -93,6 +95,13 @@ struct PeerAccessTraits {
 /// component (the CUDA Runtime, a library) enabled before drvshim is adopted,
 /// as an already active primary context is: adopted() says so, the trace
 /// shows `adopt-peer-access`, and drvshim never disables it.
+///
+/// The driver does not say who enabled an access. When another component
+/// disables drvshim's enablement and enables the direction again for itself
+/// while drvshim owners remain, a new owner made then takes the enablement
+/// for drvshim's own and shares it, and the last drvshim owner disables it
+/// under that component. Components that manage the same direction must not
+/// disable each other's access.
 ///
 /// Both contexts must outlive the owner: destroying a context ends every
 /// peer access from and to it in the driver.
@@ -152,10 +161,13 @@ DRVSHIM_API void copy_peer(const ContextRef& dst_ctx, DevicePtr dst, std::size_t
 
 /// Copies src.size() elements from memory of one context to memory of another
 /// (cuMemcpyPeer), usually on two devices; peer access is not needed (without
-/// it the driver stages through the host). Whatever context the caller has
-/// current, drvshim makes dst's context current for the call. The driver orders the copy after all work already queued
-/// in both contexts; like every device-to-device copy it may return before the copy has finished (CUDA's API
+/// it the driver stages through the host). A context the caller has current
+/// stays current (with none, dst's is made current for the call). The driver
+/// orders the copy after all work already queued in both contexts and in the
+/// current one; like every device-to-device copy it may return before the copy has finished (CUDA's API
 /// synchronisation rules): a later synchronous copy to the host, or a synchronize() of either context, sees the result.
+/// A sticky error it reports poisons the context the driver answers it for
+/// (the source's fault leaves a healthy destination usable).
 /// Throws InvalidArgumentError, before the driver, when dst is smaller than
 /// src or the contexts belong to different Driver objects;
 /// ContextPoisonedError when either context is poisoned; CudaError for what

@@ -6,6 +6,7 @@
 
 #include <map>
 #include <mutex>
+#include <optional>
 #include <tuple>
 #include <utility>
 
@@ -44,11 +45,12 @@ constexpr bool peer_attributes_match_cuda_h() {
 }
 static_assert(peer_attributes_match_cuda_h(), "PeerAttribute values must equal cuda.h's CUdevice_P2PAttribute values");
 
-const PeerAttributeInfo& info_of(PeerAttribute a) noexcept {
+// Null for a number no enumerator names (a cast from the Runtime API's enum).
+const PeerAttributeInfo* info_of(PeerAttribute a) noexcept {
   for (const auto& info : kPeerAttributes) {
-    if (info.attribute == a) return info;
+    if (info.attribute == a) return &info;
   }
-  return kPeerAttributes[0];  // unreachable: every enumerator is in the table
+  return nullptr;
 }
 
 CUcontext native(const ContextRef& c) noexcept { return reinterpret_cast<CUcontext>(c.address()); }
@@ -114,13 +116,24 @@ std::string peer_text(const ContextRef& from, const ContextRef& to) {
 
 }  // namespace
 
-const char* peer_attribute_name(PeerAttribute attribute) noexcept { return info_of(attribute).name; }
+const char* peer_attribute_name(PeerAttribute attribute) noexcept {
+  const PeerAttributeInfo* info = info_of(attribute);
+  return info != nullptr ? info->name : "unknown";
+}
 
 AttributeValue peer_attribute(const Device& from, const Device& to, PeerAttribute attribute) {
   const auto& core = *detail::Access::core(from);
   core.require_init("peer_attribute");
   require_same_driver("peer_attribute", from, to);
-  const PeerAttributeInfo& info = info_of(attribute);
+  const PeerAttributeInfo* known = info_of(attribute);
+  if (known == nullptr) {
+    throw InvalidArgumentError(
+        "peer_attribute",
+        fmt::format("the link attribute number {} is none of PeerAttribute's", static_cast<int>(attribute)),
+        "performance_rank (1), access_supported (2), native_atomic_supported (3), cuda_array_access_supported (4), "
+        "only_partial_native_atomic_supported (5)");
+  }
+  const PeerAttributeInfo& info = *known;
   if (from.ordinal() == to.ordinal()) {
     throw InvalidArgumentError(
         "peer_attribute",
@@ -359,12 +372,25 @@ void copy_peer(const ContextRef& dst_ctx, DevicePtr dst, std::size_t dst_bytes, 
   const auto& core = *detail::Access::core(dst_ctx.device());
   const auto objects = [&] { return pair_text(bytes, src, src_ctx, dst, dst_ctx); };
   if (stream == nullptr) {
-    ContextScope scope(core, dst_ctx.address(), api);
-    DRVSHIM_TRY(core, cuMemcpyPeer, objects(), dst, native(dst_ctx), src, native(src_ctx), bytes);
+    // cuMemcpyPeer is ordered after the work of the current context too
+    // (cudaMemcpyPeer documents it for the current device): a context the
+    // caller has current stays current; with none, dst's is made current.
+    CUcontext current = nullptr;
+    (void)DRVSHIM_CU(core, cuCtxGetCurrent, &current);
+    std::optional<ContextScope> scope;
+    if (current == nullptr) scope.emplace(core, dst_ctx.address(), api);
+    const CUresult r = DRVSHIM_CU(core, cuMemcpyPeer, dst, native(dst_ctx), src, native(src_ctx), bytes);
+    if (r != CUDA_SUCCESS) {
+      raise_across(core, static_cast<int>(r), "cuMemcpyPeer", objects(), dst_ctx.address(), src_ctx.address());
+    }
   } else {
     ContextScope scope(core, stream->context().address(), api);
-    DRVSHIM_TRY(core, cuMemcpyPeerAsync, objects() + ", " + stream->name(), dst, native(dst_ctx), src, native(src_ctx),
-                bytes, native_stream(stream));
+    const CUresult r =
+        DRVSHIM_CU(core, cuMemcpyPeerAsync, dst, native(dst_ctx), src, native(src_ctx), bytes, native_stream(stream));
+    if (r != CUDA_SUCCESS) {
+      raise_across(core, static_cast<int>(r), "cuMemcpyPeerAsync", objects() + ", " + stream->name(), dst_ctx.address(),
+                   src_ctx.address());
+    }
     after_submit(core, native_stream(stream), "cuMemcpyPeerAsync", objects);
   }
 }
@@ -392,10 +418,16 @@ void copy_across_contexts(const ContextRef& dst_ctx, DevicePtr dst, std::size_t 
   const auto objects = [&] { return pair_text(bytes, src, src_ctx, dst, dst_ctx); };
   if (stream == nullptr) {
     ContextScope scope(core, dst_ctx.address(), api);
-    DRVSHIM_TRY(core, cuMemcpyDtoD, objects(), dst, src, bytes);
+    if (const CUresult r = DRVSHIM_CU(core, cuMemcpyDtoD, dst, src, bytes); r != CUDA_SUCCESS) {
+      raise_across(core, static_cast<int>(r), "cuMemcpyDtoD", objects(), dst_ctx.address(), src_ctx.address());
+    }
   } else {
     ContextScope scope(core, stream->context().address(), api);
-    DRVSHIM_TRY(core, cuMemcpyDtoDAsync, objects() + ", " + stream->name(), dst, src, bytes, native_stream(stream));
+    if (const CUresult r = DRVSHIM_CU(core, cuMemcpyDtoDAsync, dst, src, bytes, native_stream(stream));
+        r != CUDA_SUCCESS) {
+      raise_across(core, static_cast<int>(r), "cuMemcpyDtoDAsync", objects() + ", " + stream->name(), dst_ctx.address(),
+                   src_ctx.address());
+    }
     after_submit(core, native_stream(stream), "cuMemcpyDtoDAsync", objects);
   }
 }

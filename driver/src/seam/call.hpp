@@ -113,6 +113,14 @@ inline CUresult invoke(const DriverCore& core, A... a) {
 [[noreturn]] void raise(const DriverCore& core, int result, const char* api, std::string objects, std::string hint = {},
                         std::uintptr_t context = 0);
 
+// raise() for a call between two contexts (a copy from one to the other): a
+// sticky result is charged to whichever of them the driver answers it for
+// (each is asked with cuCtxSynchronize), not to the one that was current, so
+// a fault in the source leaves a healthy destination usable and the other
+// way round. When neither answers it, the current one is poisoned, as raise().
+[[noreturn]] void raise_across(const DriverCore& core, int result, const char* api, std::string objects,
+                               std::uintptr_t first, std::uintptr_t second);
+
 // After a submitted operation: with DRVSHIM_SYNC_EACH_OP=1, synchronises
 // `stream` and blames a failure on the operation `api` itself. `objects` is a
 // callable giving the description; it runs only when the switch is on, so the

@@ -151,6 +151,24 @@ void sync_after_submit(const DriverCore& core, CUstream stream, const char* api,
       api, static_cast<int>(r), objects + "; detected by DRVSHIM_SYNC_EACH_OP=1 right after submission", {}, true});
 }
 
+void raise_across(const DriverCore& core, int result, const char* api, std::string objects, std::uintptr_t first,
+                  std::uintptr_t second) {
+  if (!is_sticky_error(result)) raise(core, result, api, std::move(objects));
+  std::uintptr_t charged = 0;
+  for (const std::uintptr_t ctx : {first, second}) {
+    if (ctx == 0 || (ctx == second && second == first)) continue;
+    if (DRVSHIM_CU(core, cuCtxPushCurrent, reinterpret_cast<CUcontext>(ctx)) != CUDA_SUCCESS) continue;
+    const CUresult answer = DRVSHIM_CU(core, cuCtxSynchronize);
+    CUcontext popped = nullptr;
+    (void)DRVSHIM_CU(core, cuCtxPopCurrent, &popped);
+    if (is_sticky_error(static_cast<int>(answer))) {
+      poison(core, static_cast<int>(answer), api, ctx);
+      if (charged == 0) charged = ctx;
+    }
+  }
+  raise(core, result, api, std::move(objects), {}, charged);
+}
+
 void raise(const DriverCore& core, int result, const char* api, std::string objects, std::string hint,
            std::uintptr_t context) {
   logf(log::Level::debug, "{} failed with {} ({}) [{}]", api, result_name(result), result, objects);
