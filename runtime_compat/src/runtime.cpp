@@ -351,10 +351,13 @@ ContextRef current_for(int device, const char* trigger) {
       c.context) {
     ctx = c.context;
   } else {
+    // The generation is read before the context is taken: a reset in between
+    // leaves a stale generation, which the next call misses, never a dead
+    // context cached under the new generation.
+    const std::uint64_t generation = s != nullptr ? s->generation.load(std::memory_order_acquire) : 0;
     ctx = primary(device, trigger);
-    s = slot(device);
     c.device = device;
-    c.generation = s->generation.load(std::memory_order_acquire);
+    c.generation = generation;
     c.context = ctx;
   }
   const Driver& drv = driver(trigger);
@@ -367,8 +370,6 @@ ContextRef current_for(int device, const char* trigger) {
 }
 
 }  // namespace
-
-namespace {}  // namespace
 
 std::optional<std::uint64_t> context_id(const ContextRef& ctx) {
   try {

@@ -11,10 +11,13 @@
 #include <drvshim/drvshim.hpp>
 #include <drvshim/runtime_compat.hpp>
 
+#include <chrono>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "fixture.hpp"
+#include "raw_driver.hpp"
 
 using namespace drvshim;
 using namespace drvshim_test;
@@ -154,6 +157,130 @@ TEST_F(RuntimeCompatDevices, ResettingOneDeviceLeavesTheOtherAlone) {
     EXPECT_EQ(cudaDeviceReset(), cudaSuccess);
     EXPECT_EQ(drvshim_fake_primary_active(1), 0) << "the current device's primary context is reset";
     EXPECT_EQ(drvshim_fake_primary_active(0), 1) << "the other device's is not";
+  });
+}
+
+}  // namespace
+
+namespace {
+
+// A fault on device 1 that a peer copy into healthy device 0 is the first
+// drvshim call to see: the sticky error is device 1's (the driver answers it
+// there), and device 0 keeps working.
+TEST_F(RuntimeCompatDevices, APeerCopyChargesTheSourcesFaultToTheSourceOnly) {
+  on_thread([] {
+    void* a0 = nullptr;
+    void* b1 = nullptr;
+    cudaStream_t s1 = nullptr;
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&a0, 256), cudaSuccess);
+    ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&b1, 256), cudaSuccess);
+    ASSERT_EQ(cudaStreamCreate(&s1), cudaSuccess);
+    drvshim_fake_stream_fail(s1, CUDA_ERROR_ILLEGAL_ADDRESS);
+    // Another library asks the driver first: drvshim has not seen the fault.
+    static const auto sync = raw<CUresult (*)(CUstream)>("cuStreamSynchronize");
+    EXPECT_EQ(sync(reinterpret_cast<CUstream>(s1)), CUDA_ERROR_ILLEGAL_ADDRESS);
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    EXPECT_EQ(cudaMemcpyPeer(a0, 0, b1, 1, 256), cudaErrorIllegalAddress);
+    EXPECT_EQ(cudaGetLastError(), cudaErrorIllegalAddress);
+    void* p = nullptr;
+    EXPECT_EQ(cudaMalloc(&p, 64), cudaSuccess) << "device 0 is healthy";
+    EXPECT_EQ(cudaMemset(a0, 0, 256), cudaSuccess);
+    EXPECT_EQ(cudaFree(p), cudaSuccess);
+    ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+    EXPECT_EQ(cudaMalloc(&p, 64), cudaErrorIllegalAddress) << "device 1 faulted";
+    EXPECT_EQ(cudaDeviceReset(), cudaSuccess);
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    EXPECT_EQ(cudaFree(a0), cudaSuccess);
+  });
+}
+
+// Two devices' events: the driver's CUDA_ERROR_INVALID_HANDLE, which cudart
+// answers as cudaErrorInvalidResourceHandle; a P2P attribute no enumerator
+// names is refused, not read as another attribute.
+TEST_F(RuntimeCompatDevices, EventsOfTwoDevicesAndUnknownLinkAttributesAreRefused) {
+  on_thread([] {
+    cudaEvent_t e0 = nullptr;
+    cudaEvent_t e1 = nullptr;
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    ASSERT_EQ(cudaEventCreate(&e0), cudaSuccess);
+    ASSERT_EQ(cudaEventRecord(e0, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+    ASSERT_EQ(cudaEventCreate(&e1), cudaSuccess);
+    ASSERT_EQ(cudaEventRecord(e1, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    float ms = -1.0f;
+    EXPECT_EQ(cudaEventElapsedTime(&ms, e0, e1), cudaErrorInvalidResourceHandle);
+    EXPECT_NE(rt::last_error_detail().find("same device"), std::string::npos) << rt::last_error_detail();
+    EXPECT_EQ(cudaEventDestroy(e1), cudaSuccess);
+    EXPECT_EQ(cudaEventDestroy(e0), cudaSuccess);
+    int value = -1;
+    EXPECT_EQ(cudaDeviceGetP2PAttribute(&value, static_cast<cudaDeviceP2PAttr>(7), 0, 1), cudaErrorInvalidValue);
+    EXPECT_EQ(value, -1);
+    EXPECT_NE(rt::last_error_detail().find("number 7"), std::string::npos) << rt::last_error_detail();
+    EXPECT_STREQ(peer_attribute_name(static_cast<PeerAttribute>(99)), "unknown");
+  });
+}
+
+// cudaMallocAsync on device 1's stream while device 0 is current is device
+// 1's memory: resetting device 0 leaves it alive, resetting device 1 frees it.
+TEST_F(RuntimeCompatDevices, StreamOrderedMemoryBelongsToTheStreamsDevice) {
+  on_thread([] {
+    cudaStream_t s1 = nullptr;
+    ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+    ASSERT_EQ(cudaStreamCreate(&s1), cudaSuccess);
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    void* p = nullptr;
+    ASSERT_EQ(cudaMallocAsync(&p, 256, s1), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(s1), cudaSuccess);
+    EXPECT_EQ(ordinal_of(p), 1);
+    const int live = drvshim_fake_live_device_allocations();
+    EXPECT_EQ(cudaDeviceReset(), cudaSuccess);  // device 0
+    EXPECT_EQ(drvshim_fake_live_device_allocations(), live) << "device 1's buffer survives device 0's reset";
+    ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+    EXPECT_EQ(cudaFreeAsync(p, s1), cudaSuccess);
+    EXPECT_EQ(cudaStreamDestroy(s1), cudaSuccess);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  });
+}
+
+class RuntimeCompatThreeDevices : public RuntimeCompatDevices {
+ protected:
+  const char* profile() const override { return "trio"; }
+};
+
+// cudaMemcpyPeer is ordered after the current device's work too (cudart's
+// documentation): with device 2 current and a copy into the source still
+// queued there, the peer copy reads what that copy wrote.
+TEST_F(RuntimeCompatThreeDevices, APeerCopyWaitsForTheCurrentDevicesWork) {
+  on_thread([] {
+    constexpr std::size_t n = 256;
+    void* src0 = nullptr;
+    void* dst1 = nullptr;
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&src0, n), cudaSuccess);
+    ASSERT_EQ(cudaMemset(src0, 0x11, n), cudaSuccess);
+    ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dst1, n), cudaSuccess);
+    ASSERT_EQ(cudaSetDevice(2), cudaSuccess);
+    cudaStream_t s2 = nullptr;
+    ASSERT_EQ(cudaStreamCreate(&s2), cudaSuccess);
+    drvshim_fake_stream_hold(s2, 1);
+    std::vector<unsigned char> host(n, 0x77);
+    ASSERT_EQ(cudaMemcpyAsync(src0, host.data(), n, cudaMemcpyHostToDevice, s2), cudaSuccess);
+    std::thread release([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      drvshim_fake_stream_hold(s2, 0);
+    });
+    EXPECT_EQ(cudaMemcpyPeer(dst1, 1, src0, 0, n), cudaSuccess);
+    release.join();
+    std::vector<unsigned char> out(n, 0);
+    ASSERT_EQ(cudaMemcpy(out.data(), dst1, n, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(out[0], 0x77) << "the peer copy ran before device 2's copy into its source";
+    EXPECT_EQ(cudaStreamDestroy(s2), cudaSuccess);
+    EXPECT_EQ(cudaFree(dst1), cudaSuccess);
+    EXPECT_EQ(cudaFree(src0), cudaSuccess);
   });
 }
 
