@@ -83,8 +83,9 @@ inline constexpr Variable kVariables[] = {
     {"DRVSHIM_TRACE_ROOT_PID", kByDrvshimTrace, "-", false, Group::trace,
      "the traced program's process id (with children off, only it is traced)"},
     // The fake driver (tests/fake)
-    {"DRVSHIM_FAKE_PROFILE", "discrete, tx1, dual, trio, none, stub, old", "discrete", false, Group::fake,
-     "the devices and driver the fake models (`trio`: three devices, device 2 without peer-to-peer); any other "
+    {"DRVSHIM_FAKE_PROFILE", "discrete, tx1, dual, oneway, trio, none, stub, old", "discrete", false, Group::fake,
+     "the devices and driver the fake models (`oneway`: two devices, 0 may access 1 but 1 not 0; `trio`: three "
+     "devices, device 2 without peer-to-peer); any other "
      "value stops the program with a message"},
     {"DRVSHIM_FAKE_FAIL", "api:nth:code[,api:nth:code...]", "no injected failure", false, Group::fake,
      "the fake fails the nth call of `api` with `code`"},

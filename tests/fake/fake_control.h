@@ -11,6 +11,7 @@
  *   tx1       Jetson TX1-like: cc 5.3, integrated, host registration unsupported
  *   dual      two discrete devices, peers of each other (peer access, P2P
  *             attributes and peer copies are modelled)
+ *   oneway    two discrete devices; device 0 may access device 1's memory, 1 not 0's
  *   trio      three discrete devices; device 2 has no peer-to-peer path to 0 or 1
  *   none      no device: cuInit returns CUDA_ERROR_NO_DEVICE
  *   stub      every call returns CUDA_ERROR_STUB_LIBRARY, like the toolkit's stub

@@ -74,6 +74,7 @@ void reset_state(Engine& e) {
   e.p2p_attribute_errors.clear();
   e.peer_unsupported.clear();
   if (e.profile == "trio") e.peer_unsupported = {{0, 2}, {2, 0}, {1, 2}, {2, 1}};
+  if (e.profile == "oneway") e.peer_unsupported = {{1, 0}};
   e.initialized = false;
   e.primaries.assign(e.devices.size(), Primary{});
   e.live.clear();

@@ -167,6 +167,8 @@ bool apply_profile(Engine& e, const std::string& name) {
     devices = {tx1()};
   } else if (name == "dual") {
     devices = {h200(0), h200(1)};
+  } else if (name == "oneway") {
+    devices = {h200(0), h200(1)};  // device 1 cannot access device 0's memory (see reset_state)
   } else if (name == "trio") {
     devices = {h200(0), h200(1), h200(2)};  // device 2 has no peer-to-peer path to the others (see reset_state)
   } else if (name == "none") {

@@ -165,7 +165,7 @@ TEST(EnvTable, AnUnknownFakeProfileStopsTheProgramNamingTheProfiles) {
   const auto [out, status] = run(std::string("DRVSHIM_LIBCUDA='") + DRVSHIM_TEST_FAKE_PATH +
                                  "' DRVSHIM_FAKE_PROFILE=duel '" + DRVSHIM_TEST_PROBE + "'");
   EXPECT_NE(status, 0) << out;
-  EXPECT_NE(out.find("DRVSHIM_FAKE_PROFILE=\"duel\" is not a profile; accepted: discrete, tx1, dual, trio"),
+  EXPECT_NE(out.find("DRVSHIM_FAKE_PROFILE=\"duel\" is not a profile; accepted: discrete, tx1, dual, oneway, trio"),
             std::string::npos)
       << out;
 }

@@ -214,6 +214,23 @@ TEST(Probe, BandwidthOnTwoDevicesKeepsEveryDevicesRowsWithItsOrdinal) {
   }
 }
 
+// One-way access (1 -> 0 refused, 0 -> 1 allowed): the direction that works
+// is measured, the refused one and the two-way measurement are reported as
+// skipped, and nothing is an error.
+TEST(Probe, OneWayPeerAccessIsMeasuredWhereItWorks) {
+  const auto j = probe_json("oneway", 0, "--bandwidth --p2p-size 1");
+  EXPECT_EQ(j["peer_access"][0][1], true);
+  EXPECT_EQ(j["peer_access"][1][0], false);
+  const auto& b = j["p2p"]["bandwidth"];
+  EXPECT_TRUE(b["errors"].empty()) << b["errors"].dump();
+  EXPECT_GT(b["unidirectional_gb_per_s"][0][1].get<double>(), 0.0);
+  EXPECT_GT(b["latency_us"][0][1].get<double>(), 0.0);
+  EXPECT_TRUE(b["unidirectional_gb_per_s"][1][0].is_null());
+  EXPECT_TRUE(b["bidirectional_gb_per_s"][0][1].is_null());
+  ASSERT_EQ(b["skipped"].size(), 2u) << b["skipped"].dump();
+  EXPECT_NE(b["skipped"].dump().find("bidirectional"), std::string::npos) << b["skipped"].dump();
+}
+
 TEST(Probe, TwoDevicesHaveALinkSectionAndP2PMatrices) {
   const auto j = probe_json("dual", 0, "--bandwidth --p2p-size 1");
   ASSERT_EQ(j["p2p"]["links"].size(), 2u);

@@ -217,14 +217,23 @@ ordered_json p2p_bandwidth(const drvshim::Driver& drv, const std::vector<std::pa
       latched = latched && f.latch->available() && t.latch->available();
       step = "enable peer access";
       auto there = PeerAccess::enable(f.primary->ref(), t.primary->ref());
-      auto back = PeerAccess::enable(t.primary->ref(), f.primary->ref());
+      // Access can be one way (to -> from refused): the way back is enabled,
+      // and both ways measured at once, only where the driver allows it.
+      const bool both_ways = drv.device(to).can_access_peer(drv.device(from));
+      std::optional<PeerAccess> back;
+      if (both_ways) back.emplace(PeerAccess::enable(t.primary->ref(), f.primary->ref()));
       const drvshim_probe::Direction forward{t.a->as<std::byte>(), f.a->as<std::byte>(), f.stream->ref(), &*f.latch};
       const drvshim_probe::Direction reverse{f.b->as<std::byte>(), t.b->as<std::byte>(), t.stream->ref(), &*t.latch};
       step = "unidirectional bandwidth";
       uni[f_i][t_i] = round2(drvshim_probe::unidirectional_gbps(forward, settings));
       step = "bidirectional bandwidth";
       // Each unordered pair once; [a][b] is a -> b while b -> a runs, and the reverse.
-      if (bidir[f_i][t_i].is_null()) {
+      if (!both_ways) {
+        skipped.push_back(
+            {{"from", to},
+             {"to", from},
+             {"reason", "bidirectional bandwidth: no peer access the other way (cuDeviceCanAccessPeer 0)"}});
+      } else if (bidir[f_i][t_i].is_null()) {
         const auto both = drvshim_probe::bidirectional_gbps(forward, reverse, settings);
         bidir[f_i][t_i] = round2(both.forward);
         bidir[t_i][f_i] = round2(both.reverse);
