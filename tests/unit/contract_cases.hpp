@@ -146,6 +146,48 @@ inline std::vector<ContractResult> run_contract_cases(const drvshim::Driver& drv
         "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE");
   }
   {
+    // An allocation's addresses as the current context sees them (what
+    // cudaPointerGetAttributes reports) and as its own context does.
+    PrimaryContext p = dev.retain_primary_context();
+    DeviceBuffer buf = DeviceBuffer::allocate(p.ref(), 256);
+    PinnedBuffer pinned = PinnedBuffer::allocate(p.ref(), 256);
+    const auto seen = [&](DevicePtr address, AddressesIn where) {
+      std::string text;
+      try {
+        const PointerInfo info = inspect_pointer(drv, address, where);
+        text = std::string(to_string(info.kind)) + (info.device_address == 0 ? ",dev=0" : ",dev=set") +
+               (info.host_address == nullptr ? ",host=null" : ",host=set");
+      } catch (const drvshim::Error& e) {
+        text = drvshim::ErrorKind::cuda == e.kind() ? e.code_name() : "drvshim-error";
+      }
+      return text;
+    };
+    const auto pinned_address = reinterpret_cast<DevicePtr>(pinned.data());
+    add("pointer: device memory, no current context", seen(buf.address(), AddressesIn::current_context),
+        "device memory,dev=0,host=null");
+    add("pointer: device memory, own context", seen(buf.address(), AddressesIn::own_context),
+        "device memory,dev=set,host=null");
+    add("pointer: pinned memory, no current context", seen(pinned_address, AddressesIn::current_context),
+        "page-locked host memory,dev=0,host=set");
+    {
+      ScopedCurrentContext scope(p.ref());
+      add("pointer: device memory, its context current", seen(buf.address(), AddressesIn::current_context),
+          "device memory,dev=set,host=null");
+      add("pointer: pinned memory, its context current", seen(pinned_address, AddressesIn::current_context),
+          "page-locked host memory,dev=set,host=set");
+    }
+    {
+      Context other = dev.create_context();
+      {
+        ScopedCurrentContext scope(other.ref());
+        add("pointer: device memory, another context of its device current",
+            seen(buf.address(), AddressesIn::current_context), "device memory,dev=set,host=null");
+      }
+      other.destroy();
+    }
+    add("sticky_error: a healthy context", std::to_string(p.ref().sticky_error()), "0");
+  }
+  {
     Context c = dev.create_context();
     add("create_context: not left current", drv.current_context() == 0 ? "none" : "some", "none");
     add("create_context: primary unaffected", state_text(dev.primary_context_state()), "inactive,sched_auto");
