@@ -12,6 +12,26 @@
 namespace drvshim::fake {
 namespace {
 
+// Whether a kernel in `ctx` may read and write what its pointer arguments
+// point at: device memory of another device needs peer access from `ctx`
+// to the memory's context (cuCtxEnablePeerAccess), as on a GPU, where the
+// kernel otherwise faults with an illegal address. Managed, pinned and
+// registered memory are reachable from every device.
+bool arguments_reachable(const Engine& e, const FakeFunction& f, FakeCtx* ctx, void** args) {
+  for (size_t i = 0; i < f.params.size(); ++i) {
+    if (f.params[i].second != sizeof(uintptr_t) || args[i] == nullptr) continue;
+    uintptr_t value = 0;
+    std::memcpy(&value, args[i], sizeof value);
+    const auto* found = find_alloc(e, value, 1);
+    if (found == nullptr) continue;
+    const Alloc& a = found->second;
+    if (a.kind != AllocKind::device && a.kind != AllocKind::async_pool) continue;
+    if (a.ctx == nullptr || a.ctx == ctx || a.ctx->device == ctx->device) continue;
+    if (e.peer_enabled.count({ctx, a.ctx}) == 0) return false;
+  }
+  return true;
+}
+
 CUresult do_launch(Engine& e, std::unique_lock<std::mutex>& lock, CUfunction hf, const unsigned grid[3],
                    const unsigned block[3], unsigned shared, CUstream s, void** args,
                    const unsigned cluster[3] = nullptr) {
@@ -32,6 +52,17 @@ CUresult do_launch(Engine& e, std::unique_lock<std::mutex>& lock, CUfunction hf,
   if (shared > (dyn != f->attributes.end() ? static_cast<unsigned>(dyn->second) : 49152u))
     return CUDA_ERROR_INVALID_VALUE;
   ++e.launches;
+  if (!f->params.empty() && !arguments_reachable(e, *f, ctx, args)) {
+    // The kernel faults on the device: the launch is accepted, and the
+    // stream's next synchronisation reports the illegal address, which
+    // poisons the context (on a default stream, the context answers it at once).
+    if (FakeStream* user = user_stream(e, s)) {
+      user->fail_with = CUDA_ERROR_ILLEGAL_ADDRESS;
+    } else {
+      ctx->sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+    }
+    return CUDA_SUCCESS;
+  }
   auto it = e.kernels.find(f->name);
   const drvshim_fake_kernel_fn impl = it != e.kernels.end() ? it->second : builtin_kernel(f->name);
   if (impl == nullptr) return CUDA_SUCCESS;
