@@ -9,13 +9,17 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <future>
+#include <span>
 #include <thread>
 #include <vector>
 
 #include "fixture.hpp"
 #include "peer_contract_cases.hpp"
+#include "raw_driver.hpp"
 #include "support/test_hooks.hpp"
 #include "two_devices.hpp"
+#include "vadd_ptx.hpp"
 
 using namespace drvshim;
 using namespace drvshim_test;
@@ -254,6 +258,79 @@ TEST_F(TwoDevices, APoisonedContextFailsFastAndItsAccessIsLeftAlone) {
     expect_throw<ContextPoisonedError>([&] { (void)PeerAccess::enable(c1(), c0()); });
     EXPECT_EQ(access.disable(std::nothrow).code(), 0);
     EXPECT_TRUE(fake_calls().empty()) << "no driver call involving the broken context";
+  }
+  p0_.reset();
+  p1_.reset();
+  drv_.reset();
+  drvshim_fake_reset();  // the process would recreate the broken context; the fake starts over
+}
+
+// A kernel on device 1 reading device 0's memory: with peer access it runs;
+// without, the device faults (an illegal address, device 1's context
+// poisoned), as on a GPU, so a program that forgets to enable access fails
+// on the fake too.
+TEST_F(TwoDevices, AKernelReachesAnotherDevicesMemoryOnlyWithPeerAccess) {
+  const auto ptx = std::as_bytes(std::span<const char>(kVaddPtx, std::strlen(kVaddPtx)));
+  constexpr unsigned n = 64;
+  {
+    auto a = DeviceBuffer::allocate(c0(), n * 4);
+    auto b = DeviceBuffer::allocate(c0(), n * 4);
+    auto c = DeviceBuffer::allocate(c1(), n * 4);
+    std::vector<float> ones(n, 1.0f);
+    copy(a.as<float>(), std::span<const float>(ones));
+    copy(b.as<float>(), std::span<const float>(ones));
+    auto m = Module::load(c1(), ptx);
+    auto s = Stream::create(c1());
+    const LaunchConfig cfg{{1}, {n}, 0, s.ref(), {}};
+    {
+      auto access = PeerAccess::enable(c1(), c0());
+      launch(m.kernel("vadd"), cfg, a.address(), b.address(), c.address(), n);
+      s.ref().synchronize();
+    }
+    std::vector<float> out(n, 0.0f);
+    copy(std::span<float>(out), DeviceSpan<const float>(c.as<float>()));
+    EXPECT_EQ(out[0], 2.0f) << "with peer access the kernel ran";
+    launch(m.kernel("vadd"), cfg, a.address(), b.address(), c.address(), n);  // access ended
+    const auto e = expect_throw<CudaError>([&] { s.ref().synchronize(); });
+    EXPECT_EQ(e.code(), CUDA_ERROR_ILLEGAL_ADDRESS);
+    EXPECT_EQ(c1().sticky_error(), CUDA_ERROR_ILLEGAL_ADDRESS);
+    EXPECT_EQ(c0().sticky_error(), 0) << "the memory's device did nothing wrong";
+  }  // device 1's objects are left to the driver (its context is broken)
+  p0_.reset();
+  p1_.reset();
+  drv_.reset();
+  drvshim_fake_reset();  // the process would recreate the broken context; the fake starts over
+}
+
+// A copy between two contexts that first sees one's fault charges it to
+// that one, and asks the other without waiting for its queued work (which
+// may wait for the caller): the healthy context stays usable, nothing hangs.
+TEST_F(TwoDevices, ACopyChargesAFaultToTheFaultedContextWithoutWaitingForTheOther) {
+  {
+    auto a = DeviceBuffer::allocate(c0(), 256);
+    auto b = DeviceBuffer::allocate(c1(), 256);
+    auto s0 = Stream::create(c0());
+    auto s1 = Stream::create(c1());
+    drvshim_fake_stream_fail(native(s0.ref()), CUDA_ERROR_ILLEGAL_ADDRESS);
+    // Another library sees the fault first: drvshim does not know of it.
+    static const auto sync = raw<CUresult (*)(CUstream)>("cuStreamSynchronize");
+    ASSERT_EQ(sync(reinterpret_cast<CUstream>(s0.ref().native())), CUDA_ERROR_ILLEGAL_ADDRESS);
+    drvshim_fake_stream_hold(native(s1.ref()), 1);  // device 1's work waits for the caller
+    auto copied = std::async(std::launch::async, [&] {
+      try {
+        copy_peer_async(s1.ref(), b.as<std::byte>(), DeviceSpan<const std::byte>(a.as<std::byte>()));
+        return 0;
+      } catch (const CudaError& e) {
+        return e.code();
+      }
+    });
+    const bool returned = copied.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+    drvshim_fake_stream_hold(native(s1.ref()), 0);
+    ASSERT_TRUE(returned) << "the copy waited for the healthy context's queued work";
+    EXPECT_EQ(copied.get(), CUDA_ERROR_ILLEGAL_ADDRESS);
+    EXPECT_EQ(c0().sticky_error(), CUDA_ERROR_ILLEGAL_ADDRESS);
+    EXPECT_EQ(c1().sticky_error(), 0) << "device 1 did nothing wrong";
+    s1.ref().synchronize();
   }
   p0_.reset();
   p1_.reset();

@@ -375,10 +375,15 @@ void copy_peer(const ContextRef& dst_ctx, DevicePtr dst, std::size_t dst_bytes, 
     // cuMemcpyPeer is ordered after the work of the current context too
     // (cudaMemcpyPeer documents it for the current device): a context the
     // caller has current stays current; with none, dst's is made current.
+    core.require_init(api);
     CUcontext current = nullptr;
     (void)DRVSHIM_CU(core, cuCtxGetCurrent, &current);
+    // A current context drvshim saw fault would fail the copy for nothing:
+    // dst's is made current instead, as with none.
     std::optional<ContextScope> scope;
-    if (current == nullptr) scope.emplace(core, dst_ctx.address(), api);
+    if (current == nullptr || core.is_poisoned(reinterpret_cast<std::uintptr_t>(current))) {
+      scope.emplace(core, dst_ctx.address(), api);
+    }
     const CUresult r = DRVSHIM_CU(core, cuMemcpyPeer, dst, native(dst_ctx), src, native(src_ctx), bytes);
     if (r != CUDA_SUCCESS) {
       raise_across(core, static_cast<int>(r), "cuMemcpyPeer", objects(), dst_ctx.address(), src_ctx.address());

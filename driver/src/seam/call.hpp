@@ -115,7 +115,8 @@ inline CUresult invoke(const DriverCore& core, A... a) {
 
 // raise() for a call between two contexts (a copy from one to the other): a
 // sticky result is charged to whichever of them the driver answers it for
-// (each is asked with cuCtxSynchronize), not to the one that was current, so
+// (each is asked with cuStreamQuery, which does not wait), not to the one
+// that was current, so
 // a fault in the source leaves a healthy destination usable and the other
 // way round. When neither answers it, the current one is poisoned, as raise().
 [[noreturn]] void raise_across(const DriverCore& core, int result, const char* api, std::string objects,

@@ -158,9 +158,13 @@ void raise_across(const DriverCore& core, int result, const char* api, std::stri
   for (const std::uintptr_t ctx : {first, second}) {
     if (ctx == 0 || (ctx == second && second == first)) continue;
     if (DRVSHIM_CU(core, cuCtxPushCurrent, reinterpret_cast<CUcontext>(ctx)) != CUDA_SUCCESS) continue;
-    const CUresult answer = DRVSHIM_CU(core, cuCtxSynchronize);
+    // A question that does not wait (a context's queued work may wait for
+    // the caller): a faulted context answers every call with its error.
+    const CUresult answer = DRVSHIM_CU(core, cuStreamQuery, CU_STREAM_LEGACY);
     CUcontext popped = nullptr;
-    (void)DRVSHIM_CU(core, cuCtxPopCurrent, &popped);
+    if (DRVSHIM_CU(core, cuCtxPopCurrent, &popped) != CUDA_SUCCESS) {
+      logf(log::Level::error, "{}: popping context 0x{:x} after asking it for its error failed", api, ctx);
+    }
     if (is_sticky_error(static_cast<int>(answer))) {
       poison(core, static_cast<int>(answer), api, ctx);
       if (charged == 0) charged = ctx;
