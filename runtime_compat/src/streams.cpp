@@ -506,9 +506,10 @@ DRVSHIM_CUDART cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cu
     if (a.context().address() != b.context().address()) {
       // The driver's CUDA_ERROR_INVALID_HANDLE, as cudart passes it on.
       return fail(cudaErrorInvalidResourceHandle,
-                  fmt::format("cudaEventElapsedTime: {} belongs to device {}, {} to device {}: the two events must "
-                              "be of the same device (context)",
-                              a.name(), a.context().device().ordinal(), b.name(), b.context().device().ordinal()));
+                  fmt::format("cudaEventElapsedTime: {} belongs to context 0x{:x} (device {}), {} to context 0x{:x} "
+                              "(device {}): the two events must be of the same device (context)",
+                              a.name(), a.context().address(), a.context().device().ordinal(), b.name(),
+                              b.context().address(), b.context().device().ordinal()));
     }
     *ms = static_cast<float>(elapsed(a, b).count());
     return cudaSuccess;

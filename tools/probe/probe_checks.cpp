@@ -167,7 +167,8 @@ ordered_json p2p_bandwidth(const drvshim::Driver& drv, const std::vector<std::pa
   const int n = drv.device_count();
   ordered_json out{{"method",
                     "copy engine: copy_peer_async (cuMemcpyPeerAsync) on a non-blocking stream of the source device, "
-                    "peer access enabled both ways, queued behind a latch, warm-up copies first, events around the "
+                    "peer access enabled each way the driver allows (both ways for the bidirectional rate), queued "
+                    "behind a latch, warm-up copies first, events around the "
                     "timed copies; the median of the samples"},
                    {"bytes", settings.bytes},
                    {"copies", settings.copies},
@@ -230,8 +231,8 @@ ordered_json p2p_bandwidth(const drvshim::Driver& drv, const std::vector<std::pa
       // Each unordered pair once; [a][b] is a -> b while b -> a runs, and the reverse.
       if (!both_ways) {
         skipped.push_back(
-            {{"from", to},
-             {"to", from},
+            {{"from", from},
+             {"to", to},
              {"reason", "bidirectional bandwidth: no peer access the other way (cuDeviceCanAccessPeer 0)"}});
       } else if (bidir[f_i][t_i].is_null()) {
         const auto both = drvshim_probe::bidirectional_gbps(forward, reverse, settings);
