@@ -154,12 +154,19 @@ DRVSHIM_CUDART const char* cudaGetErrorString(cudaError_t error) {
 // again, so a program that checks each call still sees it. Both initialise
 // the runtime as every call does (a process whose initialisation failed gets
 // that error from both, every time).
+// In a child forked after the runtime initialised they answer the thread's
+// last error, as before initialise() (what cudart answers there is not
+// measured yet; every other call there answers cudaErrorInitializationError).
 DRVSHIM_CUDART cudaError_t cudaGetLastError() {
-  if (const cudaError_t failed = initialise("cudaGetLastError")) return failed;
+  if (!initialised_before_fork()) {
+    if (const cudaError_t failed = initialise("cudaGetLastError")) return failed;
+  }
   return std::exchange(thread().last, cudaSuccess);
 }
 
 DRVSHIM_CUDART cudaError_t cudaPeekAtLastError() {
-  if (const cudaError_t failed = initialise("cudaPeekAtLastError")) return failed;
+  if (!initialised_before_fork()) {
+    if (const cudaError_t failed = initialise("cudaPeekAtLastError")) return failed;
+  }
   return thread().last;
 }

@@ -252,6 +252,11 @@ const Driver& initialised_driver(const char* trigger) {
   return *d;
 }
 
+bool initialised_before_fork() noexcept {
+  return g_forked_after_start.load(std::memory_order_relaxed) &&
+         runtime().ready.load(std::memory_order_acquire) != nullptr;
+}
+
 cudaError_t initialise_slow(const char* api) noexcept {
   auto& r = runtime();
   if (r.ready.load(std::memory_order_acquire) != nullptr && !g_forked_after_start.load(std::memory_order_relaxed)) {

@@ -157,6 +157,8 @@ void release_background_retain(int device) noexcept;
 // child forked after the runtime started answers cudaErrorInitializationError
 // the same way. cudaSuccess, or that error (recorded as the thread's last error).
 cudaError_t initialise_slow(const char* api) noexcept;
+// Whether this process is a child forked after the runtime initialised in its parent.
+bool initialised_before_fork() noexcept;
 // Whether initialise() has nothing to do: the runtime initialised in this
 // process (not in a parent before a fork) and was not shut down since.
 extern std::atomic<bool> g_runtime_ready;

@@ -505,6 +505,31 @@ TEST_F(RuntimeCompat, FreeingAnInteriorPointerIsAnInvalidValue) {
 
 namespace {
 
+// A child forked after the runtime initialised: every call that needs the
+// driver answers cudaErrorInitializationError; the last-error calls answer
+// the thread's last error (they do not fail themselves).
+TEST_F(RuntimeCompat, AChildForkedAfterInitialisationRefusesCallsAndKeepsItsLastError) {
+  on_thread([] {
+    ASSERT_EQ(cudaFree(nullptr), cudaSuccess);
+    std::fflush(nullptr);
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      alarm(10);
+      void* p = nullptr;
+      const bool ok = cudaGetLastError() == cudaSuccess && cudaPeekAtLastError() == cudaSuccess &&
+                      cudaMalloc(&p, 16) == cudaErrorInitializationError &&
+                      cudaPeekAtLastError() == cudaErrorInitializationError &&
+                      cudaGetLastError() == cudaErrorInitializationError && cudaGetLastError() == cudaSuccess;
+      _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
+    EXPECT_EQ(WEXITSTATUS(status), 0);
+  });
+}
+
 // A child forked while another thread of the parent is inside the first
 // Runtime-API call (holding runtime_compat's locks, cuInit slow): the child's
 // call answers cudaErrorInitializationError, as cudart's does in a child of an
