@@ -172,6 +172,13 @@ constexpr unsigned kDeviceFlags =
 // ---- selection ------------------------------------------------------------------------------------
 
 DRVSHIM_CUDART cudaError_t cudaGetDeviceCount(int* count) {
+  // In a child forked after the runtime initialised, cudart answers the
+  // count it found (H100, cudart 13.0, 2026-12-07), where other calls fail.
+  if (const int known = devices_known_before_fork(); known >= 0) {
+    if (count == nullptr) return null_argument("cudaGetDeviceCount", "count");
+    *count = known;
+    return cudaSuccess;
+  }
   if (const cudaError_t failed = initialise("cudaGetDeviceCount")) return failed;
   if (count == nullptr) return null_argument("cudaGetDeviceCount", "count");
   *count = 0;

@@ -155,8 +155,8 @@ DRVSHIM_CUDART const char* cudaGetErrorString(cudaError_t error) {
 // the runtime as every call does (a process whose initialisation failed gets
 // that error from both, every time).
 // In a child forked after the runtime initialised they answer the thread's
-// last error, as before initialise() (what cudart answers there is not
-// measured yet; every other call there answers cudaErrorInitializationError).
+// last error, as cudart's do (H100, cudart 13.0, 2026-12-07), where calls
+// that need the driver answer cudaErrorInitializationError.
 DRVSHIM_CUDART cudaError_t cudaGetLastError() {
   if (!initialised_before_fork()) {
     if (const cudaError_t failed = initialise("cudaGetLastError")) return failed;

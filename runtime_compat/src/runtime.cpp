@@ -87,10 +87,11 @@ struct Runtime {
   std::mutex background_mutex;
   std::optional<BackgroundInit> background;
   std::vector<int> background_consumed;
-  bool background_blocked = false;            // during shutdown(): its last step must not start another
-  std::atomic<const Driver*> ready{nullptr};  // set once loaded and initialised
-  std::atomic<int> init_error{0};             // the cudaError_t of a failed load or cuInit, for good
-  std::exception_ptr init_failure;            // that failure (under driver_mutex), for every later caller
+  bool background_blocked = false;             // during shutdown(): its last step must not start another
+  std::atomic<const Driver*> ready{nullptr};   // set once loaded and initialised
+  std::atomic<const Driver*> loaded{nullptr};  // set once loaded (initialised or not)
+  std::atomic<int> init_error{0};              // the cudaError_t of a failed load or cuInit, for good
+  std::exception_ptr init_failure;             // that failure (under driver_mutex), for every later caller
   std::atomic<bool> eager_done{false};
   std::vector<std::unique_ptr<DeviceSlot>> slots;  // one per device, made once cuInit succeeded
   Registries registries;
@@ -155,6 +156,7 @@ void load_locked(Runtime& r, const char* trigger) {
     implicit(trigger, "load libcuda");
     r.driver.emplace(Driver::load());
   }
+  r.loaded.store(&*r.driver, std::memory_order_release);
 }
 
 // Loads libcuda and runs cuInit, once; a failure is kept as the process's (initialise()).
@@ -252,6 +254,10 @@ const Driver& initialised_driver(const char* trigger) {
   return *d;
 }
 
+int devices_known_before_fork() noexcept {
+  return initialised_before_fork() ? static_cast<int>(runtime().slots.size()) : -1;
+}
+
 bool initialised_before_fork() noexcept {
   return g_forked_after_start.load(std::memory_order_relaxed) &&
          runtime().ready.load(std::memory_order_acquire) != nullptr;
@@ -284,7 +290,8 @@ const Driver& loaded_driver(const char* trigger) {
   // works in a child forked after the runtime started, as under cudart.
   auto& r = runtime();
   if (const Driver* d = r.ready.load(std::memory_order_acquire); d != nullptr) return *d;
-  enter(trigger);  // not set up yet: a forked child must not wait on the lock
+  if (const Driver* d = r.loaded.load(std::memory_order_acquire); d != nullptr) return *d;
+  enter(trigger);  // not loaded yet: a forked child must not wait on the lock
   std::lock_guard<std::mutex> lock(r.driver_mutex);
   load_locked(r, trigger);
   return *r.driver;
@@ -743,6 +750,7 @@ void shutdown() noexcept {
     }
     g_runtime_ready.store(false, std::memory_order_release);
     r.ready.store(nullptr, std::memory_order_release);
+    r.loaded.store(nullptr, std::memory_order_release);
     r.slots.clear();
     r.driver.reset();
     r.init_failure = nullptr;  // a failed initialisation too is tried again after a shutdown

@@ -159,6 +159,8 @@ void release_background_retain(int device) noexcept;
 cudaError_t initialise_slow(const char* api) noexcept;
 // Whether this process is a child forked after the runtime initialised in its parent.
 bool initialised_before_fork() noexcept;
+// In such a child, the number of devices the parent's initialisation found; else -1.
+int devices_known_before_fork() noexcept;
 // Whether initialise() has nothing to do: the runtime initialised in this
 // process (not in a parent before a fork) and was not shut down since.
 extern std::atomic<bool> g_runtime_ready;

@@ -505,9 +505,11 @@ TEST_F(RuntimeCompat, FreeingAnInteriorPointerIsAnInvalidValue) {
 
 namespace {
 
-// A child forked after the runtime initialised: every call that needs the
-// driver answers cudaErrorInitializationError; the last-error calls answer
-// the thread's last error (they do not fail themselves).
+// A child forked after the runtime initialised, as cudart 13.0 answers there
+// (H100, lab/gpu-runs/2026-12-07-conf3/fork_probe.cpp): calls that need the
+// driver answer cudaErrorInitializationError; the last-error calls answer the
+// thread's last error, cudaGetDeviceCount the count, cudaDriverGetVersion
+// the version.
 TEST_F(RuntimeCompat, AChildForkedAfterInitialisationRefusesCallsAndKeepsItsLastError) {
   on_thread([] {
     ASSERT_EQ(cudaFree(nullptr), cudaSuccess);
@@ -517,10 +519,15 @@ TEST_F(RuntimeCompat, AChildForkedAfterInitialisationRefusesCallsAndKeepsItsLast
     if (pid == 0) {
       alarm(10);
       void* p = nullptr;
-      const bool ok = cudaGetLastError() == cudaSuccess && cudaPeekAtLastError() == cudaSuccess &&
-                      cudaMalloc(&p, 16) == cudaErrorInitializationError &&
-                      cudaPeekAtLastError() == cudaErrorInitializationError &&
-                      cudaGetLastError() == cudaErrorInitializationError && cudaGetLastError() == cudaSuccess;
+      int count = -1;
+      int version = -1;
+      const bool ok =
+          cudaGetLastError() == cudaSuccess && cudaPeekAtLastError() == cudaSuccess &&
+          cudaMalloc(&p, 16) == cudaErrorInitializationError && cudaPeekAtLastError() == cudaErrorInitializationError &&
+          cudaGetLastError() == cudaErrorInitializationError && cudaGetLastError() == cudaSuccess &&
+          cudaDriverGetVersion(&version) == cudaSuccess && version == 13000 &&
+          cudaGetDeviceCount(&count) == cudaSuccess && count == 1 &&
+          cudaGetDeviceCount(nullptr) == cudaErrorInvalidValue && cudaGetLastError() == cudaErrorInvalidValue;
       _exit(ok ? 0 : 1);
     }
     int status = 0;

@@ -8,6 +8,8 @@
 // argument before all that (an output pointer, an enum), and the tests pin
 // those orders too.
 #include <cuda.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -405,6 +407,31 @@ namespace {
 // First calls on several threads while cuInit fails: the ones that waited
 // for the first get its failure, and nobody runs cuInit again (a driver
 // that recovers meanwhile must not bring the process back, as under cudart).
+// A child forked after a failed initialisation answers the parent's error,
+// and still reads the driver's version (H100, cudart 13.0, 2026-12-07).
+TEST_F(RuntimeInitError, AChildOfAFailedInitialisationKeepsItsErrorAndReadsTheVersion) {
+  ASSERT_EQ(drvshim_fake_set_profile("none"), 0);
+  on_thread([] {
+    int count = -1;
+    ASSERT_EQ(cudaGetDeviceCount(&count), cudaErrorNoDevice);
+    std::fflush(nullptr);
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      alarm(10);
+      int version = -1;
+      int n = -1;
+      const bool ok = cudaGetLastError() == cudaErrorNoDevice && cudaGetDeviceCount(&n) == cudaErrorNoDevice &&
+                      n == -1 && cudaDriverGetVersion(&version) == cudaSuccess && version == 13000;
+      _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
+    EXPECT_EQ(WEXITSTATUS(status), 0);
+  });
+}
+
 TEST_F(RuntimeInitError, ThreadsThatWaitedForAFailedInitialisationGetItsFailure) {
   ASSERT_EQ(drvshim_fake_set_profile("none"), 0);
   setenv("DRVSHIM_FAKE_INIT_DELAY_MS", "100", 1);
