@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "in_child.hpp"
 #include "rt_fixture.hpp"
 
 using namespace drvshim;
@@ -514,26 +515,21 @@ TEST_F(RuntimeCompat, AChildForkedAfterInitialisationRefusesCallsAndKeepsItsLast
   on_thread([] {
     ASSERT_EQ(cudaFree(nullptr), cudaSuccess);
     std::fflush(nullptr);
-    const pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      alarm(10);
-      void* p = nullptr;
-      int count = -1;
-      int version = -1;
-      const bool ok =
-          cudaGetLastError() == cudaSuccess && cudaPeekAtLastError() == cudaSuccess &&
-          cudaMalloc(&p, 16) == cudaErrorInitializationError && cudaPeekAtLastError() == cudaErrorInitializationError &&
-          cudaGetLastError() == cudaErrorInitializationError && cudaGetLastError() == cudaSuccess &&
-          cudaDriverGetVersion(&version) == cudaSuccess && version == 13000 &&
-          cudaGetDeviceCount(&count) == cudaSuccess && count == 1 &&
-          cudaGetDeviceCount(nullptr) == cudaErrorInvalidValue && cudaGetLastError() == cudaErrorInvalidValue;
-      _exit(ok ? 0 : 1);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
-    EXPECT_EQ(WEXITSTATUS(status), 0);
+    EXPECT_EQ(in_child([] {
+                void* p = nullptr;
+                int count = -1;
+                int version = -1;
+                const bool ok = cudaGetLastError() == cudaSuccess && cudaPeekAtLastError() == cudaSuccess &&
+                                cudaMalloc(&p, 16) == cudaErrorInitializationError &&
+                                cudaPeekAtLastError() == cudaErrorInitializationError &&
+                                cudaGetLastError() == cudaErrorInitializationError &&
+                                cudaGetLastError() == cudaSuccess && cudaDriverGetVersion(&version) == cudaSuccess &&
+                                version == 13000 && cudaGetDeviceCount(&count) == cudaSuccess && count == 1 &&
+                                cudaGetDeviceCount(nullptr) == cudaErrorInvalidValue &&
+                                cudaGetLastError() == cudaErrorInvalidValue;
+                return ok ? 0 : 1;
+              }),
+              0);
   });
 }
 

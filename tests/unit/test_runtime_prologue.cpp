@@ -8,8 +8,6 @@
 // argument before all that (an output pointer, an enum), and the tests pin
 // those orders too.
 #include <cuda.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -20,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "in_child.hpp"
 #include "raw_driver.hpp"
 #include "rt_fixture.hpp"
 
@@ -415,20 +414,15 @@ TEST_F(RuntimeInitError, AChildOfAFailedInitialisationKeepsItsErrorAndReadsTheVe
     int count = -1;
     ASSERT_EQ(cudaGetDeviceCount(&count), cudaErrorNoDevice);
     std::fflush(nullptr);
-    const pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      alarm(10);
-      int version = -1;
-      int n = -1;
-      const bool ok = cudaGetLastError() == cudaErrorNoDevice && cudaGetDeviceCount(&n) == cudaErrorNoDevice &&
-                      n == -1 && cudaDriverGetVersion(&version) == cudaSuccess && version == 13000;
-      _exit(ok ? 0 : 1);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
-    EXPECT_EQ(WEXITSTATUS(status), 0);
+    EXPECT_EQ(in_child([] {
+                int version = -1;
+                int n = -1;
+                const bool ok = cudaGetLastError() == cudaErrorNoDevice &&
+                                cudaGetDeviceCount(&n) == cudaErrorNoDevice && n == -1 &&
+                                cudaDriverGetVersion(&version) == cudaSuccess && version == 13000;
+                return ok ? 0 : 1;
+              }),
+              0);
   });
 }
 
