@@ -50,10 +50,25 @@ namespace {
 // A context is gone (destroyed, or a primary context deactivated or reset):
 // as with the driver, everything made in it goes with it: streams (their
 // queued work dropped), events, modules, its allocations (but for portable
-// pinned memory) and host registrations.
+// pinned memory) and host registrations. The records in the dropped work
+// count as reached: the driver ends a context's work before destroying it,
+// so another context's stream waiting for one of them goes on (a contract
+// case checks this on the GPU).
 void purge_context(Engine& e, FakeCtx* ctx) {
+  const auto reach_records = [](FakeStream& st) {
+    for (FakeOp& op : st.queue) {
+      if (op.kind == FakeOp::record && op.state != nullptr && !op.state->done) {
+        op.state->done = true;
+        op.state->at = std::chrono::steady_clock::now();
+      }
+    }
+  };
+  for (auto& [owner, legacy] : e.legacy_streams) {
+    if (owner == ctx) reach_records(*legacy);
+  }
   for (auto it = e.streams.begin(); it != e.streams.end();) {
     if ((*it)->ctx == ctx) {
+      reach_records(**it);
       delete *it;
       it = e.streams.erase(it);
     } else {

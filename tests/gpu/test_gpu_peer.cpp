@@ -231,7 +231,7 @@ TEST(MultiGpu, APoolOfOneDeviceServesTheOthersStream) {
     PinnedBlock block = pool0.acquire(8 << 20);
     std::memcpy(block.data(), values.data(), 8 << 20);
     copy_async(s1.ref(), on1.as<std::byte>(), std::span<const std::byte>(block.bytes()));
-    block.release_after(s1.ref());  // an event of device 1 (cuEventRecord needs the stream's context)
+    block.release_after(s1.ref());  // the pool's relay stream waits for device 1's stream
   }
   s1.ref().synchronize();
   EXPECT_EQ(read(on1), values);

@@ -194,6 +194,32 @@ inline std::vector<ContractResult> run_contract_cases(const drvshim::Driver& drv
     add("non-primary memory_info works", code_of_failure([&] { (void)c.ref().memory_info(); }), "ok");
     add("destroy", code_of_failure([&] { c.destroy(); }), "ok");
   }
+  {
+    // A stream of one context waits for an event of another (the pinned
+    // pool relays releases after other contexts' streams so): the recording
+    // context is destroyed with its work maybe still queued and the event
+    // already destroyed; the wait still ends.
+    PrimaryContext primary = dev.retain_primary_context();
+    Stream waiter = Stream::create(primary.ref());
+    Event mine = Event::create(primary.ref(), EventFlags::disable_timing);
+    add("a wait across contexts: the recording context destroyed", code_of_failure([&] {
+          Context other = dev.create_context();
+          {
+            DeviceBuffer buf = DeviceBuffer::allocate(other.ref(), 64 << 20);
+            Stream s = Stream::create(other.ref());
+            for (int i = 0; i < 4; ++i) fill_async(s.ref(), buf.as<std::uint32_t>(), std::uint32_t(i));
+            Event theirs = Event::create(other.ref(), EventFlags::disable_timing);
+            theirs.ref().record(s.ref());
+            waiter.ref().wait(theirs.ref());
+            mine.ref().record(waiter.ref());
+            (void)buf.detach();  // freed with its context
+          }
+          other.destroy();
+          mine.ref().synchronize();
+          waiter.ref().synchronize();
+        }),
+        "ok");
+  }
   return out;
 }
 

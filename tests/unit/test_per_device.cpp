@@ -73,13 +73,50 @@ TEST_F(PerDevicePool, ABlockReleasedAfterAStreamOfTheOtherDeviceWaitsForThatStre
   copy(std::span<std::uint8_t>(back), DeviceSpan<const std::uint8_t>(dst1.as<std::uint8_t>()));
   EXPECT_EQ(back, values);
   for (int i = 0; i < 4; ++i) {
-    // Both kinds of spare events come back; each is recorded on a stream of its own context.
+    // Releases after either device's stream alternate; the spare events are all device 0's.
     PinnedBlock b = pool0.acquire(64 << 10);
     b.release_after(i % 2 == 0 ? s1.ref() : s0.ref());
     s0.ref().synchronize();
     s1.ref().synchronize();
   }
   EXPECT_EQ(pool0.stats().allocations, 2u);
+}
+
+// The pool keeps no event of another context: once device 1's context has
+// ended, the block released after its stream is reused, trimmed and freed
+// with the pool, and no call touches a dead event (the fixture counts misuse).
+TEST_F(PerDevicePool, ABlockReleasedAfterAnotherDevicesStreamOutlivesThatDevicesContext) {
+  for (const bool pending_at_end : {false, true}) {
+    SCOPED_TRACE(pending_at_end ? "device 1's work still queued when its context ends" : "device 1 idle");
+    if (!p1_) p1_.emplace(drv_->device(1).retain_primary_context());
+    PinnedPool pool0(c0());
+    {
+      auto dst1 = DeviceBuffer::allocate(c1(), 64 << 10);
+      auto s1 = Stream::create(c1());
+      PinnedBlock block = pool0.acquire(64 << 10);
+      drvshim_fake_stream_hold(native(s1.ref()), 1);
+      copy_async(s1.ref(), dst1.as<std::byte>(), std::span<const std::byte>(block.bytes()));
+      block.release_after(s1.ref());
+      {
+        PinnedBlock other = pool0.acquire(64 << 10);
+        EXPECT_EQ(pool0.stats().allocations, 2u) << "reused while device 1's stream still reads it";
+      }
+      if (!pending_at_end) {
+        drvshim_fake_stream_hold(native(s1.ref()), 0);
+        s1.ref().synchronize();
+      }
+    }
+    p1_.reset();  // the last retain: device 1's context ends, with its events
+    ASSERT_FALSE(drv_->device(1).primary_context_state().active);
+    for (int round = 0; round < 4; ++round) {
+      std::vector<PinnedBlock> blocks;
+      blocks.push_back(pool0.acquire(64 << 10));
+      blocks.push_back(pool0.acquire(64 << 10));
+    }
+    EXPECT_EQ(pool0.stats().allocations, 2u) << "the block waiting for device 1 was never reused";
+    EXPECT_EQ(pool0.trim(0), std::size_t{2} * (64 << 10));
+    EXPECT_EQ(drvshim_fake_misuse_count(), 0u) << drvshim_fake_last_misuse();
+  }
 }
 
 TEST_F(PerDevicePool, TwoThreadsEachWithItsDevicesPool) {

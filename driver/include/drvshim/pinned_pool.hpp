@@ -85,7 +85,11 @@ class DRVSHIM_API PinnedBlock {
   void release() noexcept;
   /// Back to the pool, reusable once `stream` has completed the work queued
   /// on it so far (an event is recorded on it now: cuEventRecord). The owner
-  /// becomes empty. Throws what the record throws; the block then stays owned.
+  /// becomes empty. For a stream of another context (another device's, say),
+  /// the pool's own stream waits for it (cuStreamWaitEvent; the stream is made
+  /// on the first such release) and the event is recorded there: the pool
+  /// keeps nothing of that context, which may end while the block waits.
+  /// Throws what the record or the wait throws; the block then stays owned.
   void release_after(const StreamRef& stream);
 
  private:

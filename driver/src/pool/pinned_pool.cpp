@@ -5,11 +5,13 @@
 #include <drvshim/event.hpp>
 #include <drvshim/memory.hpp>
 #include <drvshim/pinned_pool.hpp>
+#include <drvshim/stream.hpp>
 
 #include <bit>
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <utility>
 
@@ -43,31 +45,78 @@ void PinnedBlock::release() noexcept {
   if (data_ != nullptr) detail::PoolCore::give_back_ready(*this);
 }
 
-void PinnedBlock::release_after(const StreamRef& stream) {
-  if (data_ == nullptr) return;
-  pool_->refuse_if_forked("PinnedBlock::release_after");
-  std::optional<Event> event;
-  // The event lives in the stream's context (the driver records an event only
-  // on a stream of its own context), which for a stream of another device is
-  // not the pool's: portable blocks may serve several devices.
-  const ContextRef& stream_ctx = stream.context();
+namespace {
+
+// A spare event of the pool's context, or a new one.
+Event pool_event(detail::PoolCore& pool) {
   {
-    std::lock_guard<detail::SpinLock> lock(pool_->mutex);
-    auto& spares = pool_->spare_events;
-    for (std::size_t i = spares.size(); i-- > 0;) {
-      if (spares[i].ref().context().address() == stream_ctx.address()) {
-        event.emplace(std::move(spares[i]));
-        spares.erase(spares.begin() + static_cast<std::ptrdiff_t>(i));
-        break;
-      }
+    std::lock_guard<detail::SpinLock> lock(pool.mutex);
+    if (!pool.spare_events.empty()) {
+      Event event = std::move(pool.spare_events.back());
+      pool.spare_events.pop_back();
+      return event;
     }
   }
-  if (!event) event.emplace(Event::create(stream_ctx, EventFlags::disable_timing));
+  return Event::create(pool.context, EventFlags::disable_timing);
+}
+
+void keep_spare(detail::PoolCore& pool, Event&& event) noexcept {
+  std::lock_guard<detail::SpinLock> lock(pool.mutex);
   try {
-    event->ref().record(stream);
+    pool.spare_events.push_back(std::move(event));
+  } catch (const std::bad_alloc&) {
+    // No room to keep it: destroyed when `event` goes.
+  }
+}
+
+// The pool's relay stream, made on first use.
+StreamRef relay_of(detail::PoolCore& pool) {
+  {
+    std::lock_guard<detail::SpinLock> lock(pool.mutex);
+    if (pool.relay) return pool.relay->ref();
+  }
+  Stream made = Stream::create(pool.context, StreamFlags::non_blocking);
+  std::lock_guard<detail::SpinLock> lock(pool.mutex);
+  if (!pool.relay) pool.relay.emplace(std::move(made));  // else another thread's won: `made` goes
+  return pool.relay->ref();
+}
+
+}  // namespace
+
+void PinnedBlock::release_after(const StreamRef& stream) {
+  if (data_ == nullptr) return;
+  detail::PoolCore& pool = *pool_;
+  pool.refuse_if_forked("PinnedBlock::release_after");
+  // The driver records an event only on a stream of the event's own context.
+  // For a stream of another context (portable blocks may serve several
+  // devices), the pool keeps no event of that context: the context may end
+  // while the block waits, and its events with it, after which querying or
+  // destroying one would touch a dead handle (or another context's event
+  // made at the same address). Instead, the pool's relay stream waits for
+  // that stream's current point (cuStreamWaitEvent across contexts) and the
+  // pool's own event is recorded after the wait; the other context's event
+  // is destroyed at once, which the driver allows while the wait is queued.
+  const ContextRef& stream_ctx = stream.context();
+  if (stream_ctx.address() == pool.context.address()) {
+    Event event = pool_event(pool);
+    try {
+      event.ref().record(stream);
+    } catch (...) {
+      keep_spare(pool, std::move(event));
+      throw;
+    }
+    detail::PoolCore::give_back(*this, std::move(event), true);
+    return;
+  }
+  const StreamRef relay = relay_of(pool);
+  Event event = pool_event(pool);
+  try {
+    Event theirs = Event::create(stream_ctx, EventFlags::disable_timing);
+    theirs.ref().record(stream);
+    relay.wait(theirs.ref());
+    event.ref().record(relay);
   } catch (...) {
-    std::lock_guard<detail::SpinLock> lock(pool_->mutex);
-    pool_->spare_events.push_back(std::move(*event));
+    keep_spare(pool, std::move(event));
     throw;
   }
   detail::PoolCore::give_back(*this, std::move(event), true);

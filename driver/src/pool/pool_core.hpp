@@ -11,6 +11,7 @@
 #include <drvshim/event.hpp>
 #include <drvshim/memory.hpp>
 #include <drvshim/pinned_pool.hpp>
+#include <drvshim/stream.hpp>
 
 #include <algorithm>
 #include <array>
@@ -47,7 +48,11 @@ struct PoolCore {
   // never allocates.
   std::array<std::vector<PoolEntry*>, 64> free;
   std::array<std::size_t, 64> blocks_of_class{};
+  // Events of the pool's own context, ready to be recorded again.
   std::vector<Event> spare_events;
+  // A stream of the pool's context that waits for other contexts' streams
+  // (see PinnedBlock::release_after), made on first need; set once, under `mutex`.
+  std::optional<Stream> relay;
   // The counters a reuse must touch are few; the rest of PinnedPoolStats is
   // derived from them (cached = allocated - in use; acquires = reuses +
   // allocations + failures).
