@@ -5,6 +5,7 @@
 // PeerAccess owner per direction, dropped by cudaDeviceReset of either device.
 #include <drvshim/peer.hpp>
 
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -16,14 +17,41 @@ using namespace drvshim::rt::impl;
 
 namespace {
 
+// An access cudaDeviceEnablePeerAccess made, with the reset generations of
+// its two devices read before their contexts were taken: cudaDeviceReset
+// drops the owners of its device before it releases the context, so an
+// enable racing it may record an owner after the drop, for a context the
+// release then ends. Such an owner is stale (a generation moved on): it is
+// dropped where it is next met, and never answers "already enabled".
+struct PeerOwner {
+  PeerAccess access;
+  std::uint64_t device_generation = 0;
+  std::uint64_t peer_generation = 0;
+  bool current(int device, int peer) const noexcept {
+    return device_generation == generation(device) && peer_generation == generation(peer);
+  }
+};
+
 // The accesses cudaDeviceEnablePeerAccess made: (device, peer) -> owner.
 struct PeerRegistry {
   std::mutex mutex;
-  std::map<std::pair<int, int>, PeerAccess> owners;
+  std::map<std::pair<int, int>, PeerOwner> owners;
 };
 PeerRegistry& peers() {
   static auto* r = new PeerRegistry;  // never destroyed: no driver calls at exit
   return *r;
+}
+
+// Drops a stale owner (under the registry's lock) without a driver call: its
+// context may be destroyed (the reset's release ended it, and the access with
+// it), and a call naming it is not allowed.
+void drop_stale(PeerRegistry& r, std::map<std::pair<int, int>, PeerOwner>::iterator it) {
+  logf(log::Level::info,
+       "runtime_compat: peer access from device {} to {} was recorded across a cudaDeviceReset of one of them: "
+       "dropped",
+       it->first.first, it->first.second);
+  it->second.access.abandon();
+  r.owners.erase(it);
 }
 
 // PeerAttribute numbers its attributes as cudaDeviceP2PAttr and CUdevice_P2PAttribute do.
@@ -34,7 +62,7 @@ PeerAttribute attribute_of(cudaDeviceP2PAttr a) { return static_cast<PeerAttribu
 namespace drvshim::rt::impl {
 
 void drop_peer_access(std::optional<int> device) {
-  std::map<std::pair<int, int>, PeerAccess> doomed;
+  std::map<std::pair<int, int>, PeerOwner> doomed;
   {
     auto& r = peers();
     std::lock_guard<std::mutex> lock(r.mutex);
@@ -111,14 +139,20 @@ DRVSHIM_CUDART cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned flags) 
                   fmt::format("cudaDeviceEnablePeerAccess: device {} is the current device", peer));
     }
     // Peer access is between primary contexts, also with a context the
-    // program created current (cudart does not use that one here).
+    // program created current (cudart does not use that one here). The
+    // generations are read first (see PeerOwner).
+    const std::uint64_t device_generation = generation(device);
+    const std::uint64_t peer_generation = generation(peer);
     const ContextRef from = primary(device, "cudaDeviceEnablePeerAccess");
     const ContextRef to = primary(peer, "cudaDeviceEnablePeerAccess");
     auto& r = peers();
     std::lock_guard<std::mutex> lock(r.mutex);
-    if (r.owners.count({device, peer}) != 0) {
-      return fail(cudaErrorPeerAccessAlreadyEnabled,
-                  fmt::format("cudaDeviceEnablePeerAccess: device {} to {} is enabled already", device, peer));
+    if (const auto it = r.owners.find({device, peer}); it != r.owners.end()) {
+      if (it->second.current(device, peer)) {
+        return fail(cudaErrorPeerAccessAlreadyEnabled,
+                    fmt::format("cudaDeviceEnablePeerAccess: device {} to {} is enabled already", device, peer));
+      }
+      drop_stale(r, it);
     }
     std::optional<PeerAccess> access;
     try {
@@ -132,7 +166,7 @@ DRVSHIM_CUDART cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned flags) 
           cudaErrorPeerAccessAlreadyEnabled,
           fmt::format("cudaDeviceEnablePeerAccess: device {} to {} was enabled by another component", device, peer));
     }
-    r.owners.emplace(std::make_pair(device, peer), std::move(*access));
+    r.owners.emplace(std::make_pair(device, peer), PeerOwner{std::move(*access), device_generation, peer_generation});
     return cudaSuccess;
   });
 }
@@ -156,12 +190,16 @@ DRVSHIM_CUDART cudaError_t cudaDeviceDisablePeerAccess(int peer) {
     {
       auto& r = peers();
       std::lock_guard<std::mutex> lock(r.mutex);
-      const auto it = r.owners.find({device, peer});
+      auto it = r.owners.find({device, peer});
+      if (it != r.owners.end() && !it->second.current(device, peer)) {
+        drop_stale(r, it);
+        it = r.owners.end();
+      }
       if (it == r.owners.end()) {
         return fail(cudaErrorPeerAccessNotEnabled,
                     fmt::format("cudaDeviceDisablePeerAccess: device {} to {} is not enabled", device, peer));
       }
-      owner.emplace(std::move(it->second));
+      owner.emplace(std::move(it->second.access));
       r.owners.erase(it);
     }
     owner->disable();

@@ -43,6 +43,11 @@ void drvshim_fake_reset(void) {
   std::lock_guard<std::mutex> lock(e.mutex);
   apply_profile(e, std::string(e.profile));
   reset_state(e);
+  drvshim::fake::set_before_call(nullptr, nullptr, nullptr);
+}
+
+void drvshim_fake_before_call(const char* api, void (*fn)(void*), void* data) {
+  drvshim::fake::set_before_call(api, fn, data);
 }
 
 void drvshim_fake_fail_call(const char* api, int nth, int code) {

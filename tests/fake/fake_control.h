@@ -77,6 +77,12 @@ DRVSHIM_FAKE_API int drvshim_fake_live_device_allocations(void);
 DRVSHIM_FAKE_API int drvshim_fake_live_pinned_allocations(void);
 DRVSHIM_FAKE_API int drvshim_fake_live_registrations(void);
 DRVSHIM_FAKE_API int drvshim_fake_live_streams(void);
+/* Calls fn(data) once, on the calling thread, when the next call of the
+ * driver function `api` (as the fake names it: "cuStreamDestroy", not
+ * "cuStreamDestroy_v2") starts, before the fake reads its arguments or takes
+ * its lock: a test runs another thread's calls at that exact point of a
+ * drvshim operation. fn may call the fake. A null fn removes the hook. */
+DRVSHIM_FAKE_API void drvshim_fake_before_call(const char* api, void (*fn)(void*), void* data);
 /* Streams with controllable completion. Work on a stream runs in order, when
  * the stream may run: asynchronous copies, memsets and kernel launches, event
  * records, waits for events (cuStreamWaitEvent) and host functions. A held

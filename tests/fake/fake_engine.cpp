@@ -38,6 +38,44 @@ void misuse(Engine& e, const std::string& what) {
   e.last_misuse = what;
 }
 
+std::atomic<bool> g_before_call_armed{false};
+
+namespace {
+struct BeforeCall {
+  std::mutex mutex;
+  std::string name;
+  void (*fn)(void*) = nullptr;
+  void* data = nullptr;
+};
+BeforeCall& before_call() {
+  static auto* b = new BeforeCall;  // never destroyed: calls may come during exit
+  return *b;
+}
+}  // namespace
+
+void set_before_call(const char* name, void (*fn)(void*), void* data) {
+  BeforeCall& b = before_call();
+  std::lock_guard<std::mutex> lock(b.mutex);
+  b.name = fn != nullptr && name != nullptr ? name : "";
+  b.fn = fn;
+  b.data = data;
+  g_before_call_armed.store(fn != nullptr);
+}
+
+void run_before_call(const char* name) {
+  BeforeCall& b = before_call();
+  void (*fn)(void*) = nullptr;
+  void* data = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(b.mutex);
+    if (b.fn == nullptr || b.name != name) return;
+    fn = std::exchange(b.fn, nullptr);
+    data = b.data;
+    g_before_call_armed.store(false);
+  }
+  fn(data);  // unlocked: it may call the fake, and arm another hook
+}
+
 void reset_state(Engine& e) {
   for (auto& [base, a] : e.allocs) std::free(reinterpret_cast<void*>(base));
   e.allocs.clear();

@@ -240,10 +240,17 @@ void misuse(Engine& e, const std::string& what);
 // apply the stub profile, the deinitialised switch and injected failures.
 CUresult enter(Engine& e, const char* api, bool needs_init = true);
 
-#define FAKE_ENTER_AS(name, needs_init)       \
-  ensure_profile_from_env();                  \
-  Engine& e = engine();                       \
-  std::unique_lock<std::mutex> lock(e.mutex); \
+// A test's one-shot hook at the start of a named call (drvshim_fake_before_call),
+// run on the calling thread before the engine's lock is taken.
+extern std::atomic<bool> g_before_call_armed;
+void run_before_call(const char* name);
+void set_before_call(const char* name, void (*fn)(void*), void* data);
+
+#define FAKE_ENTER_AS(name, needs_init)                  \
+  ensure_profile_from_env();                             \
+  if (g_before_call_armed.load()) run_before_call(name); \
+  Engine& e = engine();                                  \
+  std::unique_lock<std::mutex> lock(e.mutex);            \
   if (const CUresult r_ = enter(e, name, needs_init); r_ != CUDA_SUCCESS) return r_
 
 #define FAKE_ENTER(name) FAKE_ENTER_AS(name, true)

@@ -189,6 +189,36 @@ TEST_F(TwoDevices, AnOwnerWhoseAccessAnotherComponentEndedNeverEndsALaterOne) {
   EXPECT_EQ(drvshim_fake_peer_access_enabled(native(c0()), native(c1())), 0);
 }
 
+// abandon(): no driver call, the share leaves the books. With a second owner
+// left, that owner still disables; the last abandoned, the next enable is a
+// fresh enablement. An owner of a context that ended (the peer's primary
+// context released to the end and activated again) is abandoned without
+// naming the dead context to the driver (the fixture counts misuse).
+TEST_F(TwoDevices, AnAbandonedOwnerCallsNoDriverAndLeavesTheBooks) {
+  std::optional<PeerAccess> first(PeerAccess::enable(c0(), c1()));
+  PeerAccess second = PeerAccess::enable(c0(), c1());
+  first->abandon();
+  EXPECT_FALSE(*first);
+  first.reset();
+  EXPECT_EQ(drvshim_fake_call_count("cuCtxDisablePeerAccess"), 0u);
+  second.disable();
+  EXPECT_EQ(drvshim_fake_call_count("cuCtxDisablePeerAccess"), 1u) << "the remaining owner was the last";
+  EXPECT_EQ(drvshim_fake_peer_access_enabled(native(c0()), native(c1())), 0);
+
+  PeerAccess lone = PeerAccess::enable(c0(), c1());
+  p1_.reset();  // device 1's context ends, and the access with it
+  ASSERT_EQ(drvshim_fake_peer_access_count(), 0);
+  lone.abandon();
+  lone.abandon();  // empty: nothing happens
+  EXPECT_EQ(drvshim_fake_call_count("cuCtxDisablePeerAccess"), 1u);
+  p1_.emplace(drv_->device(1).retain_primary_context());
+  PeerAccess fresh = PeerAccess::enable(c0(), c1());
+  EXPECT_FALSE(fresh.shared()) << "the abandoned share is off the books";
+  EXPECT_FALSE(fresh.adopted());
+  fresh.disable();
+  EXPECT_EQ(drvshim_fake_peer_access_count(), 0);
+}
+
 TEST_F(TwoDevices, MistakesAreRefusedBeforeTheDriver) {
   drvshim_fake_clear_call_log();
   auto self = expect_throw<InvalidArgumentError>([&] { (void)PeerAccess::enable(c0(), c0()); });

@@ -11,6 +11,7 @@
 #include <drvshim/drvshim.hpp>
 #include <drvshim/runtime_compat.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -243,6 +244,52 @@ TEST_F(RuntimeCompatDevices, StreamOrderedMemoryBelongsToTheStreamsDevice) {
     EXPECT_EQ(cudaStreamDestroy(s1), cudaSuccess);
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   });
+}
+
+// cudaDeviceEnablePeerAccess racing cudaDeviceReset of the peer: the enable
+// runs after the reset dropped the device's accesses and before it released
+// the context (the fake's hook at the reset's cuStreamDestroy puts it there).
+// The release ends that access in the driver; the runtime must not answer
+// "already enabled" for it afterwards, nor "disabled" an access it lost.
+TEST_F(RuntimeCompatDevices, AnEnableRacingTheResetOfThePeerLeavesNoStaleOwner) {
+  for (const bool then_disable : {false, true}) {
+    SCOPED_TRACE(then_disable ? "then disabled" : "then enabled again");
+    on_thread([then_disable] {
+      cudaStream_t s1 = nullptr;
+      ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+      ASSERT_EQ(cudaFree(nullptr), cudaSuccess);  // device 0's context
+      ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+      ASSERT_EQ(cudaStreamCreate(&s1), cudaSuccess);  // the reset destroys it after dropping the accesses
+      std::atomic<int> raced{-1};
+      drvshim_fake_before_call(
+          "cuStreamDestroy",
+          [](void* data) {
+            std::thread([data] {
+              cudaError_t e = cudaSetDevice(0);
+              if (e == cudaSuccess) e = cudaDeviceEnablePeerAccess(1, 0);
+              static_cast<std::atomic<int>*>(data)->store(e);
+            }).join();
+          },
+          &raced);
+      ASSERT_EQ(cudaDeviceReset(), cudaSuccess);  // device 1
+      ASSERT_EQ(raced.load(), cudaSuccess) << "the enable ran inside the reset";
+      EXPECT_EQ(drvshim_fake_primary_active(1), 0) << "the reset ended device 1's context";
+      EXPECT_EQ(drvshim_fake_peer_access_count(), 0) << "and the access with it";
+      ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+      if (then_disable) {
+        EXPECT_EQ(cudaDeviceDisablePeerAccess(1), cudaErrorPeerAccessNotEnabled);
+        EXPECT_EQ(cudaGetLastError(), cudaErrorPeerAccessNotEnabled);
+      } else {
+        EXPECT_EQ(cudaDeviceEnablePeerAccess(1, 0), cudaSuccess) << rt::last_error_detail();
+        EXPECT_EQ(drvshim_fake_peer_access_count(), 1);
+        EXPECT_EQ(cudaDeviceEnablePeerAccess(1, 0), cudaErrorPeerAccessAlreadyEnabled);
+        EXPECT_EQ(cudaGetLastError(), cudaErrorPeerAccessAlreadyEnabled);
+        EXPECT_EQ(cudaDeviceDisablePeerAccess(1), cudaSuccess);
+      }
+      EXPECT_EQ(drvshim_fake_peer_access_count(), 0);
+    });
+    rt::shutdown();
+  }
 }
 
 class RuntimeCompatThreeDevices : public RuntimeCompatDevices {

@@ -145,6 +145,14 @@ class DRVSHIM_API PeerAccess {
   /// child, after the driver deinitialised, or for a poisoned context it makes
   /// no driver call.
   [[nodiscard]] Status disable(std::nothrow_t) noexcept;
+  /// Gives the access up without a driver call, for an owner whose context
+  /// may have ended (a reset destroyed it): the driver ended the access with
+  /// it, and a call naming a destroyed context is not allowed. The owner
+  /// becomes empty and its share leaves drvshim's books, so the next enable
+  /// of the direction is a fresh one. Should both contexts in fact still
+  /// live, the access stays enabled until one of them ends (a later enable
+  /// then adopts it).
+  void abandon() noexcept;
 
  private:
   PeerAccess(ContextRef from, ContextRef to, bool adopted, bool shared, std::uint64_t generation) noexcept;

@@ -271,6 +271,17 @@ void PeerAccess::disable() { handle_.release(); }
 
 Status PeerAccess::disable(std::nothrow_t) noexcept { return handle_.release(std::nothrow); }
 
+void PeerAccess::abandon() noexcept {
+  const detail::PeerAccessTraits::value_type v = handle_.forget();
+  if (!v.held || v.adopted) return;
+  const auto& core = *detail::Access::core(v.from.device());
+  auto& reg = registry();
+  std::lock_guard<std::mutex> lock(reg.mutex);
+  const auto it = reg.entries.find(PeerKey{&core, v.from.address(), v.to.address()});
+  if (it == reg.entries.end() || it->second.generation != v.generation) return;  // that enablement ended already
+  if (--it->second.owners == 0) reg.entries.erase(it);
+}
+
 namespace detail {
 
 void PeerAccessTraits::release_or_throw(value_type& v) {
