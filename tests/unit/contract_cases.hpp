@@ -220,6 +220,30 @@ inline std::vector<ContractResult> run_contract_cases(const drvshim::Driver& drv
         }),
         "ok");
   }
+  {
+    // cuMemcpyPeerAsync between two contexts of one device, queued on a
+    // stream of a third context: the driver names both contexts and takes
+    // any stream (copy_peer_async allows it since).
+    PrimaryContext primary = dev.retain_primary_context();
+    Context other = dev.create_context();
+    Context third = dev.create_context();
+    std::string data = "not run";
+    const std::string result = code_of_failure([&] {
+      DeviceBuffer src = DeviceBuffer::allocate(primary.ref(), 4096);
+      DeviceBuffer dst = DeviceBuffer::allocate(other.ref(), 4096);
+      fill(src.as<std::uint32_t>(), 0x5a5a5a5au);
+      fill(dst.as<std::uint32_t>(), 0u);
+      Stream s = Stream::create(third.ref());
+      copy_peer_async(s.ref(), dst.as<std::uint32_t>(), src.as<std::uint32_t>());
+      s.ref().synchronize();
+      std::vector<std::uint32_t> back(1024);
+      copy(std::span<std::uint32_t>(back), DeviceSpan<const std::uint32_t>(dst.as<std::uint32_t>()));
+      data = back.front() == 0x5a5a5a5au && back.back() == 0x5a5a5a5au ? "copied" : "wrong";
+    });
+    add("peer copy between two contexts on a stream of a third", result + "," + data, "ok,copied");
+    third.destroy();
+    other.destroy();
+  }
   return out;
 }
 

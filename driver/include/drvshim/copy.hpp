@@ -81,7 +81,7 @@ void copy_async(const StreamRef& stream, std::span<T> dst, DeviceSpan<const T> s
                        &stream);
 }
 /// Device to device on a stream. Between two contexts (see copy() above) the
-/// stream must belong to one of them (InvalidArgumentError otherwise).
+/// stream may be of either or of a third context of the same Driver.
 template <class T>
 void copy_async(const StreamRef& stream, DeviceSpan<T> dst, DeviceSpan<const T> src) {
   if (dst.context().address() != src.context().address()) {

@@ -186,11 +186,12 @@ void copy_peer(DeviceSpan<T> dst, std::type_identity_t<DeviceSpan<const T>> src)
                     src.size_bytes(), src.owner_id(), nullptr);
 }
 
-/// copy_peer() queued on `stream` (cuMemcpyPeerAsync), which must belong to
-/// the destination's or the source's context (InvalidArgumentError
-/// otherwise, before the driver). Ordered after the stream's earlier work
-/// only: to order it after work on the other device, make the stream wait for
-/// an event recorded there (StreamRef::wait accepts an event of any device).
+/// copy_peer() queued on `stream` (cuMemcpyPeerAsync): a stream of the
+/// destination's context, the source's or a third one (of the same Driver:
+/// InvalidArgumentError otherwise, before the driver), as the driver allows.
+/// Ordered after the stream's earlier work only: to order it after work on
+/// the other device, make the stream wait for an event recorded there
+/// (StreamRef::wait accepts an event of any device).
 template <class T>
 void copy_peer_async(const StreamRef& stream, DeviceSpan<T> dst, std::type_identity_t<DeviceSpan<const T>> src) {
   detail::copy_peer(dst.context(), dst.address(), dst.size_bytes(), dst.owner_id(), src.context(), src.address(),
