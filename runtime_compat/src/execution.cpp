@@ -43,7 +43,9 @@ cudaError_t unknown_function(const char* api, const void* func) {
       fmt::format("{}: {} is not a registered kernel (a __global__ function's address, or a cudaKernel_t)", api, func));
 }
 
-cudaError_t launch(const char* api, KernelHandle* k, const LaunchRequest& r, void** args, DefaultStream zero) {
+// `here`: the calling thread's context, as the prologue took it.
+cudaError_t launch(const char* api, KernelHandle* k, const LaunchRequest& r, void** args, DefaultStream zero,
+                   const ContextRef& here) {
   return guarded(api, [&] {
     if (r.grid.x == 0 || r.grid.y == 0 || r.grid.z == 0 || r.block.x == 0 || r.block.y == 0 || r.block.z == 0) {
       // cudart 13.0 answers cudaErrorInvalidValue here (H200, tests/runtime_api/error_codes.cu, 2026-12-01).
@@ -56,6 +58,16 @@ cudaError_t launch(const char* api, KernelHandle* k, const LaunchRequest& r, voi
     // The kernel runs in the stream's context: bound there (loading its fatbin the first time).
     const StreamRef s = stream_of(r.stream, zero, api);
     const ContextRef& ctx = s.context();
+    if (ctx.address() != here.address() && ctx.device().ordinal() != here.device().ordinal()) {
+      // "A kernel launch will fail if it is issued to a stream that is not
+      // associated to the current device" (CUDA Programming Guide, multi-device
+      // system); the driver's invalid handle for a function of one context on
+      // a stream of another is cudart's cudaErrorInvalidResourceHandle.
+      return fail(cudaErrorInvalidResourceHandle,
+                  fmt::format("{}: kernel {}: the stream belongs to device {} and the current device is {}: launch "
+                              "on a stream of the current device (cudaSetDevice({}) first)",
+                              api, k->name, ctx.device().ordinal(), here.device().ordinal(), ctx.device().ordinal()));
+    }
     const Kernel kernel = bound_kernel(*k, ctx, ctx.device().ordinal(), api);
     LaunchConfig config{{r.grid.x, r.grid.y, r.grid.z},
                         {r.block.x, r.block.y, r.block.z},
@@ -83,10 +95,11 @@ cudaError_t launch_by_function(const char* api, const void* func, const LaunchRe
     if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
     return unknown_function(api, func);
   }
-  if (const cudaError_t e = enter(api, Prologue::sticky); e != cudaSuccess) return e;
+  std::optional<ContextRef> here;
+  if (const cudaError_t e = enter(api, Prologue::sticky, here); e != cudaSuccess) return e;
   KernelHandle* k = kernel_for(func);
   if (k == nullptr) return unknown_function(api, func);
-  return launch(api, k, r, args, zero);
+  return launch(api, k, r, args, zero, *here);
 }
 
 cudaError_t launch_ex(const char* api, const cudaLaunchConfig_t* config, const void* func, void** args,
@@ -154,20 +167,22 @@ Bound bind_here(KernelHandle& k, const char* api) {
 DRVSHIM_CUDART cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void** args, size_t shared,
                                               cudaStream_t stream) {
   if (const cudaError_t failed = initialise("__cudaLaunchKernel")) return failed;
-  if (const cudaError_t e = enter("__cudaLaunchKernel", Prologue::context); e != cudaSuccess) return e;
+  std::optional<ContextRef> here;
+  if (const cudaError_t e = enter("__cudaLaunchKernel", Prologue::context, here); e != cudaSuccess) return e;
   if (kernel == nullptr) return null_argument("__cudaLaunchKernel", "kernel");
   return launch("__cudaLaunchKernel", reinterpret_cast<KernelHandle*>(kernel), {grid, block, shared, stream, false, {}},
-                args, kLegacy);
+                args, kLegacy, *here);
 }
 
 // Compiled with --default-stream per-thread: stream 0 is the per-thread default stream.
 DRVSHIM_CUDART cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 grid, dim3 block, void** args,
                                                    size_t shared, cudaStream_t stream) {
   if (const cudaError_t failed = initialise("__cudaLaunchKernel_ptsz")) return failed;
-  if (const cudaError_t e = enter("__cudaLaunchKernel_ptsz", Prologue::context); e != cudaSuccess) return e;
+  std::optional<ContextRef> here;
+  if (const cudaError_t e = enter("__cudaLaunchKernel_ptsz", Prologue::context, here); e != cudaSuccess) return e;
   if (kernel == nullptr) return null_argument("__cudaLaunchKernel_ptsz", "kernel");
   return launch("__cudaLaunchKernel_ptsz", reinterpret_cast<KernelHandle*>(kernel),
-                {grid, block, shared, stream, false, {}}, args, kPerThread);
+                {grid, block, shared, stream, false, {}}, args, kPerThread, *here);
 }
 
 DRVSHIM_CUDART cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** args, size_t shared,

@@ -500,6 +500,11 @@ bool has_primary(int device) noexcept {
 }
 
 cudaError_t enter(const char* api, Prologue step) noexcept {
+  std::optional<ContextRef> here;
+  return enter(api, step, here);
+}
+
+cudaError_t enter(const char* api, Prologue step, std::optional<ContextRef>& here) noexcept {
   return guarded(api, [&] {
     int device = -1;  // whose sticky error to answer (-1: none)
     if (step == Prologue::driver || step == Prologue::device_sticky) {
@@ -509,7 +514,7 @@ cudaError_t enter(const char* api, Prologue step) noexcept {
       if (step == Prologue::driver) return cudaSuccess;
       device = current != 0 ? primary_device_of(current) : thread().device;
     } else {
-      const ContextRef ctx = context(api);
+      const ContextRef& ctx = here.emplace(context(api));
       if (step == Prologue::sticky) device = primary_device_of(ctx.address());
     }
     if (const cudaError_t sticky = sticky_error(device); sticky != cudaSuccess) {

@@ -191,6 +191,9 @@ inline cudaError_t initialise(const char* api) noexcept {
 enum class Prologue { driver, context, sticky, device_sticky };
 // cudaSuccess, or the error the call returns (recorded as the thread's last error).
 cudaError_t enter(const char* api, Prologue step) noexcept;
+// enter() for Prologue::context or Prologue::sticky that also hands back the
+// calling thread's context it took (set once the prologue got that far).
+cudaError_t enter(const char* api, Prologue step, std::optional<ContextRef>& here) noexcept;
 
 // ---- streams ---------------------------------------------------------------------------------------
 

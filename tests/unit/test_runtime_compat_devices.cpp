@@ -19,6 +19,7 @@
 
 #include "fixture.hpp"
 #include "raw_driver.hpp"
+#include "rt_fixture.hpp"
 
 using namespace drvshim;
 using namespace drvshim_test;
@@ -292,6 +293,54 @@ TEST_F(RuntimeCompatDevices, AnEnableRacingTheResetOfThePeerLeavesNoStaleOwner) 
   }
 }
 
+void fill_cpu(const drvshim_fake_launch* l, void** args) {
+  auto* p = *static_cast<float* const*>(args[0]);
+  for (unsigned i = 0; i < l->grid[0] * l->block[0]; ++i) p[i] = 4.0f;
+}
+
+// "A kernel launch will fail if it is issued to a stream that is not
+// associated to the current device" (CUDA Programming Guide): device 1's
+// stream with device 0 current is cudaErrorInvalidResourceHandle (the
+// driver's answer for a function of one context on a stream of another);
+// nothing runs, nothing is loaded on either device for it.
+TEST_F(RuntimeCompatDevices, AKernelOnAStreamOfAnotherDeviceIsRefused) {
+  drvshim_fake_register_kernel("rt_fill_other", &fill_cpu);
+  Registered fatbin(FatbinBuilder().ptx(ptx_kernel("rt_fill_other", 1)).build());
+  static const char stub = 0;
+  fatbin.function(&stub, "rt_fill_other");
+  fatbin.end();
+  on_thread([] {
+    cudaStream_t s1 = nullptr;
+    float* p1 = nullptr;
+    ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+    ASSERT_EQ(cudaStreamCreate(&s1), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&p1), 64 * 4), cudaSuccess);
+    ASSERT_EQ(cudaMemset(p1, 0, 64 * 4), cudaSuccess);
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    void* args[] = {&p1};
+    const auto launches = drvshim_fake_launch_count();
+    EXPECT_EQ(cudaLaunchKernel(&stub, dim3(1), dim3(64), args, 0, s1), cudaErrorInvalidResourceHandle);
+    EXPECT_NE(rt::last_error_detail().find("the stream belongs to device 1 and the current device is 0"),
+              std::string::npos)
+        << rt::last_error_detail();
+    EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidResourceHandle);
+    cudaKernel_t kernel = nullptr;
+    ASSERT_EQ(__cudaGetKernel(&kernel, &stub), cudaSuccess);
+    EXPECT_EQ(__cudaLaunchKernel(kernel, dim3(1), dim3(64), args, 0, s1), cudaErrorInvalidResourceHandle);
+    EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidResourceHandle);
+    EXPECT_EQ(drvshim_fake_launch_count(), launches) << "nothing ran";
+    EXPECT_EQ(cudaStreamSynchronize(s1), cudaSuccess) << "the refusal is no sticky error";
+    // With device 1 current the same launch runs there.
+    ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+    EXPECT_EQ(cudaLaunchKernel(&stub, dim3(1), dim3(64), args, 0, s1), cudaSuccess);
+    std::vector<float> back(64, 0.0f);
+    ASSERT_EQ(cudaMemcpy(back.data(), p1, 64 * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(back[63], 4.0f);
+    EXPECT_EQ(cudaFree(p1), cudaSuccess);
+    EXPECT_EQ(cudaStreamDestroy(s1), cudaSuccess);
+  });
+}
+
 class RuntimeCompatThreeDevices : public RuntimeCompatDevices {
  protected:
   const char* profile() const override { return "trio"; }
@@ -325,6 +374,45 @@ TEST_F(RuntimeCompatThreeDevices, APeerCopyWaitsForTheCurrentDevicesWork) {
     std::vector<unsigned char> out(n, 0);
     ASSERT_EQ(cudaMemcpy(out.data(), dst1, n, cudaMemcpyDeviceToHost), cudaSuccess);
     EXPECT_EQ(out[0], 0x77) << "the peer copy ran before device 2's copy into its source";
+    EXPECT_EQ(cudaStreamDestroy(s2), cudaSuccess);
+    EXPECT_EQ(cudaFree(dst1), cudaSuccess);
+    EXPECT_EQ(cudaFree(src0), cudaSuccess);
+  });
+}
+
+// "A memory copy will succeed even if it is issued to a stream that is not
+// associated to the current device" (CUDA Programming Guide): a peer copy
+// from device 0 to device 1 on device 2's stream is queued there, as the same
+// copy through cudaMemcpyAsync is.
+TEST_F(RuntimeCompatThreeDevices, APeerCopyOnAThirdDevicesStreamIsQueuedThere) {
+  on_thread([] {
+    constexpr std::size_t n = 256;
+    void* src0 = nullptr;
+    void* dst1 = nullptr;
+    cudaStream_t s2 = nullptr;
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&src0, n), cudaSuccess);
+    ASSERT_EQ(cudaMemset(src0, 0x5a, n), cudaSuccess);
+    ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dst1, n), cudaSuccess);
+    ASSERT_EQ(cudaSetDevice(2), cudaSuccess);
+    ASSERT_EQ(cudaStreamCreate(&s2), cudaSuccess);
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    for (const bool peer : {true, false}) {
+      SCOPED_TRACE(peer ? "cudaMemcpyPeerAsync" : "cudaMemcpyAsync");
+      ASSERT_EQ(cudaMemset(dst1, 0, n), cudaSuccess);
+      drvshim_fake_stream_hold(s2, 1);
+      EXPECT_EQ(peer ? cudaMemcpyPeerAsync(dst1, 1, src0, 0, n, s2)
+                     : cudaMemcpyAsync(dst1, src0, n, cudaMemcpyDeviceToDevice, s2),
+                cudaSuccess)
+          << rt::last_error_detail();
+      EXPECT_EQ(cudaStreamQuery(s2), cudaErrorNotReady) << "queued on device 2's stream";
+      drvshim_fake_stream_hold(s2, 0);
+      EXPECT_EQ(cudaStreamSynchronize(s2), cudaSuccess);
+      std::vector<unsigned char> out(n, 0);
+      ASSERT_EQ(cudaMemcpy(out.data(), dst1, n, cudaMemcpyDeviceToHost), cudaSuccess);
+      EXPECT_EQ(out[n - 1], 0x5a);
+    }
     EXPECT_EQ(cudaStreamDestroy(s2), cudaSuccess);
     EXPECT_EQ(cudaFree(dst1), cudaSuccess);
     EXPECT_EQ(cudaFree(src0), cudaSuccess);
