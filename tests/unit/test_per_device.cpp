@@ -119,6 +119,31 @@ TEST_F(PerDevicePool, ABlockReleasedAfterAnotherDevicesStreamOutlivesThatDevices
   }
 }
 
+// A stream of device 1 that never gets past its release point holds back the
+// block released after it, and only that one: a block released after another
+// stream of device 1 that finished is reused (each pending wait has its own
+// relay stream; one shared relay would chain every later block behind it).
+TEST_F(PerDevicePool, AStuckStreamOfAnotherDeviceHoldsBackOnlyItsOwnBlock) {
+  PinnedPool pool0(c0());
+  auto stuck = Stream::create(c1());
+  auto moving = Stream::create(c1());
+  drvshim_fake_stream_hold(native(stuck.ref()), 1);
+  {
+    PinnedBlock a = pool0.acquire(64 << 10);
+    a.release_after(stuck.ref());
+  }
+  for (int round = 0; round < 20; ++round) {
+    PinnedBlock b = pool0.acquire(64 << 10);
+    b.release_after(moving.ref());
+    moving.ref().synchronize();
+  }
+  EXPECT_EQ(pool0.stats().allocations, 2u) << "the block released after the finished stream is reused";
+  EXPECT_EQ(pool0.trim(0), std::size_t{64} << 10) << "the finished block is trimmed, the stuck one kept";
+  drvshim_fake_stream_hold(native(stuck.ref()), 0);
+  stuck.ref().synchronize();
+  EXPECT_EQ(pool0.trim(0), std::size_t{64} << 10);
+}
+
 TEST_F(PerDevicePool, TwoThreadsEachWithItsDevicesPool) {
   constexpr int kRounds = 200;
   auto work = [&](const ContextRef& ctx, unsigned seed) {

@@ -86,9 +86,11 @@ class DRVSHIM_API PinnedBlock {
   /// Back to the pool, reusable once `stream` has completed the work queued
   /// on it so far (an event is recorded on it now: cuEventRecord). The owner
   /// becomes empty. For a stream of another context (another device's, say),
-  /// the pool's own stream waits for it (cuStreamWaitEvent; the stream is made
-  /// on the first such release) and the event is recorded there: the pool
-  /// keeps nothing of that context, which may end while the block waits.
+  /// a stream of the pool's own context waits for it (cuStreamWaitEvent; a
+  /// relay stream whose earlier waits are over, or a new one) and the event is
+  /// recorded there: the pool keeps nothing of that context, which may end
+  /// while the block waits, and a stream that never gets past its release
+  /// point holds back only the blocks released after it.
   /// Throws what the record or the wait throws; the block then stays owned.
   void release_after(const StreamRef& stream);
 

@@ -69,16 +69,20 @@ void keep_spare(detail::PoolCore& pool, Event&& event) noexcept {
   }
 }
 
-// The pool's relay stream, made on first use.
-StreamRef relay_of(detail::PoolCore& pool) {
-  {
-    std::lock_guard<detail::SpinLock> lock(pool.mutex);
-    if (pool.relay) return pool.relay->ref();
+// A relay stream of the pool whose earlier waits are over, or a new one
+// (under `relay_mutex`). One stream per pending wait: a stream of another
+// device that never gets past its release point (held, waiting for the host)
+// holds back only the blocks released after it.
+StreamRef idle_relay(detail::PoolCore& pool) {
+  for (const Stream& relay : pool.relays) {
+    try {
+      if (relay.ref().ready()) return relay.ref();
+    } catch (const Error&) {
+      // A wait that failed with its stream's context: that relay stays out of use.
+    }
   }
-  Stream made = Stream::create(pool.context, StreamFlags::non_blocking);
-  std::lock_guard<detail::SpinLock> lock(pool.mutex);
-  if (!pool.relay) pool.relay.emplace(std::move(made));  // else another thread's won: `made` goes
-  return pool.relay->ref();
+  pool.relays.push_back(Stream::create(pool.context, StreamFlags::non_blocking));
+  return pool.relays.back().ref();
 }
 
 }  // namespace
@@ -92,7 +96,7 @@ void PinnedBlock::release_after(const StreamRef& stream) {
   // devices), the pool keeps no event of that context: the context may end
   // while the block waits, and its events with it, after which querying or
   // destroying one would touch a dead handle (or another context's event
-  // made at the same address). Instead, the pool's relay stream waits for
+  // made at the same address). Instead, an idle relay stream of the pool waits for
   // that stream's current point (cuStreamWaitEvent across contexts) and the
   // pool's own event is recorded after the wait; the other context's event
   // is destroyed at once, which the driver allows while the wait is queued.
@@ -108,9 +112,10 @@ void PinnedBlock::release_after(const StreamRef& stream) {
     detail::PoolCore::give_back(*this, std::move(event), true);
     return;
   }
-  const StreamRef relay = relay_of(pool);
   Event event = pool_event(pool);
   try {
+    std::lock_guard<std::mutex> relay_lock(pool.relay_mutex);
+    const StreamRef relay = idle_relay(pool);
     Event theirs = Event::create(stream_ctx, EventFlags::disable_timing);
     theirs.ref().record(stream);
     relay.wait(theirs.ref());
@@ -119,6 +124,7 @@ void PinnedBlock::release_after(const StreamRef& stream) {
     keep_spare(pool, std::move(event));
     throw;
   }
+  // After the relay's lock is let go: the return may end the pool.
   detail::PoolCore::give_back(*this, std::move(event), true);
 }
 

@@ -50,9 +50,10 @@ struct PoolCore {
   std::array<std::size_t, 64> blocks_of_class{};
   // Events of the pool's own context, ready to be recorded again.
   std::vector<Event> spare_events;
-  // A stream of the pool's context that waits for other contexts' streams
-  // (see PinnedBlock::release_after), made on first need; set once, under `mutex`.
-  std::optional<Stream> relay;
+  // Streams of the pool's context that wait for other contexts' streams (see
+  // PinnedBlock::release_after), made as needed, under `relay_mutex`.
+  std::mutex relay_mutex;
+  std::vector<Stream> relays;
   // The counters a reuse must touch are few; the rest of PinnedPoolStats is
   // derived from them (cached = allocated - in use; acquires = reuses +
   // allocations + failures).
