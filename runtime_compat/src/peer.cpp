@@ -17,12 +17,13 @@ using namespace drvshim::rt::impl;
 
 namespace {
 
-// An access cudaDeviceEnablePeerAccess made, with the reset generations of
-// its two devices read before their contexts were taken: cudaDeviceReset
-// drops the owners of its device before it releases the context, so an
-// enable racing it may record an owner after the drop, for a context the
-// release then ends. Such an owner is stale (a generation moved on): it is
-// dropped where it is next met, and never answers "already enabled".
+// An access cudaDeviceEnablePeerAccess made, with the reset generations its
+// two contexts belong to: cudaDeviceReset drops the owners of its device
+// before it releases the context, so an enable racing it may record an owner
+// after the drop, for a context the release then ends. Such an owner is
+// stale (a generation moved on): it is abandoned where it is next met (an
+// enable, a disable, a reset, the shutdown), without a driver call, and
+// never answers "already enabled".
 struct PeerOwner {
   PeerAccess access;
   std::uint64_t device_generation = 0;
@@ -68,6 +69,8 @@ void drop_peer_access(std::optional<int> device) {
     std::lock_guard<std::mutex> lock(r.mutex);
     for (auto it = r.owners.begin(); it != r.owners.end();) {
       if (!device || it->first.first == *device || it->first.second == *device) {
+        // A stale owner's context may be destroyed: the driver is not told.
+        if (!it->second.current(it->first.first, it->first.second)) it->second.access.abandon();
         doomed.insert(r.owners.extract(it++));
       } else {
         ++it;
@@ -139,12 +142,12 @@ DRVSHIM_CUDART cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned flags) 
                   fmt::format("cudaDeviceEnablePeerAccess: device {} is the current device", peer));
     }
     // Peer access is between primary contexts, also with a context the
-    // program created current (cudart does not use that one here). The
-    // generations are read first (see PeerOwner).
-    const std::uint64_t device_generation = generation(device);
-    const std::uint64_t peer_generation = generation(peer);
-    const ContextRef from = primary(device, "cudaDeviceEnablePeerAccess");
-    const ContextRef to = primary(peer, "cudaDeviceEnablePeerAccess");
+    // program created current (cudart does not use that one here). Each
+    // comes with the reset generation it belongs to (see PeerOwner).
+    std::uint64_t device_generation = 0;
+    std::uint64_t peer_generation = 0;
+    const ContextRef from = primary(device, "cudaDeviceEnablePeerAccess", &device_generation);
+    const ContextRef to = primary(peer, "cudaDeviceEnablePeerAccess", &peer_generation);
     auto& r = peers();
     std::lock_guard<std::mutex> lock(r.mutex);
     if (const auto it = r.owners.find({device, peer}); it != r.owners.end()) {

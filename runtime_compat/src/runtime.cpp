@@ -310,7 +310,7 @@ cudaError_t check_device(const char* api, int device) {
                                                   api, device, n));
 }
 
-ContextRef primary(int device, const char* trigger) {
+ContextRef primary(int device, const char* trigger, std::uint64_t* generation) {
   const Driver& drv = driver(trigger);
   DeviceSlot* s = slot(device);
   if (s == nullptr) {
@@ -341,6 +341,8 @@ ContextRef primary(int device, const char* trigger) {
     }
   }
   s->primary_address.store(s->primary->ref().address(), std::memory_order_release);
+  // Read under the lock a reset takes to renew it: the generation is this context's.
+  if (generation != nullptr) *generation = s->generation.load(std::memory_order_acquire);
   return s->primary->ref();
 }
 

@@ -111,8 +111,9 @@ int device_count(const char* trigger);
 // cudaErrorInvalidDevice for `device`, or cudaSuccess.
 cudaError_t check_device(const char* api, int device);
 
-// Device `device`'s primary context, retained once for the process.
-ContextRef primary(int device, const char* trigger);
+// Device `device`'s primary context, retained once for the process;
+// `generation`, when given, receives the reset generation it belongs to.
+ContextRef primary(int device, const char* trigger, std::uint64_t* generation = nullptr);
 // The calling thread's device's primary context, retained and made current
 // on this thread (cuCtxSetCurrent only when another one is current), as cudart does.
 ContextRef context(const char* trigger);

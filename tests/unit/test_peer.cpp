@@ -205,6 +205,18 @@ TEST_F(TwoDevices, AnAbandonedOwnerCallsNoDriverAndLeavesTheBooks) {
   EXPECT_EQ(drvshim_fake_call_count("cuCtxDisablePeerAccess"), 1u) << "the remaining owner was the last";
   EXPECT_EQ(drvshim_fake_peer_access_enabled(native(c0()), native(c1())), 0);
 
+  {
+    // Both contexts live: the access stays enabled, but off drvshim's books,
+    // so the next enable finds it enabled and adopts it (shared only if the
+    // abandoned share were still counted).
+    PeerAccess kept = PeerAccess::enable(c0(), c1());
+    kept.abandon();
+    EXPECT_EQ(drvshim_fake_peer_access_enabled(native(c0()), native(c1())), 1);
+    PeerAccess again = PeerAccess::enable(c0(), c1());
+    EXPECT_TRUE(again.adopted());
+    EXPECT_FALSE(again.shared());
+  }
+  ASSERT_EQ(drvshim_fake_disable_peer_access_externally(native(c0()), native(c1())), CUDA_SUCCESS);
   PeerAccess lone = PeerAccess::enable(c0(), c1());
   p1_.reset();  // device 1's context ends, and the access with it
   ASSERT_EQ(drvshim_fake_peer_access_count(), 0);

@@ -251,11 +251,14 @@ TEST_F(RuntimeCompatDevices, StreamOrderedMemoryBelongsToTheStreamsDevice) {
 // runs after the reset dropped the device's accesses and before it released
 // the context (the fake's hook at the reset's cuStreamDestroy puts it there).
 // The release ends that access in the driver; the runtime must not answer
-// "already enabled" for it afterwards, nor "disabled" an access it lost.
+// "already enabled" for it afterwards, nor "disabled" an access it lost, nor
+// name the destroyed context to the driver at a later reset or the shutdown
+// (the fixture counts such misuse).
 TEST_F(RuntimeCompatDevices, AnEnableRacingTheResetOfThePeerLeavesNoStaleOwner) {
-  for (const bool then_disable : {false, true}) {
-    SCOPED_TRACE(then_disable ? "then disabled" : "then enabled again");
-    on_thread([then_disable] {
+  enum class Then { enable, disable, reset, shutdown };
+  for (const Then then : {Then::enable, Then::disable, Then::reset, Then::shutdown}) {
+    SCOPED_TRACE(static_cast<int>(then));
+    on_thread([then] {
       cudaStream_t s1 = nullptr;
       ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
       ASSERT_EQ(cudaFree(nullptr), cudaSuccess);  // device 0's context
@@ -277,15 +280,28 @@ TEST_F(RuntimeCompatDevices, AnEnableRacingTheResetOfThePeerLeavesNoStaleOwner) 
       EXPECT_EQ(drvshim_fake_primary_active(1), 0) << "the reset ended device 1's context";
       EXPECT_EQ(drvshim_fake_peer_access_count(), 0) << "and the access with it";
       ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
-      if (then_disable) {
-        EXPECT_EQ(cudaDeviceDisablePeerAccess(1), cudaErrorPeerAccessNotEnabled);
-        EXPECT_EQ(cudaGetLastError(), cudaErrorPeerAccessNotEnabled);
-      } else {
-        EXPECT_EQ(cudaDeviceEnablePeerAccess(1, 0), cudaSuccess) << rt::last_error_detail();
-        EXPECT_EQ(drvshim_fake_peer_access_count(), 1);
-        EXPECT_EQ(cudaDeviceEnablePeerAccess(1, 0), cudaErrorPeerAccessAlreadyEnabled);
-        EXPECT_EQ(cudaGetLastError(), cudaErrorPeerAccessAlreadyEnabled);
-        EXPECT_EQ(cudaDeviceDisablePeerAccess(1), cudaSuccess);
+      const auto disables = drvshim_fake_call_count("cuCtxDisablePeerAccess");
+      switch (then) {
+        case Then::enable:
+          EXPECT_EQ(cudaDeviceEnablePeerAccess(1, 0), cudaSuccess) << rt::last_error_detail();
+          EXPECT_EQ(drvshim_fake_peer_access_count(), 1);
+          EXPECT_EQ(cudaDeviceEnablePeerAccess(1, 0), cudaErrorPeerAccessAlreadyEnabled);
+          EXPECT_EQ(cudaGetLastError(), cudaErrorPeerAccessAlreadyEnabled);
+          EXPECT_EQ(cudaDeviceDisablePeerAccess(1), cudaSuccess);
+          break;
+        case Then::disable:
+          EXPECT_EQ(cudaDeviceDisablePeerAccess(1), cudaErrorPeerAccessNotEnabled);
+          EXPECT_EQ(cudaGetLastError(), cudaErrorPeerAccessNotEnabled);
+          EXPECT_EQ(drvshim_fake_call_count("cuCtxDisablePeerAccess"), disables);
+          break;
+        case Then::reset:
+          EXPECT_EQ(cudaDeviceReset(), cudaSuccess);  // device 0
+          EXPECT_EQ(drvshim_fake_call_count("cuCtxDisablePeerAccess"), disables) << "the stale owner is abandoned";
+          break;
+        case Then::shutdown:
+          rt::shutdown();
+          EXPECT_EQ(drvshim_fake_call_count("cuCtxDisablePeerAccess"), disables) << "the stale owner is abandoned";
+          break;
       }
       EXPECT_EQ(drvshim_fake_peer_access_count(), 0);
     });
