@@ -63,10 +63,10 @@ __global__ void saxpy(T a, const T* x, T* y, unsigned n) {
     }
     auto dx = DeviceBuffer::allocate(ctx, n * 4);
     auto dy = DeviceBuffer::allocate(ctx, n * 4);
-    copy(dx.as<float>(), std::span<const float>(x));
-    copy(dy.as<float>(), std::span<const float>(y));
+    copy(dx.as<float>(), x);
+    copy(dy.as<float>(), y);
     launch(saxpy, LaunchConfig{{n / 256}, {256}, 0, {}, {}}, 2.0f, dx.address(), dy.address(), n);
-    copy(std::span<float>(y), DeviceSpan<const float>(dy.as<float>()));
+    copy(y, dy.as<float>());
     for (unsigned i = 0; i < n; i += 4099) {
       example::check(y[i] == 2.0f * static_cast<float>(i % 10) + 1.0f, "y at " + std::to_string(i));
     }

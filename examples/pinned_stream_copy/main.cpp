@@ -17,15 +17,15 @@ using namespace drvshim;
 namespace {
 
 double event_ms(const Stream& s, const std::function<void()>& work) {
-  auto start = Event::create(s.ref().context());
-  auto stop = Event::create(s.ref().context());
+  auto start = Event::create(s.context());
+  auto stop = Event::create(s.context());
   std::vector<double> ms;
   for (int rep = 0; rep < 6; ++rep) {
-    start.ref().record(s.ref());
+    start.record(s);
     work();
-    stop.ref().record(s.ref());
-    stop.ref().synchronize();
-    if (rep > 0) ms.push_back(elapsed(start.ref(), stop.ref()).count());
+    stop.record(s);
+    stop.synchronize();
+    if (rep > 0) ms.push_back(elapsed(start, stop).count());
   }
   return example::median(ms);
 }
@@ -56,11 +56,10 @@ int main(int argc, char** argv) {
       const auto d = dev.as<std::byte>();
       const std::span<std::byte> p(static_cast<std::byte*>(pinned.data()), bytes);
       auto gbs = [&](double ms) { return static_cast<double>(bytes) / ms / 1e6; };
-      const double ph = event_ms(a, [&] { copy_async(a.ref(), d, std::span<const std::byte>(pageable)); });
-      const double nh = event_ms(a, [&] { copy_async(a.ref(), d, std::span<const std::byte>(p)); });
-      const double pd =
-          event_ms(a, [&] { copy_async(a.ref(), std::span<std::byte>(pageable), DeviceSpan<const std::byte>(d)); });
-      const double nd = event_ms(a, [&] { copy_async(a.ref(), p, DeviceSpan<const std::byte>(d)); });
+      const double ph = event_ms(a, [&] { copy_async(a, d, pageable); });
+      const double nh = event_ms(a, [&] { copy_async(a, d, p); });
+      const double pd = event_ms(a, [&] { copy_async(a, pageable, d); });
+      const double nd = event_ms(a, [&] { copy_async(a, p, d); });
       std::printf("%10zu %14.1f %14.1f %14.1f %14.1f\n", mib, gbs(ph), gbs(nh), gbs(pd), gbs(nd));
     }
 
@@ -72,23 +71,23 @@ int main(int argc, char** argv) {
     for (unsigned i = 0; i < n; ++i) host.as<float>()[i] = 1.0f;
     auto copy_dst = DeviceBuffer::allocate(ctx, bytes);
     auto work = DeviceBuffer::allocate(ctx, bytes);
-    copy(work.as<float>(), std::span<const float>(host.as<float>()));
+    copy(work.as<float>(), host.as<float>());
     auto start = Event::create(ctx);
     auto stop_a = Event::create(ctx);
     auto stop_b = Event::create(ctx);
     std::vector<double> copy_ms, kernel_ms, both_ms;
     for (int rep = 0; rep < 6; ++rep) {
-      start.ref().record(a.ref());
-      b.ref().wait(start.ref());
-      copy_async(a.ref(), copy_dst.as<float>(), std::span<const float>(host.as<float>()));
-      stop_a.ref().record(a.ref());
+      start.record(a);
+      b.wait(start);
+      copy_async(a, copy_dst.as<float>(), host.as<float>());
+      stop_a.record(a);
       launch(scale, example::grid_for(n, b.ref()), work.address(), 1.0f, n, repeat);
-      stop_b.ref().record(b.ref());
-      stop_a.ref().synchronize();
-      stop_b.ref().synchronize();
+      stop_b.record(b);
+      stop_a.synchronize();
+      stop_b.synchronize();
       if (rep == 0) continue;
-      copy_ms.push_back(elapsed(start.ref(), stop_a.ref()).count());
-      kernel_ms.push_back(elapsed(start.ref(), stop_b.ref()).count());
+      copy_ms.push_back(elapsed(start, stop_a).count());
+      kernel_ms.push_back(elapsed(start, stop_b).count());
       both_ms.push_back(std::max(copy_ms.back(), kernel_ms.back()));
     }
     std::printf("   copy alone (stream A)      %8.3f ms\n", example::median(copy_ms));
@@ -96,7 +95,7 @@ int main(int argc, char** argv) {
     std::printf("   both, two streams          %8.3f ms (overlapped: the longer of the two)\n",
                 example::median(both_ms));
     const double serial = event_ms(a, [&] {
-      copy_async(a.ref(), copy_dst.as<float>(), std::span<const float>(host.as<float>()));
+      copy_async(a, copy_dst.as<float>(), host.as<float>());
       launch(scale, example::grid_for(n, a.ref()), work.address(), 1.0f, n, repeat);
     });
     std::printf("   both, one stream           %8.3f ms (serialised)\n", serial);
@@ -104,7 +103,7 @@ int main(int argc, char** argv) {
     std::printf("\n3. an event wait between streams\n");
     for (unsigned i = 0; i < n; ++i) host.as<float>()[i] = static_cast<float>(i % 100);
     auto copied = Event::create(ctx);
-    copy_async(a.ref(), copy_dst.as<float>(), std::span<const float>(host.as<float>()));
+    copy_async(a, copy_dst.as<float>(), host.as<float>());
     copied.ref().record(a.ref());
     b.ref().wait(copied.ref());  // B's kernel must not start before A's copy is done
     launch(scale, example::grid_for(n, b.ref()), copy_dst.address(), 2.0f, n, 1u);

@@ -2,6 +2,7 @@
 // Owners: the one ownership mechanism (OwningHandle), and what every owner
 // and view promises alike: as<T>() checks the size and carries the owner's id,
 // views compare equal when they name the same thing, internals stay private.
+#include <drvshim/compile_cache.hpp>
 #include <drvshim/owning_handle.hpp>
 
 #include <algorithm>
@@ -325,3 +326,99 @@ TEST_F(Owners, AnAsyncDeviceBufferIsEmptyAfterAFailedFreeAndHeldAfterARefusedOne
 }
 
 }  // namespace
+
+// ---- calls as users write them ------------------------------------------------------------------
+
+// What a copy accepts is decided at compile time: these say which calls compile.
+template <class D, class S>
+concept Copyable = requires(D&& d, S&& s) {
+  copy(std::forward<D>(d), std::forward<S>(s));
+};
+static_assert(Copyable<DeviceSpan<float>, std::span<float>>, "a mutable host span as the source");
+static_assert(Copyable<DeviceSpan<float>, std::span<const float>>);
+static_assert(Copyable<DeviceSpan<float>, std::vector<float>&>, "a container as the source");
+static_assert(Copyable<DeviceSpan<float>, const std::vector<float>&>);
+static_assert(Copyable<DeviceSpan<float>, std::array<float, 4>&>);
+static_assert(Copyable<std::span<float>, DeviceSpan<float>>, "a mutable device span as the source");
+static_assert(Copyable<std::span<float>, DeviceSpan<const float>>);
+static_assert(Copyable<std::vector<float>&, DeviceSpan<float>>, "a container as the destination");
+static_assert(Copyable<DeviceSpan<float>, DeviceSpan<float>>);
+static_assert(!Copyable<DeviceSpan<const float>, std::span<const float>>, "never into a view of const elements");
+static_assert(!Copyable<std::span<const float>, DeviceSpan<float>>);
+static_assert(!Copyable<const std::vector<float>&, DeviceSpan<float>>);
+static_assert(!Copyable<DeviceSpan<float>, std::span<const double>>, "the element types must agree");
+static_assert(!Copyable<std::vector<int>&, DeviceSpan<float>>);
+// Owners stand for their views, but a temporary owner does not: its view would outlive it.
+static_assert(std::is_convertible_v<const Stream&, StreamRef> && !std::is_convertible_v<Stream, StreamRef>);
+static_assert(std::is_convertible_v<const Event&, EventRef> && !std::is_convertible_v<Event, EventRef>);
+static_assert(std::is_convertible_v<const PrimaryContext&, ContextRef> &&
+              !std::is_convertible_v<PrimaryContext, ContextRef>);
+static_assert(std::is_convertible_v<const Context&, ContextRef> && !std::is_convertible_v<Context, ContextRef>);
+
+// The first program of a user, without .ref(), as<const T>() or explicit
+// spans: every copy direction from spans of either constness and containers,
+// fills with a plain literal, owners used where views are, timed with events.
+TEST_F(Owners, CopiesDeduceFromWhatUsersHoldAndOwnersStandForTheirViews) {
+  const PrimaryContext& primary = *primary_;
+  auto dbuf = DeviceBuffer::allocate(primary, 64 * sizeof(float));
+  auto other = DeviceBuffer::allocate(primary, 64 * sizeof(float));
+  auto pinned = PinnedBuffer::allocate(primary, 64 * sizeof(float));
+  Stream stream = Stream::create(primary);
+  Event start = Event::create(primary);
+  Event end = Event::create(primary);
+  std::vector<float> v(64);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
+
+  copy(dbuf.as<float>(), v);                    // a vector
+  copy(other.as<float>(), dbuf.as<float>());    // device to device, mutable source
+  copy(pinned.as<float>(), other.as<float>());  // into pinned memory, mutable device source
+  EXPECT_TRUE(std::equal(v.begin(), v.end(), pinned.as<float>().begin()));
+  fill(dbuf.as<std::uint32_t>(), 0);  // an int literal for uint32_t elements
+  start.record(stream);
+  copy_async(stream, dbuf.as<float>(), pinned.as<float>());  // mutable pinned source on the owner
+  end.record(stream);
+  stream.synchronize();
+  EXPECT_TRUE(stream.ready());
+  EXPECT_GE(elapsed(start, end).count(), 0.0);
+  std::array<float, 64> back{};
+  copy(back, dbuf.as<float>());  // a std::array destination
+  EXPECT_TRUE(std::equal(v.begin(), v.end(), back.begin()));
+  std::vector<float> async_back(64, -1.0f);
+  copy_async(stream, async_back, dbuf.as<float>());
+  stream.wait(end);
+  stream.synchronize();
+  EXPECT_EQ(async_back, v);
+  EXPECT_EQ(stream.context().address(), primary.ref().address());
+  EXPECT_EQ(StreamRef(stream), stream.ref());
+  EXPECT_EQ(EventRef(end), end.ref());
+  // An emptied owner answers as ref() does.
+  stream.destroy();
+  expect_throw<InvalidArgumentError>([&] { stream.synchronize(); });
+  end.destroy();
+  expect_throw<InvalidArgumentError>([&] { (void)end.query(); });
+}
+
+// The option structs users fill with designated initialisers stop early
+// without -Wmissing-field-initializers (this file builds with -Wextra -Werror):
+// every member has a default.
+TEST(Options, DesignatedInitialisersMayStopEarly) {
+  const LaunchConfig launch_config{.grid = {256}};
+  const KernelSource source{.source = "__global__ void k() {}"};
+  const CompileOptions options{.arch = "sm_90"};
+  const Header header{.name = "a.h"};
+  const LoadOptions load{.path = "libcuda.so.1"};
+  const BackgroundInitOptions background{.primary_contexts = {0}};
+  const BackgroundTask task{.name = "warm-up"};
+  const BackgroundModule module{.name = "kernels"};
+  const BackgroundLibrary library{.name = "kernels"};
+  EXPECT_EQ(launch_config.block.count(), 1u);
+  EXPECT_FALSE(launch_config.stream.has_value());
+  EXPECT_EQ(source.name, "program.cu");
+  EXPECT_TRUE(options.cuda_includes);
+  EXPECT_TRUE(header.source.empty());
+  EXPECT_TRUE(load.use_environment);
+  EXPECT_TRUE(background.tasks.empty());
+  EXPECT_FALSE(static_cast<bool>(task.run));
+  EXPECT_EQ(module.device, 0);
+  EXPECT_TRUE(library.image.empty());
+}

@@ -187,6 +187,10 @@ class DRVSHIM_API PrimaryContext {
   explicit operator bool() const noexcept { return handle_.held(); }
   /// A view of the context. Throws InvalidArgumentError on an empty (moved-from or released) object.
   ContextRef ref() const;
+  /// The owner is usable where a view is (Stream::create, DeviceBuffer::allocate,
+  /// ...), as ref(); not a temporary owner, whose view would outlive it.
+  operator ContextRef() const& { return ref(); }
+  operator ContextRef() const&& = delete;
   /// The device.
   const Device& device() const noexcept { return handle_.get().device; }
   /// Whether another component (such as the CUDA Runtime) activated the
@@ -221,6 +225,9 @@ class DRVSHIM_API Context {
   explicit operator bool() const noexcept { return handle_.held(); }
   /// A view. Throws InvalidArgumentError on an empty object.
   ContextRef ref() const;
+  /// Usable where a view is, as ref(); not a temporary owner.
+  operator ContextRef() const& { return ref(); }
+  operator ContextRef() const&& = delete;
   const Device& device() const noexcept { return handle_.get().device; }
 
   /// cuCtxDestroy_v2; the object becomes empty. Throws CudaError on failure.

@@ -16,7 +16,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <ranges>
 #include <span>
+#include <type_traits>
 
 namespace drvshim {
 
@@ -41,18 +43,39 @@ DRVSHIM_API void fill_device(const ContextRef& ctx, DevicePtr dst, std::size_t c
 
 // ---- typed copies and fills -------------------------------------------------------------
 // Each copies src.size() elements and throws InvalidArgumentError, before
-// calling the driver, when dst is smaller.
+// calling the driver, when dst is smaller. The element type comes from the
+// destination; the source may be a view of const or mutable elements: a
+// DeviceSpan<T> or DeviceSpan<const T>, and on the host any contiguous range
+// of T (std::span of either constness, std::vector, std::array, a C array, a
+// PinnedBuffer's as<T>()). A host destination is any contiguous range of
+// mutable elements.
+
+namespace detail {
+// A host range a copy can read or write: contiguous and sized (a DeviceSpan is neither).
+template <class R>
+concept HostRange = std::ranges::contiguous_range<R> && std::ranges::sized_range<R>;
+template <class R>
+using host_element_t = std::remove_reference_t<std::ranges::range_reference_t<R>>;
+// A host range a copy writes: its elements are not const.
+template <class R>
+concept HostDestination = HostRange<R> && !std::is_const_v<host_element_t<R>>;
+template <class R>
+std::span<host_element_t<R>> host_span(R&& r) noexcept {
+  return {std::ranges::data(r), std::ranges::size(r)};
+}
+}  // namespace detail
 
 /// Host to device, synchronous.
 template <class T>
-void copy(DeviceSpan<T> dst, std::span<const T> src) {
+requires(!std::is_const_v<T>) void copy(DeviceSpan<T> dst, std::type_identity_t<std::span<const T>> src) {
   detail::copy_to_device(dst.context(), dst.address(), dst.size_bytes(), dst.owner_id(), src.data(), src.size_bytes(),
                          nullptr);
 }
 /// Device to host, synchronous.
-template <class T>
-void copy(std::span<T> dst, DeviceSpan<const T> src) {
-  detail::copy_to_host(src.context(), dst.data(), dst.size_bytes(), src.address(), src.size_bytes(), src.owner_id(),
+template <detail::HostDestination R>
+void copy(R&& dst, DeviceSpan<const detail::host_element_t<R>> src) {
+  const auto host = detail::host_span(dst);
+  detail::copy_to_host(src.context(), host.data(), host.size_bytes(), src.address(), src.size_bytes(), src.owner_id(),
                        nullptr);
 }
 /// Device to device, synchronous (with respect to the host for the copy's completion).
@@ -60,7 +83,7 @@ void copy(std::span<T> dst, DeviceSpan<const T> src) {
 /// must have unified addressing (InvalidArgumentError otherwise, naming
 /// copy_peer, which needs none); dst's context is made current.
 template <class T>
-void copy(DeviceSpan<T> dst, DeviceSpan<const T> src) {
+requires(!std::is_const_v<T>) void copy(DeviceSpan<T> dst, std::type_identity_t<DeviceSpan<const T>> src) {
   if (dst.context().address() != src.context().address()) {
     return detail::copy_across_contexts(dst.context(), dst.address(), dst.size_bytes(), dst.owner_id(), src.context(),
                                         src.address(), src.size_bytes(), src.owner_id(), nullptr);
@@ -70,20 +93,23 @@ void copy(DeviceSpan<T> dst, DeviceSpan<const T> src) {
 }
 /// Host to device on a stream.
 template <class T>
-void copy_async(const StreamRef& stream, DeviceSpan<T> dst, std::span<const T> src) {
+requires(!std::is_const_v<T>) void copy_async(const StreamRef& stream, DeviceSpan<T> dst,
+                                              std::type_identity_t<std::span<const T>> src) {
   detail::copy_to_device(dst.context(), dst.address(), dst.size_bytes(), dst.owner_id(), src.data(), src.size_bytes(),
                          &stream);
 }
 /// Device to host on a stream.
-template <class T>
-void copy_async(const StreamRef& stream, std::span<T> dst, DeviceSpan<const T> src) {
-  detail::copy_to_host(src.context(), dst.data(), dst.size_bytes(), src.address(), src.size_bytes(), src.owner_id(),
+template <detail::HostDestination R>
+void copy_async(const StreamRef& stream, R&& dst, DeviceSpan<const detail::host_element_t<R>> src) {
+  const auto host = detail::host_span(dst);
+  detail::copy_to_host(src.context(), host.data(), host.size_bytes(), src.address(), src.size_bytes(), src.owner_id(),
                        &stream);
 }
 /// Device to device on a stream. Between two contexts (see copy() above) the
 /// stream may be of either or of a third context of the same Driver.
 template <class T>
-void copy_async(const StreamRef& stream, DeviceSpan<T> dst, DeviceSpan<const T> src) {
+requires(!std::is_const_v<T>) void copy_async(const StreamRef& stream, DeviceSpan<T> dst,
+                                              std::type_identity_t<DeviceSpan<const T>> src) {
   if (dst.context().address() != src.context().address()) {
     return detail::copy_across_contexts(dst.context(), dst.address(), dst.size_bytes(), dst.owner_id(), src.context(),
                                         src.address(), src.size_bytes(), src.owner_id(), &stream);
@@ -92,9 +118,10 @@ void copy_async(const StreamRef& stream, DeviceSpan<T> dst, DeviceSpan<const T> 
                                 src.size_bytes(), src.owner_id(), &stream);
 }
 
-/// Sets every element to `value` with cuMemsetD8/D16/D32 (by sizeof(T): 1, 2 or 4).
+/// Sets every element to `value` (converted to the element type, so
+/// fill(span_of_uint32, 0) works) with cuMemsetD8/D16/D32 (by sizeof(T): 1, 2 or 4).
 template <class T>
-void fill(DeviceSpan<T> dst, T value) {
+requires(!std::is_const_v<T>) void fill(DeviceSpan<T> dst, std::type_identity_t<T> value) {
   static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4, "fill works on 8-, 16- and 32-bit elements");
   std::uint32_t pattern = 0;
   __builtin_memcpy(&pattern, &value, sizeof(T));
@@ -102,7 +129,8 @@ void fill(DeviceSpan<T> dst, T value) {
 }
 /// fill() on a stream (cuMemsetD*Async).
 template <class T>
-void fill_async(const StreamRef& stream, DeviceSpan<T> dst, T value) {
+requires(!std::is_const_v<T>) void fill_async(const StreamRef& stream, DeviceSpan<T> dst,
+                                              std::type_identity_t<T> value) {
   static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4, "fill works on 8-, 16- and 32-bit elements");
   std::uint32_t pattern = 0;
   __builtin_memcpy(&pattern, &value, sizeof(T));

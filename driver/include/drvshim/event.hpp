@@ -119,6 +119,20 @@ class DRVSHIM_API Event {
   explicit operator bool() const noexcept;
   /// A view. Throws InvalidArgumentError on an empty owner.
   EventRef ref() const;
+  /// The owner is usable where a view is (elapsed(start, end), StreamRef::wait),
+  /// as ref(); not a temporary owner, whose view would outlive it.
+  operator EventRef() const& { return ref(); }
+  operator EventRef() const&& = delete;
+
+  // The view's operations, on the owner (each as ref().operation()).
+  std::uintptr_t native() const { return ref().native(); }
+  ContextRef context() const { return ref().context(); }
+  EventFlags flags() const { return ref().flags(); }
+  bool recorded() const { return ref().recorded(); }
+  std::string name() const { return ref().name(); }
+  void record(const StreamRef& stream) const { ref().record(stream); }
+  bool query() const { return ref().query(); }
+  void synchronize() const { ref().synchronize(); }
   /// Gives the event up without destroying it and returns its handle: the
   /// owner becomes empty, its views stay usable while the event lives, and it
   /// is the caller's to destroy (Event::adopt, or the driver).

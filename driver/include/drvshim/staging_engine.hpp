@@ -11,6 +11,7 @@
 /// (except a stream-ordered copy to the device from page-locked memory, which
 /// is staged: see StagingEngine::copy_to_device_async).
 #include <drvshim/context.hpp>
+#include <drvshim/copy.hpp>
 #include <drvshim/export.hpp>
 #include <drvshim/memory.hpp>
 #include <drvshim/pinned_pool.hpp>
@@ -21,6 +22,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <type_traits>
 
 namespace drvshim {
 
@@ -138,15 +140,19 @@ class DRVSHIM_API StagingEngine {
   std::shared_ptr<detail::StagingCore> core_;
 };
 
-/// Typed conveniences over the byte forms.
+/// Typed conveniences over the byte forms. The element type comes from the
+/// destination, and the source may be of const or mutable elements, as with
+/// copy() (copy.hpp): a host source is any contiguous range of T, a host
+/// destination any contiguous range of mutable elements.
 template <class T>
-void staged_copy(const StagingEngine& engine, DeviceSpan<T> dst, std::span<const T> src) {
+requires(!std::is_const_v<T>) void staged_copy(const StagingEngine& engine, DeviceSpan<T> dst,
+                                               std::type_identity_t<std::span<const T>> src) {
   engine.copy_to_device(DeviceSpan<std::byte>(dst.context(), dst.address(), dst.size_bytes(), dst.owner_id()),
                         std::as_bytes(src));
 }
-template <class T>
-void staged_copy(const StagingEngine& engine, std::span<T> dst, DeviceSpan<const T> src) {
-  engine.copy_to_host(std::as_writable_bytes(dst),
+template <detail::HostDestination R>
+void staged_copy(const StagingEngine& engine, R&& dst, DeviceSpan<const detail::host_element_t<R>> src) {
+  engine.copy_to_host(std::as_writable_bytes(detail::host_span(dst)),
                       DeviceSpan<const std::byte>(src.context(), src.address(), src.size_bytes(), src.owner_id()));
 }
 

@@ -9,6 +9,7 @@
 #include <drvshim/flags.hpp>
 #include <drvshim/owning_handle.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -187,8 +188,29 @@ class DRVSHIM_API Stream {
   explicit operator bool() const noexcept { return handle_.held(); }
   /// A view. Throws InvalidArgumentError on an empty owner.
   StreamRef ref() const;
+  /// The owner is usable where a view is (a function taking a StreamRef, a
+  /// LaunchConfig), as ref(); not a temporary owner, whose view would outlive it.
+  operator StreamRef() const& { return ref(); }
+  operator StreamRef() const&& = delete;
   StreamFlags flags() const noexcept { return handle_.get().flags; }
   int priority() const noexcept { return handle_.get().priority; }
+
+  // The view's operations, on the owner (each as ref().operation()).
+  std::uintptr_t native() const { return ref().native(); }
+  ContextRef context() const { return ref().context(); }
+  std::string name() const { return ref().name(); }
+  void synchronize() const { ref().synchronize(); }
+  StreamStatus query() const { return ref().query(); }
+  bool ready() const { return ref().ready(); }
+  void wait(const EventRef& event) const { ref().wait(event); }
+  void launch_host_func(std::function<void()> callback) const { ref().launch_host_func(std::move(callback)); }
+  void set_attribute(StreamAttribute attribute, const StreamAttributeValue& value) const {
+    ref().set_attribute(attribute, value);
+  }
+  StreamAttributeValue attribute(StreamAttribute attribute) const { return ref().attribute(attribute); }
+  void attach_memory(std::uint64_t address, std::size_t bytes, MemoryAttach attach) const {
+    ref().attach_memory(address, bytes, attach);
+  }
 
   /// Gives the stream up without destroying it and returns its handle: the
   /// owner becomes empty, its views are invalid (StreamRef::wrap the handle
