@@ -105,18 +105,18 @@ struct InitStepReport {
 
 /// Context-independent code to load in the background (needs only init).
 struct BackgroundLibrary {
-  std::string name;              ///< how BackgroundInit::library() finds it
-  std::string path;              ///< a file to read (Library::load_file), or empty to use `image`
-  std::vector<std::byte> image;  ///< the image (CUBIN, fatbin or PTX) when `path` is empty
+  std::string name{};              ///< how BackgroundInit::library() finds it
+  std::string path{};              ///< a file to read (Library::load_file), or empty to use `image`
+  std::vector<std::byte> image{};  ///< the image (CUBIN, fatbin or PTX) when `path` is empty
 };
 
 /// A module to load into a device's primary context; the device must be in
 /// BackgroundInitOptions::primary_contexts.
 struct BackgroundModule {
-  std::string name;  ///< how BackgroundInit::module() finds it
+  std::string name{};  ///< how BackgroundInit::module() finds it
   int device = 0;
-  std::string path;  ///< a file to read (Module::load_file), or empty to use `image`
-  std::vector<std::byte> image;
+  std::string path{};  ///< a file to read (Module::load_file), or empty to use `image`
+  std::vector<std::byte> image{};
 };
 
 /// A function of the program's, run as a named step on the helper thread after
@@ -124,23 +124,23 @@ struct BackgroundModule {
 /// makes one). It depends on no other step: it runs when a driver step failed.
 /// What it throws is its step's error.
 struct BackgroundTask {
-  std::string name;
-  std::function<void()> run;
+  std::string name{};
+  std::function<void()> run{};
 };
 
 /// What to initialise in the background.
 struct BackgroundInitOptions {
   /// Where to load the driver from (as Driver::load).
-  LoadOptions load;
+  LoadOptions load{};
   /// Devices whose primary context to retain, in this order (each its own step).
-  std::vector<int> primary_contexts;
+  std::vector<int> primary_contexts{};
   /// Flags set on each of those primary contexts before it is retained
   /// (Device::set_primary_context_flags; refused when another component
   /// activated it with other flags). Unset: whatever it has.
-  std::optional<ContextFlags> primary_context_flags;
-  std::vector<BackgroundLibrary> libraries;
-  std::vector<BackgroundModule> modules;
-  std::vector<BackgroundTask> tasks;
+  std::optional<ContextFlags> primary_context_flags{};
+  std::vector<BackgroundLibrary> libraries{};
+  std::vector<BackgroundModule> modules{};
+  std::vector<BackgroundTask> tasks{};
 };
 
 /// A background initialisation (move-only owner of its helper thread and of

@@ -34,7 +34,7 @@ struct LoadOptions {
   /// An explicit path (or soname) to dlopen. Empty: the environment variable
   /// DRVSHIM_LIBCUDA when set (and use_environment), else "libcuda.so.1".
   /// Plain "libcuda.so" is the toolkit's link stub and is never tried by default.
-  std::string path;
+  std::string path{};
   /// Whether DRVSHIM_LIBCUDA may override the default.
   bool use_environment = true;
 };

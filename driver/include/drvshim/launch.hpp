@@ -48,11 +48,13 @@ struct LaunchAttribute {
 /// and a cooperative launch (cuLaunchCooperativeKernel: the whole grid must be
 /// resident at once, so grid-wide synchronisation works).
 struct LaunchConfig {
-  Dim3 grid;
-  Dim3 block;
+  // Every member has a default, so a designated or braced initialiser may
+  // stop early without -Wmissing-field-initializers (-Wextra) warning.
+  Dim3 grid{};
+  Dim3 block{};
   unsigned shared_bytes = 0;
-  std::optional<StreamRef> stream;  ///< empty: the legacy default stream of the kernel's context
-  std::optional<Dim3> cluster;
+  std::optional<StreamRef> stream{};  ///< empty: the legacy default stream of the kernel's context
+  std::optional<Dim3> cluster{};
   bool cooperative = false;
   /// Passed to the driver after the cluster and cooperative ones; the driver
   /// checks them (an id it does not know is CUDA_ERROR_INVALID_VALUE). Not

@@ -77,11 +77,11 @@ DRVSHIM_API const char* to_string(CacheOutcome outcome) noexcept;
 
 /// A program to compile: what NVRTC receives.
 struct KernelSource {
-  std::string source;
+  std::string source{};
   std::string name = "program.cu";  ///< appears in diagnostics and __FILE__
-  CompileOptions options;
-  std::vector<Header> headers;                ///< in-memory headers
-  std::vector<std::string> name_expressions;  ///< e.g. "scale<float>"; their lowered names come back
+  CompileOptions options{};
+  std::vector<Header> headers{};                ///< in-memory headers
+  std::vector<std::string> name_expressions{};  ///< e.g. "scale<float>"; their lowered names come back
 };
 
 /// A compile through the cache.

@@ -27,26 +27,26 @@ struct NvrtcCore;
 struct DRVSHIM_API CompileOptions {
   /// "sm_90" (a CUBIN for exactly that GPU) or "compute_90" (PTX). Required:
   /// pick it explicitly or with Nvrtc::target_for(device).
-  std::string arch;
-  std::string standard = "c++17";                            ///< --std=
-  std::vector<std::pair<std::string, std::string>> defines;  ///< -DNAME or -DNAME=VALUE
-  std::vector<std::string> include_paths;                    ///< -I, searched before the CUDA include directory
-  bool fast_math = false;                                    ///< --use_fast_math
-  bool line_info = false;                                    ///< --generate-line-info
-  bool debug = false;                                        ///< --device-debug
-  bool relocatable = false;                                  ///< --relocatable-device-code=true
+  std::string arch{};
+  std::string standard = "c++17";                              ///< --std=
+  std::vector<std::pair<std::string, std::string>> defines{};  ///< -DNAME or -DNAME=VALUE
+  std::vector<std::string> include_paths{};                    ///< -I, searched before the CUDA include directory
+  bool fast_math = false;                                      ///< --use_fast_math
+  bool line_info = false;                                      ///< --generate-line-info
+  bool debug = false;                                          ///< --device-debug
+  bool relocatable = false;                                    ///< --relocatable-device-code=true
   /// Adds the CUDA toolkit's include directory (found at run time) so
   /// #include <cuda_fp16.h> works without the caller passing paths.
   bool cuda_includes = true;
-  std::vector<std::string> extra;  ///< passed through as given
+  std::vector<std::string> extra{};  ///< passed through as given
   /// The flags NVRTC receives (without the CUDA include directory).
   std::vector<std::string> render() const;
 };
 
 /// A header given to NVRTC in memory: #include "name" finds it.
 struct Header {
-  std::string name;
-  std::string source;
+  std::string name{};
+  std::string source{};
 };
 
 /// What a compile produced.
@@ -91,7 +91,7 @@ struct NvrtcLoadOptions {
   /// An explicit path or soname. Empty: DRVSHIM_LIBNVRTC when set (and
   /// use_environment), else libnvrtc.so.<major of the CUDA headers drvshim was
   /// built with>, then the same name under /usr/local/cuda/lib64.
-  std::string path;
+  std::string path{};
   bool use_environment = true;
 };
 
