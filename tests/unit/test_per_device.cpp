@@ -104,6 +104,10 @@ TEST_F(PerDevicePool, ABlockReleasedAfterAnotherDevicesStreamOutlivesThatDevices
       if (!pending_at_end) {
         drvshim_fake_stream_hold(native(s1.ref()), 0);
         s1.ref().synchronize();
+      } else {
+        // Left to the context's end, held: destroying them would run the queued work first.
+        (void)s1.detach();
+        (void)dst1.detach();
       }
     }
     p1_.reset();  // the last retain: device 1's context ends, with its events
