@@ -58,8 +58,22 @@ echo "-- consumer 3: g++ with pkg-config flags only"
 export PKG_CONFIG_PATH=$libdir/pkgconfig
 flags=$(pkg-config --cflags --libs drvshim)
 echo "   pkg-config: $flags"
-g++ "$src/tests/packaging/consumer/main.cpp" $flags -o "$work/c3"
-LD_LIBRARY_PATH=$libdir "$work/c3"
+if grep -q -e '-std=' <<<"$flags"; then
+  echo "pkg-config's flags choose the C++ standard ($flags): a consumer's newer one would be overridden"; exit 1
+fi
+# As README says: the consumer's standard, and an rpath to the package's libdir.
+for std in c++20 c++23; do
+  g++ -std=$std "$src/tests/packaging/consumer/main.cpp" $flags \
+    -Wl,-rpath,"$(pkg-config --variable=libdir drvshim)" -o "$work/c3-$std"
+  "$work/c3-$std"
+done
+
+echo "-- the installed tools start without LD_LIBRARY_PATH"
+readelf -d "$prefix/bin/drvshim-probe" | grep -q 'RUNPATH.*\$ORIGIN' || { echo "drvshim-probe has no RUNPATH \$ORIGIN"; exit 1; }
+env -u LD_LIBRARY_PATH "$prefix/bin/drvshim-probe" --json >/dev/null
+if [[ -x $prefix/bin/drvshim-trace ]]; then
+  env -u LD_LIBRARY_PATH "$prefix/bin/drvshim-trace" --help >/dev/null
+fi
 echo "-- consumer 4: a CUDA program with -rdc on drvshim::cudart (drvshim_use_cudart)"
 readelf -d "$libdir/libdrvshim_cudart.so.0" | grep -q 'RUNPATH.*\$ORIGIN' || { echo "libdrvshim_cudart has no RUNPATH \$ORIGIN"; exit 1; }
 CUDACXX=${CUDACXX:-/usr/local/cuda/bin/nvcc} cmake -S "$src/tests/packaging/cudart_consumer" -B "$work/c4" \
