@@ -60,7 +60,7 @@ inline double median(std::vector<double> v) {
 }
 
 inline drvshim::LaunchConfig grid_for(unsigned n, const drvshim::StreamRef& stream) {
-  return drvshim::LaunchConfig{{(n + 255) / 256}, {256}, 0, stream, {}};
+  return drvshim::LaunchConfig::covering(n, 256, stream);
 }
 
 // Fails the program with a message when `ok` is false.

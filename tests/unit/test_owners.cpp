@@ -422,3 +422,27 @@ TEST(Options, DesignatedInitialisersMayStopEarly) {
   EXPECT_EQ(module.device, 0);
   EXPECT_TRUE(library.image.empty());
 }
+
+// A grid from an element count, as users compute it, without narrowing.
+TEST_F(Owners, ALaunchCoveringACountRoundsUpAndRefusesWhatTheDriverCannotLaunch) {
+  const std::size_t n = 1000;
+  const LaunchConfig config = LaunchConfig::covering(n, 256);
+  EXPECT_EQ(config.grid.x, 4u);
+  EXPECT_EQ(config.grid.count(), 4u);
+  EXPECT_EQ(config.block.x, 256u);
+  EXPECT_EQ(config.block.count(), 256u);
+  EXPECT_FALSE(config.stream.has_value());
+  EXPECT_EQ(LaunchConfig::covering(1024, 256).grid.x, 4u);
+  EXPECT_EQ(LaunchConfig::covering(1, 1024).grid.x, 1u);
+  const Stream stream = Stream::create(ctx());
+  EXPECT_EQ(LaunchConfig::covering(n, 128, stream).stream, stream.ref());
+  const auto too_many =
+      expect_throw<InvalidArgumentError>([] { (void)LaunchConfig::covering(std::size_t{1} << 40, 256); });
+  EXPECT_NE(std::string(too_many.what()).find("need 4294967296 blocks, more than the 2147483647"), std::string::npos)
+      << too_many.what();
+  expect_throw<InvalidArgumentError>([] { (void)LaunchConfig::covering(~std::size_t{0}, 1); });
+  EXPECT_NE(std::string(expect_throw<InvalidArgumentError>([] { (void)LaunchConfig::covering(0, 256); }).hint())
+                .find("skip the launch"),
+            std::string::npos);
+  expect_throw<InvalidArgumentError>([] { (void)LaunchConfig::covering(n, 0); });
+}

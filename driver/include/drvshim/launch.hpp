@@ -60,6 +60,16 @@ struct LaunchConfig {
   /// checks them (an id it does not know is CUDA_ERROR_INVALID_VALUE). Not
   /// owned: the span's elements must live until launch_raw returns.
   std::span<const LaunchAttribute> attributes{};
+
+  /// A 1D launch covering `elements` items with blocks of `block_threads`:
+  /// ceil(elements / block_threads) blocks, so no item is left out (the
+  /// kernel skips the indices past the end). Computed in 64 bits: no
+  /// narrowing warning for a std::size_t count. `stream` empty: the legacy
+  /// default stream. Throws InvalidArgumentError, naming the numbers, when
+  /// `elements` or `block_threads` is 0 or the grid would need more than
+  /// 2^31 - 1 blocks (the driver's limit for x).
+  DRVSHIM_API static LaunchConfig covering(std::size_t elements, unsigned block_threads,
+                                           std::optional<StreamRef> stream = std::nullopt);
 };
 
 /// Launches with arguments the caller packed: `args[i]` points at parameter i

@@ -4,6 +4,8 @@
 
 #include <cstddef>
 #include <cstring>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "devices/context_scope.hpp"
@@ -25,6 +27,28 @@ static_assert(sizeof(LaunchAttribute) == sizeof(CUlaunchAttribute) &&
                   sizeof(LaunchAttribute::value) == sizeof(CUlaunchAttributeValue) &&
                   alignof(LaunchAttribute) == alignof(CUlaunchAttribute),
               "LaunchAttribute is laid out as the driver's CUlaunchAttribute");
+
+LaunchConfig LaunchConfig::covering(std::size_t elements, unsigned block_threads, std::optional<StreamRef> stream) {
+  if (elements == 0 || block_threads == 0) {
+    throw InvalidArgumentError(
+        "LaunchConfig::covering", fmt::format("{} elements in blocks of {} threads", elements, block_threads),
+        elements == 0 ? "there is nothing to launch for 0 elements: skip the launch" : "give a block size such as 256");
+  }
+  constexpr std::uint64_t max_blocks = (std::uint64_t{1} << 31) - 1;
+  const std::uint64_t blocks = elements / block_threads + (elements % block_threads != 0 ? 1 : 0);
+  if (blocks > max_blocks) {
+    throw InvalidArgumentError("LaunchConfig::covering",
+                               fmt::format("{} elements in blocks of {} threads need {} blocks, more than the {} the "
+                                           "driver allows in x",
+                                           elements, block_threads, blocks, max_blocks),
+                               "use larger blocks, a 2D grid, or a grid-stride loop over fewer blocks");
+  }
+  LaunchConfig config;
+  config.grid = Dim3{static_cast<unsigned>(blocks), 1, 1};
+  config.block = Dim3{block_threads, 1, 1};
+  config.stream = std::move(stream);
+  return config;
+}
 
 LaunchAttribute LaunchAttribute::programmatic_stream_serialization(bool allowed) noexcept {
   LaunchAttribute a;
