@@ -61,6 +61,11 @@ echo "   pkg-config: $flags"
 if grep -q -e '-std=' <<<"$flags"; then
   echo "pkg-config's flags choose the C++ standard ($flags): a consumer's newer one would be overridden"; exit 1
 fi
+# Before C++20 the first error says what is needed, not 170 errors about concepts.
+if out=$(g++ -std=c++17 -fsyntax-only "$src/tests/packaging/consumer/main.cpp" $(pkg-config --cflags drvshim) 2>&1); then
+  echo "a C++17 build of a drvshim consumer compiled"; exit 1
+fi
+grep -m1 "error" <<<"$out" | grep -q "drvshim needs C++20 or later" || { echo "C++17 build, first errors:"; grep -m3 error <<<"$out"; exit 1; }
 # As README says: the consumer's standard, and an rpath to the package's libdir.
 for std in c++20 c++23; do
   g++ -std=$std "$src/tests/packaging/consumer/main.cpp" $flags \

@@ -348,7 +348,27 @@ static_assert(!Copyable<std::span<const float>, DeviceSpan<float>>);
 static_assert(!Copyable<const std::vector<float>&, DeviceSpan<float>>);
 static_assert(!Copyable<DeviceSpan<float>, std::span<const double>>, "the element types must agree");
 static_assert(!Copyable<std::vector<int>&, DeviceSpan<float>>);
+// No copy into a temporary container (the result would be lost), and no
+// queued copy from one (gone before the stream reads it); spans and lvalues are fine.
+template <class D, class S>
+concept CopyableAsync = requires(const StreamRef& s, D&& d, S&& src) {
+  copy_async(s, std::forward<D>(d), std::forward<S>(src));
+};
+static_assert(!Copyable<std::vector<float>, DeviceSpan<float>>, "a temporary vector as the destination");
+static_assert(!CopyableAsync<std::vector<float>, DeviceSpan<float>>);
+static_assert(!CopyableAsync<DeviceSpan<float>, std::vector<float>>, "a temporary vector as a queued source");
+static_assert(CopyableAsync<DeviceSpan<float>, std::vector<float>&>);
+static_assert(CopyableAsync<DeviceSpan<float>, std::span<float>>, "a span is no owner: fine as a temporary");
+static_assert(CopyableAsync<std::span<float>, DeviceSpan<float>>);
+static_assert(Copyable<DeviceSpan<float>, std::vector<float>>, "a synchronous copy reads a temporary at once");
 // Owners stand for their views, but a temporary owner does not: its view would outlive it.
+template <class Owner>
+concept GivesView = requires(Owner&& o) {
+  std::forward<Owner>(o).ref();
+};
+static_assert(!GivesView<Stream> && !GivesView<Event>);
+static_assert(!GivesView<PrimaryContext> && !GivesView<Context>);
+static_assert(GivesView<Stream&> && GivesView<const Event&>, "an lvalue owner gives its view");
 static_assert(std::is_convertible_v<const Stream&, StreamRef> && !std::is_convertible_v<Stream, StreamRef>);
 static_assert(std::is_convertible_v<const Event&, EventRef> && !std::is_convertible_v<Event, EventRef>);
 static_assert(std::is_convertible_v<const PrimaryContext&, ContextRef> &&

@@ -186,7 +186,9 @@ class DRVSHIM_API PrimaryContext {
   /// Whether this object still holds a retain.
   explicit operator bool() const noexcept { return handle_.held(); }
   /// A view of the context. Throws InvalidArgumentError on an empty (moved-from or released) object.
-  ContextRef ref() const;
+  /// Not of a temporary owner, whose view would outlive it.
+  ContextRef ref() const&;
+  ContextRef ref() const&& = delete;
   /// The owner is usable where a view is (Stream::create, DeviceBuffer::allocate,
   /// ...), as ref(); not a temporary owner, whose view would outlive it.
   operator ContextRef() const& { return ref(); }
@@ -223,8 +225,9 @@ class DRVSHIM_API Context {
   ~Context();
 
   explicit operator bool() const noexcept { return handle_.held(); }
-  /// A view. Throws InvalidArgumentError on an empty object.
-  ContextRef ref() const;
+  /// A view. Throws InvalidArgumentError on an empty object. Not of a temporary owner.
+  ContextRef ref() const&;
+  ContextRef ref() const&& = delete;
   /// Usable where a view is, as ref(); not a temporary owner.
   operator ContextRef() const& { return ref(); }
   operator ContextRef() const&& = delete;

@@ -48,7 +48,8 @@ DRVSHIM_API void fill_device(const ContextRef& ctx, DevicePtr dst, std::size_t c
 // DeviceSpan<T> or DeviceSpan<const T>, and on the host any contiguous range
 // of T (std::span of either constness, std::vector, std::array, a C array, a
 // PinnedBuffer's as<T>()). A host destination is any contiguous range of
-// mutable elements.
+// mutable elements that is not a temporary container; a queued copy takes
+// no temporary container as its source either.
 
 namespace detail {
 // A host range a copy can read or write: contiguous and sized (a DeviceSpan is neither).
@@ -56,9 +57,14 @@ template <class R>
 concept HostRange = std::ranges::contiguous_range<R> && std::ranges::sized_range<R>;
 template <class R>
 using host_element_t = std::remove_reference_t<std::ranges::range_reference_t<R>>;
-// A host range a copy writes: its elements are not const.
+// A host range a copy writes: its elements are not const, and it is no
+// temporary owning its elements (a copy into one would be lost, or for a
+// queued copy written into freed memory); a span or an lvalue is fine.
 template <class R>
-concept HostDestination = HostRange<R> && !std::is_const_v<host_element_t<R>>;
+concept HostDestination = HostRange<R> && std::ranges::borrowed_range<R> && !std::is_const_v<host_element_t<R>>;
+// A temporary container that owns its elements: what a queued copy must not read.
+template <class R>
+concept TemporaryHostRange = HostRange<R> && !std::ranges::borrowed_range<R>;
 template <class R>
 std::span<host_element_t<R>> host_span(R&& r) noexcept {
   return {std::ranges::data(r), std::ranges::size(r)};
@@ -98,6 +104,10 @@ requires(!std::is_const_v<T>) void copy_async(const StreamRef& stream, DeviceSpa
   detail::copy_to_device(dst.context(), dst.address(), dst.size_bytes(), dst.owner_id(), src.data(), src.size_bytes(),
                          &stream);
 }
+/// A queued copy from a temporary container is refused at compile time: the
+/// container is gone before the stream reads it.
+template <class T, detail::TemporaryHostRange R>
+void copy_async(const StreamRef& stream, DeviceSpan<T> dst, R&& src) = delete;
 /// Device to host on a stream.
 template <detail::HostDestination R>
 void copy_async(const StreamRef& stream, R&& dst, DeviceSpan<const detail::host_element_t<R>> src) {

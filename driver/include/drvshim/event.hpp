@@ -117,8 +117,10 @@ class DRVSHIM_API Event {
   ~Event();
 
   explicit operator bool() const noexcept;
-  /// A view. Throws InvalidArgumentError on an empty owner.
-  EventRef ref() const;
+  /// A view. Throws InvalidArgumentError on an empty owner. Not of a
+  /// temporary owner, whose view would outlive it.
+  EventRef ref() const&;
+  EventRef ref() const&& = delete;
   /// The owner is usable where a view is (elapsed(start, end), StreamRef::wait),
   /// as ref(); not a temporary owner, whose view would outlive it.
   operator EventRef() const& { return ref(); }

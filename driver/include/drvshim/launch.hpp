@@ -67,7 +67,8 @@ struct LaunchConfig {
   /// narrowing warning for a std::size_t count. `stream` empty: the legacy
   /// default stream. Throws InvalidArgumentError, naming the numbers, when
   /// `elements` or `block_threads` is 0 or the grid would need more than
-  /// 2^31 - 1 blocks (the driver's limit for x).
+  /// 2^31 - 1 blocks (the driver's limit for x). More than 2^32 elements
+  /// need a 64-bit index in the kernel (blockIdx.x * blockDim.x in 32 bits wraps).
   DRVSHIM_API static LaunchConfig covering(std::size_t elements, unsigned block_threads,
                                            std::optional<StreamRef> stream = std::nullopt);
 };

@@ -186,16 +186,22 @@ class DRVSHIM_API Stream {
   ~Stream();
 
   explicit operator bool() const noexcept { return handle_.held(); }
-  /// A view. Throws InvalidArgumentError on an empty owner.
-  StreamRef ref() const;
+  /// A view. Throws InvalidArgumentError on an empty owner. Not of a
+  /// temporary owner, whose view would outlive it.
+  StreamRef ref() const&;
+  StreamRef ref() const&& = delete;
   /// The owner is usable where a view is (a function taking a StreamRef, a
   /// LaunchConfig), as ref(); not a temporary owner, whose view would outlive it.
   operator StreamRef() const& { return ref(); }
   operator StreamRef() const&& = delete;
+  /// The flags and priority the stream was made (or adopted) with, kept by
+  /// the owner (the driver is not asked, unlike StreamRef::flags()); an empty
+  /// owner keeps its last values.
   StreamFlags flags() const noexcept { return handle_.get().flags; }
   int priority() const noexcept { return handle_.get().priority; }
 
-  // The view's operations, on the owner (each as ref().operation()).
+  // The view's operations, on the owner (each as ref().operation(): an empty
+  // owner throws InvalidArgumentError).
   std::uintptr_t native() const { return ref().native(); }
   ContextRef context() const { return ref().context(); }
   std::string name() const { return ref().name(); }

@@ -168,7 +168,7 @@ PrimaryContext::PrimaryContext(PrimaryContext&&) noexcept = default;
 PrimaryContext& PrimaryContext::operator=(PrimaryContext&&) noexcept = default;
 PrimaryContext::~PrimaryContext() = default;
 
-ContextRef PrimaryContext::ref() const {
+ContextRef PrimaryContext::ref() const& {
   const auto& v = handle_.get();
   if (v.address == 0) {
     throw InvalidArgumentError("PrimaryContext::ref", "this PrimaryContext is empty (moved from or released)",
@@ -247,7 +247,7 @@ Context::Context(Context&&) noexcept = default;
 Context& Context::operator=(Context&&) noexcept = default;
 Context::~Context() = default;
 
-ContextRef Context::ref() const {
+ContextRef Context::ref() const& {
   const auto& v = handle_.get();
   if (v.address == 0) {
     throw InvalidArgumentError("Context::ref", "this Context is empty (moved from or destroyed)",

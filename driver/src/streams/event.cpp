@@ -172,7 +172,7 @@ Event::~Event() = default;
 
 Event::operator bool() const noexcept { return handle_.held(); }
 
-EventRef Event::ref() const {
+EventRef Event::ref() const& {
   if (!*this) {
     throw InvalidArgumentError("Event::ref", "this Event is empty (moved from or destroyed)",
                                "create one with Event::create()");

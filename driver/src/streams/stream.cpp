@@ -246,7 +246,7 @@ Stream::Stream(Stream&&) noexcept = default;
 Stream& Stream::operator=(Stream&&) noexcept = default;
 Stream::~Stream() = default;
 
-StreamRef Stream::ref() const {
+StreamRef Stream::ref() const& {
   const auto& v = handle_.get();
   if (v.handle == 0) {
     throw InvalidArgumentError("Stream::ref", "this Stream is empty (moved from or destroyed)",
