@@ -233,6 +233,10 @@ inline std::vector<ContractResult> run_contract_cases(const drvshim::Driver& drv
       DeviceBuffer dst = DeviceBuffer::allocate(other.ref(), 4096);
       fill(src.as<std::uint32_t>(), 0x5a5a5a5au);
       fill(dst.as<std::uint32_t>(), 0u);
+      // A memset returns before it is done, and the third context's stream
+      // is not ordered after the other contexts' work: wait for both.
+      primary.ref().synchronize();
+      other.ref().synchronize();
       Stream s = Stream::create(third.ref());
       copy_peer_async(s.ref(), dst.as<std::uint32_t>(), src.as<std::uint32_t>());
       s.ref().synchronize();
