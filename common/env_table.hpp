@@ -82,7 +82,7 @@ inline constexpr Variable kVariables[] = {
      "the real driver the interposer forwards to"},
     {"DRVSHIM_TRACE_ROOT_PID", kByDrvshimTrace, "-", false, Group::trace,
      "the traced program's process id (with children off, only it is traced)"},
-    // The fake driver (tests/fake)
+    // The fake driver (tools/fakecuda)
     {"DRVSHIM_FAKE_PROFILE", "discrete, tx1, dual, oneway, trio, none, stub, old", "discrete", false, Group::fake,
      "the devices and driver the fake models (`oneway`: two devices, 0 may access 1 but 1 not 0; `trio`: three "
      "devices, device 2 without peer-to-peer); any other "

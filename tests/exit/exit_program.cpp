@@ -17,7 +17,7 @@
 #include <optional>
 #include <thread>
 
-#include "fake_control.h"
+#include <drvshim/fakecuda.h>
 #include "support/test_hooks.hpp"
 
 namespace {

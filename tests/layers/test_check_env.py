@@ -24,7 +24,7 @@ expect = _check.expect
 
 expect("a clean tree passes", {}, 0)
 expect("getenv in the driver", {"driver/src/a.cpp": 'auto v = std::getenv("HOME");\n'}, 1, "driver/src/a.cpp:1: reads")
-expect("secure_getenv in the fake", {"tests/fake/f.cpp": 'auto v = ::secure_getenv("X");\n'}, 1, "tests/fake/f.cpp:1:")
+expect("secure_getenv in the fake", {"tools/fakecuda/f.cpp": 'auto v = ::secure_getenv("X");\n'}, 1, "tools/fakecuda/f.cpp:1:")
 expect("getenv in drvshim-trace", {"tools/trace/cli/m.cpp": "x = getenv (name);\n"}, 1, "tools/trace/cli/m.cpp:1:")
 expect("environ in the compile cache", {"ptx/src/cache/k.cpp": "for (char** e = environ; *e; ++e) {}\n"}, 1,
        "ptx/src/cache/k.cpp:1: uses environ")

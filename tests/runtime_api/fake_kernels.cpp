@@ -14,7 +14,7 @@
 #include <cstring>
 #include <thread>
 
-#include "fake_control.h"
+#include <drvshim/fakecuda.h>
 
 namespace {
 

@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "fake_control.h"
+#include <drvshim/fakecuda.h>
 #include "vadd_ptx.hpp"
 
 using namespace drvshim;

@@ -14,7 +14,7 @@
 
 #include <cuda.h>
 
-#include "fake_control.h"
+#include <drvshim/fakecuda.h>
 
 namespace drvshim_test {
 

@@ -18,7 +18,7 @@
 
 #include "startup_work.hpp"
 
-// The fake driver runs a CPU version of `scale` by this name (tests/fake).
+// The fake driver runs a CPU version of `scale` by this name (tools/fakecuda).
 extern "C" __global__ void scale(float* p, float f, unsigned n, unsigned repeat) {
   const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) {

@@ -10,7 +10,7 @@ effect (README.md's "Environment" is generated from it). This check fails on:
 - a use of getenv or secure_getenv (a call, a pointer to it, its name in a
   string for dlsym) anywhere else in the components
   (driver, ptx, runtime_compat, common, recorder, the probe, drvshim-trace,
-  the examples, and the fake driver in tests/fake; the tests and benchmarks
+  the examples, and the fake driver in tools/fakecuda; the tests and benchmarks
   may set and read what they like);
 - a use of `environ` outside the files ENVIRON_USERS names with their reason;
 - a "DRVSHIM_..." string literal naming a variable the table does not list
@@ -31,7 +31,7 @@ ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.pat
 # Benchmarks (tools/bench) are measurements like the tests: they set up the
 # environment of what they measure and are not scanned.
 COMPONENTS = ["driver", "ptx", "runtime_compat", "common", "recorder", "tools/probe", "tools/trace", "examples",
-              "tests/fake"]
+              "tools/fakecuda"]
 READER = {"common/env_table.cpp"}  # the one reader
 # (A name passed to the reader is checked by the compiler: env::Name is consteval.)
 # Files that hand the whole environment on rather than read a variable from it.

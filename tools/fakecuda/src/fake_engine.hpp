@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// libdrvshim_fakecuda.so: a fake CUDA driver on host memory. See fake_control.h.
+// libdrvshim_fakecuda.so: a fake CUDA driver on host memory. See drvshim/fakecuda.h.
 //
 // The fake driver's engine: the state every area of libdrvshim_fakecuda.so
 // shares, its one lock, the entry every fake driver function takes, and the
@@ -31,8 +31,8 @@
 #include <utility>
 #include <vector>
 
+#include <drvshim/fakecuda.h>
 #include "env_table.hpp"
-#include "fake_control.h"
 
 namespace drvshim::fake {
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The profiles: the devices and driver version each profile models
-// (fake_control.h lists them), with attributes as the real devices report them.
+// (drvshim/fakecuda.h lists them), with attributes as the real devices report them.
 #include <cstdio>
 #include <cstdlib>
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The control API (fake_control.h): profiles, injected failures, attribute
+// The control API (drvshim/fakecuda.h): profiles, injected failures, attribute
 // overrides, the call log and counters, the live-object counts tests check
 // for leaks, and switches that model other components and broken drivers.
 #include <algorithm>
