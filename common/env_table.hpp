@@ -87,8 +87,9 @@ inline constexpr Variable kVariables[] = {
      "the devices and driver the fake models (`oneway`: two devices, 0 may access 1 but 1 not 0; `trio`: three "
      "devices, device 2 without peer-to-peer); any other "
      "value stops the program with a message"},
-    {"DRVSHIM_FAKE_FAIL", "api:nth:code[,api:nth:code...]", "no injected failure", false, Group::fake,
-     "the fake fails the nth call of `api` with `code`"},
+    {"DRVSHIM_FAKE_FAIL", "api:nth:code[,api:nth:code...]; api a base name the fake models, or *",
+     "no injected failure", false, Group::fake,
+     "the fake fails the nth call of `api` with `code`; any other value stops the program with a message"},
     {"DRVSHIM_FAKE_CC", "a compute capability as digits, 10 to 999, such as 90 or 101", "the profile's", false,
      Group::fake, "every device reports this compute capability; any other value stops the program with a message"},
     {"DRVSHIM_FAKE_INIT_DELAY_MS", "milliseconds, 0 to 600000", "0", false, Group::fake,

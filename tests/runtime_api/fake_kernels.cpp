@@ -306,6 +306,12 @@ void apply_square(const Launch* l, void** args) {
 
 void noop(const Launch*, void**) {}
 
+// ---- the conformance harness (conformance/harness.cuh) ---------------------------------------------
+void conf_noop(const Launch*, void** args) {
+  if (auto* p = arg<int*>(args, 0); p != nullptr) p[0] += 1;
+}
+void conf_fault(const Launch*, void** args) { *arg<int*>(args, 0) = 1; }
+
 struct Registration {
   const char* name;
   drvshim_fake_kernel_fn fn;
@@ -346,6 +352,8 @@ const Registration kKernels[] = {
     {"_Z4axpbIiEvPT_6Affine", &axpb<int>},
     {"_Z5applyI6SquareEvPiiT_", &apply_square},
     {"_Z4noopv", &noop},
+    {"_ZN4conf9conf_noopEPi", &conf_noop},
+    {"_ZN4conf10conf_faultEPi", &conf_fault},
 };
 
 struct RegisterAll {

@@ -227,10 +227,10 @@ TEST(TracerEndings, ASignalHandlerCallingTheDriverLosesNoRecordSilently) {
   }
   EXPECT_EQ(recorded + dropped, main_calls + handler_calls) << "recorded " << recorded << ", dropped " << dropped;
   EXPECT_GT(handler_calls, 0);
-  // The fake lacks both entry points: each call is a failed call (CUDA_ERROR_NOT_FOUND).
+  // The fake does not model either: each call is a failed call (CUDA_ERROR_NOT_SUPPORTED).
   for (const auto& r : run.records) {
     if (r.kind == Kind::call && r.api.rfind("cuCoredumpGetAttribute", 0) == 0) {
-      EXPECT_EQ(r.result, 500);
+      EXPECT_EQ(r.result, 801);
     }
   }
 }

@@ -167,7 +167,7 @@ TEST_F(Staging, AFaultAtEveryStepSurfacesOnceAndLeavesNothingInUse) {
         ++errors;
         EXPECT_NE(std::string(e.what()).find(api), std::string::npos) << e.what();
       }
-      drvshim_fake_fail_call(api.c_str(), 0, 0);
+      drvshim_fake_clear_injections();
       EXPECT_EQ(errors, 1);
       EXPECT_EQ(pool.stats().blocks_in_use, 0u) << "a staging block was left in use";
       // Usable again, with no error left over for later calls.

@@ -312,7 +312,7 @@ TEST_F(StagingSafety, EveryStepOfAStreamOrderedCopyFailsCleanly) {
         ++errors;
         EXPECT_NE(std::string(e.what()).find(api), std::string::npos) << e.what();
       }
-      drvshim_fake_fail_call(api.c_str(), 0, 0);
+      drvshim_fake_clear_injections();
       EXPECT_EQ(errors, 1);
       EXPECT_EQ(pool.stats().blocks_in_use, 0u) << "a staging block still in use after the failed call returned";
       // Nothing may write into the destination from now on.

@@ -304,9 +304,8 @@ CUresult current(Engine& e, FakeCtx** out) {
 
 namespace {
 
-CUresult fake_cuCtxGetDevice(CUdevice* dev) {
-  FAKE_ENTER("cuCtxGetDevice");
-  if (dev == nullptr) return CUDA_ERROR_INVALID_VALUE;
+// The current context's device.
+CUresult device_of_current(Engine& e, CUdevice* dev) {
   // A primary context released or reset under this thread stays its current
   // context, and the H200's driver still names its device (context_state).
   auto& stack = ctx_stack(e);
@@ -320,6 +319,23 @@ CUresult fake_cuCtxGetDevice(CUdevice* dev) {
   }
   FakeCtx* ctx = nullptr;
   if (const CUresult r = current(e, &ctx); r != CUDA_SUCCESS) return r;
+  *dev = ctx->device;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuCtxGetDevice(CUdevice* dev) {
+  FAKE_ENTER("cuCtxGetDevice");
+  if (dev == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return device_of_current(e, dev);
+}
+
+// The 13.0 form names a context; null means the current one.
+CUresult fake_cuCtxGetDevice_v2(CUdevice* dev, CUcontext c) {
+  FAKE_ENTER("cuCtxGetDevice");
+  if (dev == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (c == nullptr) return device_of_current(e, dev);
+  FakeCtx* ctx = as_ctx(c);
+  if (!is_live(e, ctx)) return CUDA_ERROR_INVALID_CONTEXT;
   *dev = ctx->device;
   return CUDA_SUCCESS;
 }
@@ -360,17 +376,35 @@ CUresult fake_cuCtxGetId(CUcontext c, unsigned long long* id) {
   return CUDA_SUCCESS;
 }
 
-CUresult fake_cuCtxSynchronize() {
-  FAKE_ENTER("cuCtxSynchronize");
-  FakeCtx* ctx = nullptr;
-  if (const CUresult r = current(e, &ctx); r != CUDA_SUCCESS) return r;
-  // Every stream of the context, its legacy stream included, runs to its end,
-  // and an error of any of them is reported.
+// Every stream of the context, its legacy stream included, runs to its end,
+// and an error of any of them is reported.
+CUresult synchronize_context(Engine& e, std::unique_lock<std::mutex>& lock, FakeCtx* ctx) {
   drain_everything(e, lock, ctx);
   for (FakeStream* st : e.streams) {
     if (st->ctx == ctx && st->fail_with != 0) return take_failure(st);
   }
   return CUDA_SUCCESS;
+}
+
+CUresult fake_cuCtxSynchronize() {
+  FAKE_ENTER("cuCtxSynchronize");
+  FakeCtx* ctx = nullptr;
+  if (const CUresult r = current(e, &ctx); r != CUDA_SUCCESS) return r;
+  return synchronize_context(e, lock, ctx);
+}
+
+// The 13.0 form names a context; null means the current one.
+CUresult fake_cuCtxSynchronize_v2(CUcontext c) {
+  FAKE_ENTER("cuCtxSynchronize");
+  FakeCtx* ctx = as_ctx(c);
+  if (ctx == nullptr) {
+    if (const CUresult r = current(e, &ctx); r != CUDA_SUCCESS) return r;
+  } else if (!is_live(e, ctx)) {
+    return CUDA_ERROR_INVALID_CONTEXT;
+  } else if (ctx->sticky != 0) {
+    return static_cast<CUresult>(ctx->sticky);
+  }
+  return synchronize_context(e, lock, ctx);
 }
 
 }  // namespace
@@ -391,10 +425,12 @@ std::vector<ProcEntry> context_procs() {
       {"cuCtxSetCurrent", 4000, erase_fn(&fake_cuCtxSetCurrent)},
       {"cuCtxGetCurrent", 4000, erase_fn(&fake_cuCtxGetCurrent)},
       {"cuCtxGetDevice", 2000, erase_fn(&fake_cuCtxGetDevice)},
+      {"cuCtxGetDevice", 13000, erase_fn(&fake_cuCtxGetDevice_v2)},
       {"cuCtxGetFlags", 7000, erase_fn(&fake_cuCtxGetFlags)},
       {"cuCtxGetApiVersion", 3020, erase_fn(&fake_cuCtxGetApiVersion)},
       {"cuCtxGetId", 12000, erase_fn(&fake_cuCtxGetId)},
       {"cuCtxSynchronize", 2000, erase_fn(&fake_cuCtxSynchronize)},
+      {"cuCtxSynchronize", 13000, erase_fn(&fake_cuCtxSynchronize_v2)},
   };
 }
 

@@ -3,6 +3,7 @@
 // overrides, the call log and counters, the live-object counts tests check
 // for leaks, and switches that model other components and broken drivers.
 #include <algorithm>
+#include <cstdio>
 
 #include "fake_engine.hpp"
 
@@ -54,7 +55,20 @@ void drvshim_fake_fail_call(const char* api, int nth, int code) {
   ensure_profile_from_env();
   Engine& e = engine();
   std::lock_guard<std::mutex> lock(e.mutex);
+  // A misspelt or versioned name would never match a call: the test would pass without its failure.
+  if (const std::string problem = injection_problem(api != nullptr ? api : ""); !problem.empty()) {
+    std::fprintf(stderr, "drvshim fake driver: drvshim_fake_fail_call: %s; nothing injected\n", problem.c_str());
+    misuse(e, "drvshim_fake_fail_call: " + problem);
+    return;
+  }
   e.injections.push_back(Injection{api, nth > 0 ? nth - 1 : 0, code});
+}
+
+void drvshim_fake_clear_injections(void) {
+  ensure_profile_from_env();
+  Engine& e = engine();
+  std::lock_guard<std::mutex> lock(e.mutex);
+  e.injections.clear();
 }
 
 int drvshim_fake_pending_injections(void) {
@@ -409,6 +423,11 @@ int drvshim_fake_enable_peer_access_externally(void* from_context, void* to_cont
   if (!is_live(e, from) || !is_live(e, to) || from == to) return CUDA_ERROR_INVALID_CONTEXT;
   if (!peer_path(e, from->device, to->device)) return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
   return e.peer_enabled.insert({from, to}).second ? CUDA_SUCCESS : CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+}
+
+const char* drvshim_fake_export_gaps(void) {
+  static const std::string gaps = export_gaps();
+  return gaps.c_str();
 }
 
 }  // extern "C"

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// CPU versions of the examples' kernels (examples/), so they run in CI
-// against the fake with drvshim's public API only. Device pointers of the
-// fake are host addresses.
+// CPU versions of the examples' kernels (examples/), of drvshim-probe's and of
+// the contract cases', so they run in CI against the fake with drvshim's
+// public API only. Device pointers of the fake are host addresses.
 // A kernel registered with drvshim_fake_register_kernel takes precedence (fake_launch.cpp).
 #include <algorithm>
 #include <cstring>
@@ -62,16 +62,39 @@ void cpu_saxpy(const drvshim_fake_launch* l, void** args) {
   for (unsigned i = 0; i < std::min(n, thread_count(l)); ++i) y[i] = a * x[i] + y[i];
 }
 
+// drvshim-probe's: read_sum reads zero-copy memory for a bandwidth figure and
+// stores nothing (the GPU version stores only for an improbable sum), and
+// wait_flag latches a stream until the host sets a flag, which a launch that
+// runs at once has no reason to wait for.
+void cpu_no_effect(const drvshim_fake_launch*, void**) {}
+// The contract cases' kernel: p[0] *= f.
+void cpu_contract_scale(const drvshim_fake_launch*, void** args) {
+  auto* p = arg<float*>(args, 0);
+  *p *= arg<float>(args, 1);
+}
+
 }  // namespace
 
-drvshim_fake_kernel_fn builtin_kernel(const std::string& name) {
-  static const std::pair<const char*, drvshim_fake_kernel_fn> table[] = {
-      {"vadd", &cpu_vadd}, {"vadd_stride3", &cpu_vadd_stride3}, {"stencil3", &cpu_stencil3}, {"scale", &cpu_scale}};
-  for (const auto& [n, fn] : table) {
-    if (name == n) return fn;
+drvshim_fake_kernel_fn builtin_kernel(const std::string& name, size_t parameters) {
+  struct Builtin {
+    const char* name;
+    size_t parameters;
+    drvshim_fake_kernel_fn fn;
+  };
+  static const Builtin table[] = {{"vadd", 4, &cpu_vadd},
+                                  {"vadd_stride3", 4, &cpu_vadd_stride3},
+                                  {"stencil3", 4, &cpu_stencil3},
+                                  {"scale", 4, &cpu_scale},
+                                  {"read_sum", 3, &cpu_no_effect},
+                                  {"wait_flag", 2, &cpu_no_effect},
+                                  {"drvshim_contract_scale", 2, &cpu_contract_scale}};
+  // A user's kernel of the same name but another signature is not this one: it
+  // would read arguments that are not there. (0: an image without a parameter layout.)
+  for (const auto& b : table) {
+    if (name == b.name) return parameters == 0 || parameters == b.parameters ? b.fn : nullptr;
   }
   // saxpy<float> by its mangled name (a name expression of examples/nvrtc_kernel).
-  if (name.rfind("_Z5saxpyIfE", 0) == 0) return &cpu_saxpy;
+  if (name.rfind("_Z5saxpyIfE", 0) == 0 && (parameters == 0 || parameters == 4)) return &cpu_saxpy;
   return nullptr;
 }
 

@@ -165,15 +165,28 @@ void ensure_profile_from_env() {
       for (size_t start = 0; start < spec.size();) {
         const size_t end = std::min(spec.find(',', start), spec.size());
         const std::string item = spec.substr(start, end - start);
+        // A malformed item or a name that never matches a call would run the program
+        // without the failure it was started to see.
         const size_t c1 = item.find(':');
         const size_t c2 = c1 == std::string::npos ? std::string::npos : item.find(':', c1 + 1);
-        if (c2 != std::string::npos) {
-          const int nth = std::atoi(item.c_str() + c1 + 1);
-          e.injections.push_back(
-              Injection{item.substr(0, c1), nth > 0 ? nth - 1 : 0, std::atoi(item.c_str() + c2 + 1)});
-        } else {
-          std::fprintf(stderr, "fake driver: DRVSHIM_FAKE_FAIL item '%s' is not api:nth:code; ignored\n", item.c_str());
+        char* nth_end = nullptr;
+        char* code_end = nullptr;
+        const long nth = c2 == std::string::npos ? 0 : std::strtol(item.c_str() + c1 + 1, &nth_end, 10);
+        const long code = c2 == std::string::npos ? 0 : std::strtol(item.c_str() + c2 + 1, &code_end, 10);
+        std::string problem;
+        if (c2 == std::string::npos || nth_end != item.c_str() + c2 || *code_end != '\0' ||
+            code_end == item.c_str() + c2 + 1) {
+          problem = "is not api:nth:code (such as cuMemAlloc:2:2)";
+        } else if (nth < 1 || nth > 1000000) {
+          problem = "has nth " + std::to_string(nth) + ": the call to fail, counted from 1";
+        } else if (const std::string why = injection_problem(item.substr(0, c1)); !why.empty()) {
+          problem = "names " + why;
         }
+        if (!problem.empty()) {
+          std::fprintf(stderr, "drvshim fake driver: DRVSHIM_FAKE_FAIL item '%s' %s\n", item.c_str(), problem.c_str());
+          std::abort();
+        }
+        e.injections.push_back(Injection{item.substr(0, c1), static_cast<int>(nth - 1), static_cast<int>(code)});
         start = end + 1;
       }
     }

@@ -200,6 +200,8 @@ struct Engine {
   };
   std::set<LinkState*> links;
   std::map<std::string, drvshim_fake_kernel_fn> kernels;  // CPU implementations, by entry name
+  std::set<std::string> unregistered_reported;            // kernels launched without one, said once each
+  std::set<std::string> refusals_reported;                // images refused, said once per kind
   unsigned long long launches = 0;
   std::vector<size_t> device_used;
   // Several GPUs (the peer-access section): pairs (device, peer) without a
@@ -334,6 +336,11 @@ bool page_locked(const Engine& e, uintptr_t p, size_t n);
 
 // Parses entries and globals; returns an error text for unreadable PTX.
 std::string parse_ptx(const std::string& ptx, FakeModule& m);
+// Refuses an image the fake cannot read (a CUBIN, a fatbin given to
+// cuModuleLoadData, a compressed fatbin) with CUDA_ERROR_INVALID_IMAGE, the
+// reason in the JIT error log and, the first time, on stderr: the error code
+// alone suggests an image built for another architecture. (fake_ptx.cpp)
+CUresult refuse_image(Engine& e, const char* what, unsigned n, CUjit_option* opts, void** values);
 void write_log(unsigned n, CUjit_option* opts, void** values, CUjit_option buffer, CUjit_option size_opt,
                const std::string& text);
 // CU_JIT_WALL_TIME "overwrites the option value" with a float (see fake_ptx.cpp).
@@ -351,8 +358,9 @@ bool library_runs_on(const Engine& e, const FakeModule& l, int device);
 
 // ---- launches (fake_launch.cpp, fake_cpu_kernels.cpp) --------------------------------
 
-// The CPU implementation the fake runs for a kernel of this name, or null.
-drvshim_fake_kernel_fn builtin_kernel(const std::string& name);
+// The built-in CPU version of a kernel of this name with this many parameters
+// (0: an image without a parameter layout), or null.
+drvshim_fake_kernel_fn builtin_kernel(const std::string& name, size_t parameters);
 
 // ---- several GPUs (fake_peer.cpp) ----------------------------------------------------
 
@@ -390,6 +398,10 @@ std::vector<ProcEntry> library_procs();
 std::vector<ProcEntry> launch_procs();
 std::vector<ProcEntry> runtime_support_procs();
 std::vector<ProcEntry> peer_procs();
+// Why `api` cannot name an injected failure (empty: it can).
+std::string injection_problem(const std::string& api);
+// The exported names whose base the fake implements at another ABI only, comma-separated.
+std::string export_gaps();
 
 // Entry points called directly from another file: the exported
 // cuDriverGetVersion, and cuGetProcAddress's per-version shim of cuDeviceGetCount.

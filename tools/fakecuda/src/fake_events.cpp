@@ -133,6 +133,8 @@ std::vector<ProcEntry> event_procs() {
       {"cuEventQuery", 2000, erase_fn(&fake_cuEventQuery)},
       {"cuEventSynchronize", 2000, erase_fn(&fake_cuEventSynchronize)},
       {"cuEventElapsedTime", 2000, erase_fn(&fake_cuEventElapsedTime)},
+      // The 12.8 form has the same parameters; the fake answers both alike.
+      {"cuEventElapsedTime", 12080, erase_fn(&fake_cuEventElapsedTime)},
   };
 }
 

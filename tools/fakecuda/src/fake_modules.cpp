@@ -25,13 +25,13 @@ FakeModule* live_module(Engine& e, CUmodule m) {
   return e.modules.count(p) != 0 ? p : nullptr;
 }
 
-CUresult fake_cuModuleLoadDataEx(CUmodule* pm, const void* image, unsigned n, CUjit_option* opts, void** values) {
-  FAKE_ENTER("cuModuleLoadDataEx");
+CUresult load_module(Engine& e, CUmodule* pm, const void* image, unsigned n, CUjit_option* opts, void** values) {
   if (pm == nullptr || image == nullptr) return CUDA_ERROR_INVALID_VALUE;
   FakeCtx* ctx = nullptr;
   if (const CUresult r = current(e, &ctx); r != CUDA_SUCCESS) return r;
   const auto* bytes = static_cast<const unsigned char*>(image);
-  if (bytes[0] == 0x7f || (bytes[0] == 0x50 && bytes[1] == 0xed)) return CUDA_ERROR_INVALID_IMAGE;
+  if (bytes[0] == 0x7f) return refuse_image(e, "cuModuleLoadData of a CUBIN (ELF)", n, opts, values);
+  if (bytes[0] == 0x50 && bytes[1] == 0xed) return refuse_image(e, "cuModuleLoadData of a fatbin", n, opts, values);
   const std::string ptx(static_cast<const char*>(image));
   auto* m = new FakeModule;
   m->ctx = ctx;
@@ -50,6 +50,16 @@ CUresult fake_cuModuleLoadDataEx(CUmodule* pm, const void* image, unsigned n, CU
   e.modules.insert(m);
   *pm = reinterpret_cast<CUmodule>(m);
   return CUDA_SUCCESS;
+}
+
+CUresult fake_cuModuleLoadDataEx(CUmodule* pm, const void* image, unsigned n, CUjit_option* opts, void** values) {
+  FAKE_ENTER("cuModuleLoadDataEx");
+  return load_module(e, pm, image, n, opts, values);
+}
+
+CUresult fake_cuModuleLoadData(CUmodule* pm, const void* image) {
+  FAKE_ENTER("cuModuleLoadData");
+  return load_module(e, pm, image, 0, nullptr, nullptr);
 }
 
 CUresult fake_cuModuleUnload(CUmodule hm) {
@@ -172,6 +182,7 @@ CUresult fake_cuOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, CUfunctio
 std::vector<ProcEntry> module_procs() {
   return {
       {"cuModuleLoadDataEx", 2010, erase_fn(&fake_cuModuleLoadDataEx)},
+      {"cuModuleLoadData", 2000, erase_fn(&fake_cuModuleLoadData)},
       {"cuModuleUnload", 2000, erase_fn(&fake_cuModuleUnload)},
       {"cuModuleGetFunction", 2000, erase_fn(&fake_cuModuleGetFunction)},
       {"cuModuleGetGlobal", 3020, erase_fn(&fake_cuModuleGetGlobal)},

@@ -1,11 +1,21 @@
 // SPDX-License-Identifier: Apache-2.0
-// cuGetProcAddress: the one way in to the fake driver functions, as for the
-// real driver (each area lists its entry points with the ABI version each
-// variant appeared in), and the entry points the library exports as libcuda
-// does: cuDriverGetVersion, cuGetProcAddress_v2 (absent from the _nov2
-// variant, DRVSHIM_FAKE_NO_PROC_V2) and the 11.3-11.8 cuGetProcAddress.
+// cuGetProcAddress over the fake driver's functions, as for the real driver
+// (each area lists its entry points with the ABI version each variant
+// appeared in), and the entry points the library exports as libcuda does:
+// cuDriverGetVersion, cuGetProcAddress_v2 (absent from the _nov2 variant,
+// DRVSHIM_FAKE_NO_PROC_V2), the 11.3-11.8 cuGetProcAddress, and every other
+// name of cuda.h at its current ABI (generated), so that a program linked
+// with -lcuda runs on the fake.
+#include <unistd.h>
+
+#include <atomic>
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <set>
+#include <string>
+
+#include <cudaProfiler.h>
 
 #include "env.hpp"
 #include "fake_engine.hpp"
@@ -94,10 +104,102 @@ CUresult fake_cuGetProcAddress_v1_entry(const char* symbol, void** pfn, int vers
   return get_proc(symbol, pfn, version, flags, nullptr, "cuGetProcAddress");
 }
 
+// ---- every other exported name (fake_exports.inc, generated from the toolkit) --------
+// An exported name is one ABI variant, (base, version): it forwards to the fake's
+// implementation of exactly that variant. A name the fake does not model answers
+// CUDA_ERROR_NOT_SUPPORTED and says so once on stderr: a program linked with
+// -lcuda against the fake then fails at that call, naming it.
+
+struct ExportTarget {
+  const char* symbol;
+  void* fn;  // null: not modelled
+};
+
+ExportTarget export_target(const char* symbol, const char* base, int version) {
+  for (const auto& entry : proc_table()) {
+    if (entry.since == version && std::strcmp(entry.name, base) == 0) return {symbol, entry.fn};
+  }
+  return {symbol, nullptr};
+}
+
+// Lock-free and without stdio: a program may call the driver from a signal handler.
+CUresult not_modelled(const char* symbol, std::atomic_flag& said) {
+  if (!said.test_and_set()) {
+    static constexpr const char* kParts[] = {"drvshim fake driver: ", nullptr,
+                                             " is not modelled by the fake; it returns CUDA_ERROR_NOT_SUPPORTED\n"};
+    for (const char* part : kParts) {
+      const char* text = part != nullptr ? part : symbol;
+      (void)!::write(STDERR_FILENO, text, std::strlen(text));
+    }
+  }
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+struct ExportKey {
+  const char* symbol;
+  const char* base;
+  int version;
+};
+
+// The exported names, for drvshim_fake_export_gaps.
+const std::vector<ExportKey>& export_keys() {
+  static const std::vector<ExportKey> keys = {
+#define DRVSHIM_FAKE_EXPORT(id, sym, base, version, params, args) {#sym, base, version},
+#include "fake_exports.inc"
+#undef DRVSHIM_FAKE_EXPORT
+  };
+  return keys;
+}
+
 }  // namespace
+
+std::string injection_problem(const std::string& api) {
+  if (api == "*") return {};
+  for (const auto& entry : proc_table()) {
+    if (api == entry.name) return {};
+  }
+  std::string base = api;
+  while (!base.empty() && (std::isdigit(static_cast<unsigned char>(base.back())) != 0)) base.pop_back();
+  if (base.size() >= 2 && base.compare(base.size() - 2, 2, "_v") == 0 && base.size() < api.size()) {
+    base.resize(base.size() - 2);
+    for (const auto& entry : proc_table()) {
+      if (base == entry.name)
+        return "'" + api + "' is a versioned name: failures are injected by base name ('" + base + "')";
+    }
+  }
+  return "'" + api + "' is not a driver function the fake models (give a base name such as cuMemAlloc, or *)";
+}
+
+// Exported names (each an ABI variant a program compiled against cuda.h may
+// call) of functions the fake implements, but not in that variant.
+std::string export_gaps() {
+  std::set<std::string> implemented;
+  for (const auto& entry : proc_table()) implemented.insert(entry.name);
+  std::string gaps;
+  for (const auto& key : export_keys()) {
+    if (implemented.count(key.base) == 0 || export_target(key.symbol, key.base, key.version).fn != nullptr) continue;
+    gaps += (gaps.empty() ? "" : ", ") + std::string(key.symbol);
+  }
+  return gaps;
+}
+
 }  // namespace drvshim::fake
 
-// ---- exported entry points, as libcuda exports them ---------------------------------
+extern "C" {
+#define DRVSHIM_FAKE_EXPORT(id, sym, base, version, params, args)                                        \
+  DRVSHIM_FAKE_API CUresult drvshim_fake_x##id params __asm__(#sym);                                     \
+  DRVSHIM_FAKE_API CUresult drvshim_fake_x##id params {                                                  \
+    using Fn = CUresult(*) params;                                                                       \
+    static const drvshim::fake::ExportTarget target = drvshim::fake::export_target(#sym, base, version); \
+    static std::atomic_flag said;                                                                        \
+    if (target.fn == nullptr) return drvshim::fake::not_modelled(target.symbol, said);                   \
+    return reinterpret_cast<Fn>(target.fn) args;                                                         \
+  }
+#include "fake_exports.inc"
+#undef DRVSHIM_FAKE_EXPORT
+}  // extern "C"
+
+// ---- entry points the fake defines itself, as libcuda exports them ---------------------
 
 extern "C" {
 

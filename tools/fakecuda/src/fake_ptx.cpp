@@ -193,4 +193,13 @@ std::string info_log(const FakeModule& m, unsigned n, CUjit_option* opts, void**
   return log;
 }
 
+CUresult refuse_image(Engine& e, const char* what, unsigned n, CUjit_option* opts, void** values) {
+  const std::string why = std::string("drvshim fake driver: ") + what +
+                          ": the fake runs kernels from PTX text (and libraries from fatbins that carry PTX or a "
+                          "CUBIN); compile to PTX for tests on the fake";
+  write_log(n, opts, values, CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, why);
+  if (e.refusals_reported.insert(what).second) std::fprintf(stderr, "%s\n", why.c_str());
+  return CUDA_ERROR_INVALID_IMAGE;
+}
+
 }  // namespace drvshim::fake

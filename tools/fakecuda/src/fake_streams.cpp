@@ -332,6 +332,17 @@ CUresult fake_cuStreamGetCtx(CUstream s, CUcontext* pctx) {
   return CUDA_SUCCESS;
 }
 
+// The 12.5 form also names the stream's green context: the fake has none.
+CUresult fake_cuStreamGetCtx_v2(CUstream s, CUcontext* pctx, CUgreenCtx* pgreen) {
+  FAKE_ENTER("cuStreamGetCtx");
+  if (pctx == nullptr && pgreen == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  FakeCtx* ctx = nullptr;
+  if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
+  if (pctx != nullptr) *pctx = as_cu(ctx);
+  if (pgreen != nullptr) *pgreen = nullptr;
+  return CUDA_SUCCESS;
+}
+
 // The default streams are blocking, at priority 0 (the driver's answer).
 CUresult fake_cuStreamGetFlags(CUstream s, unsigned* flags) {
   FAKE_ENTER("cuStreamGetFlags");
@@ -385,6 +396,7 @@ std::vector<ProcEntry> stream_procs() {
       {"cuStreamSynchronize", 2000, erase_fn(&fake_cuStreamSynchronize)},
       {"cuStreamQuery", 2000, erase_fn(&fake_cuStreamQuery)},
       {"cuStreamGetCtx", 9020, erase_fn(&fake_cuStreamGetCtx)},
+      {"cuStreamGetCtx", 12050, erase_fn(&fake_cuStreamGetCtx_v2)},
       {"cuStreamGetFlags", 5050, erase_fn(&fake_cuStreamGetFlags)},
       {"cuStreamGetPriority", 5050, erase_fn(&fake_cuStreamGetPriority)},
       {"cuLaunchHostFunc", 10000, erase_fn(&fake_cuLaunchHostFunc)},

@@ -19,11 +19,17 @@ std::vector<std::pair<const void*, int>>* g_map = nullptr;
 void build_pointer_map() noexcept {
   try {
     auto* map = new std::vector<std::pair<const void*, int>>;
-    for (std::size_t i = 0; i < kFnCount; ++i) {
-      if (g_real[i] != nullptr) map->emplace_back(g_real[i], static_cast<int>(i));
-    }
-    for (std::size_t i = 0; i < kFnCount; ++i) {
-      if (g_lookup[i] != nullptr && g_lookup[i] != g_real[i]) map->emplace_back(g_lookup[i], static_cast<int>(i));
+    // Default-stream names first: a driver that hands out one address for a function and
+    // its per-thread-stream variant (drvshim's fake) is shown calling the default one.
+    for (const int flavour : {1, 2}) {
+      for (std::size_t i = 0; i < kFnCount; ++i) {
+        if (kFns[i].flags == flavour && g_real[i] != nullptr) map->emplace_back(g_real[i], static_cast<int>(i));
+      }
+      for (std::size_t i = 0; i < kFnCount; ++i) {
+        if (kFns[i].flags == flavour && g_lookup[i] != nullptr && g_lookup[i] != g_real[i]) {
+          map->emplace_back(g_lookup[i], static_cast<int>(i));
+        }
+      }
     }
     // Two names for one address (a driver that aliases variants): the first name, in table order, wins.
     std::stable_sort(map->begin(), map->end(), [](const auto& a, const auto& b) { return a.first < b.first; });

@@ -1,27 +1,52 @@
 // SPDX-License-Identifier: Apache-2.0
-/* Control API of libdrvshim_fakecuda.so, the fake CUDA driver used by
- * drvshim's tests (and usable by drvshim's users to test their own init order
- * and failure handling without a GPU).
+/* libdrvshim_fakecuda.so: a fake CUDA driver on host memory, for testing host
+ * code that uses CUDA (through drvshim or directly) on a machine without a
+ * GPU, and this header, its control API.
  *
- * The fake is loaded by drvshim's real loader (DRVSHIM_LIBCUDA=/path/to/it),
- * exports cuDriverGetVersion and cuGetProcAddress(_v2) like libcuda, and
- * implements the driver functions drvshim uses on host memory. Profiles
- * (DRVSHIM_FAKE_PROFILE, or drvshim_fake_set_profile):
- *   discrete  one H200-like device (default)
- *   tx1       Jetson TX1-like: cc 5.3, integrated, host registration unsupported
- *   dual      two discrete devices, peers of each other (peer access, P2P
- *             attributes and peer copies are modelled)
- *   oneway    two discrete devices; device 0 may access device 1's memory, 1 not 0's
- *   trio      three discrete devices; device 2 has no peer-to-peer path to 0 or 1
- *   none      no device: cuInit returns CUDA_ERROR_NO_DEVICE
- *   stub      every call returns CUDA_ERROR_STUB_LIBRARY, like the toolkit's stub
- *   old       a CUDA 11.8 driver: newer functions absent
- * DRVSHIM_FAKE_FAIL=api:nth:code[,...] injects failures from the start, as
- * drvshim_fake_fail_call does (for whole programs, such as drvshim-probe).
- * DRVSHIM_FAKE_INIT_DELAY_MS=n makes the first cuInit take n ms (callers on
- * several threads then overlap, as with a real driver's slow initialisation).
- * DRVSHIM_FAKE_PROC_SHIMS=1 makes cuGetProcAddress hand out another address for
- * cuDeviceGetCount at versions from 12000 (a per-version shim).
+ * Using it:
+ *   - With drvshim: DRVSHIM_LIBCUDA=<prefix>/lib/libdrvshim_fakecuda.so makes
+ *     drvshim's loader load the fake instead of libcuda.so.1.
+ *   - With -lcuda: link libdrvshim_fakecuda.so instead (CMake: drvshim::fakecuda).
+ *     It exports every name the toolkit's cuda.h declares to applications
+ *     (the names cuda.h maps calls to, such as cuMemAlloc_v2), plus
+ *     cuGetProcAddress and cuGetProcAddress_v2. A function the fake does not model returns
+ *     CUDA_ERROR_NOT_SUPPORTED and says so once on stderr. Per-thread-stream
+ *     variants (_ptsz/_ptds) are not exported: build with the legacy default stream.
+ *   - To call the control API below, link libdrvshim_fakecuda.so too.
+ *
+ * What it models: devices, contexts, streams with queued work, events,
+ * memory of every kind, copies, modules and libraries from PTX, launches
+ * (running a CPU version of each kernel, registered by entry name:
+ * drvshim_fake_register_kernel), peers. A launch of a kernel with no CPU
+ * version fails with CUDA_ERROR_NOT_SUPPORTED and says so once per kernel on
+ * stderr: nothing ran. Images it cannot read (a CUBIN, a fatbin given to
+ * cuModuleLoadData) are refused with CUDA_ERROR_INVALID_IMAGE, the reason in
+ * the JIT error log and on stderr; compile to PTX for tests on the fake (with
+ * drvshim's compile cache, a DRVSHIM_FAKE_CC newer than NVRTC's newest
+ * architecture, such as 999, makes compile_for produce PTX).
+ *
+ * Environment (read at the first call; a value it does not accept stops the
+ * program with a message naming what is accepted):
+ *   DRVSHIM_FAKE_PROFILE (or drvshim_fake_set_profile):
+ *     discrete  one H200-like device (default)
+ *     tx1       Jetson TX1-like: cc 5.3, integrated, host registration unsupported
+ *     dual      two discrete devices, peers of each other (peer access, P2P
+ *               attributes and peer copies are modelled)
+ *     oneway    two discrete devices; device 0 may access device 1's memory, 1 not 0's
+ *     trio      three discrete devices; device 2 has no peer-to-peer path to 0 or 1
+ *     none      no device: cuInit returns CUDA_ERROR_NO_DEVICE
+ *     stub      every call returns CUDA_ERROR_STUB_LIBRARY, like the toolkit's stub
+ *     old       a CUDA 11.8 driver: newer functions absent from cuGetProcAddress
+ *   DRVSHIM_FAKE_FAIL=api:nth:code[,...] injects failures from the start, as
+ *     drvshim_fake_fail_call does (for whole programs). `api` is a base name
+ *     (cuMemAlloc, not cuMemAlloc_v2) of a function the fake models, or "*".
+ *   DRVSHIM_FAKE_CC=digits: every device reports this compute capability (101: 10.1).
+ *   DRVSHIM_FAKE_INIT_DELAY_MS=n makes the first cuInit take n ms (callers on
+ *     several threads then overlap, as with a real driver's slow initialisation).
+ *   DRVSHIM_FAKE_PROC_SHIMS=1 makes cuGetProcAddress hand out another address for
+ *     cuDeviceGetCount at versions from 12000 (a per-version shim).
+ *   DRVSHIM_FAKE_REPORT=path: at exit, counts of misuse, calls while
+ *     deinitialised and live contexts are written there.
  */
 #ifndef DRVSHIM_FAKE_CONTROL_H
 #define DRVSHIM_FAKE_CONTROL_H
@@ -43,8 +68,12 @@ DRVSHIM_FAKE_API const char* drvshim_fake_profile(void);
 DRVSHIM_FAKE_API void drvshim_fake_reset(void);
 
 /* Makes the nth call (1 = the next one) of `api` (a base name such as
- * "cuInit", or "*" for any API) return `code` instead of running. */
+ * "cuInit", or "*" for any API) return `code` instead of running. A name the
+ * fake does not model, a versioned name or nth < 1 is reported on stderr and
+ * counted as misuse, and nothing is injected. */
 DRVSHIM_FAKE_API void drvshim_fake_fail_call(const char* api, int nth, int code);
+/* Drops every injected failure not yet consumed. */
+DRVSHIM_FAKE_API void drvshim_fake_clear_injections(void);
 /* Injected failures not yet consumed (their call has not come). */
 DRVSHIM_FAKE_API int drvshim_fake_pending_injections(void);
 /* Makes cuGetProcAddress report `status` (1 not found, 2 version not
@@ -114,9 +143,14 @@ DRVSHIM_FAKE_API int drvshim_fake_live_events(void);
 DRVSHIM_FAKE_API void drvshim_fake_recycle_handles(int on);
 
 /* Kernels. The fake loads PTX (entry names, parameter sizes and globals are
- * parsed from the text; CUBIN and fatbin images are refused with
- * CUDA_ERROR_INVALID_IMAGE) and runs kernels through CPU implementations
- * registered by entry name; a launch of an unregistered kernel does nothing.
+ * parsed from the text; CUBINs, and fatbins given to cuModuleLoadData, are
+ * refused with CUDA_ERROR_INVALID_IMAGE) and runs kernels through CPU
+ * implementations registered by entry name (the mangled name for C++ kernels);
+ * a launch of a kernel with none fails with CUDA_ERROR_NOT_SUPPORTED.
+ * A CPU version is called once per launch, for the whole grid, with the
+ * launch's dimensions and its argument pointers (args[i] points at the
+ * value of parameter i, as in cuLaunchKernel). Device memory of the fake is
+ * host memory: pointer arguments can be dereferenced.
  * JIT options: CU_JIT_WALL_TIME is written into its value slot; with
  * CU_JIT_LOG_VERBOSE the info log has ptxas's lines for every entry. Libraries
  * load lazily: a syntax error in a library's PTX surfaces at the first
@@ -137,6 +171,10 @@ DRVSHIM_FAKE_API int drvshim_fake_live_modules(void);
 /* A broken driver: cuFuncGetParamInfo answers every index with an 8-byte
  * parameter, never CUDA_ERROR_INVALID_VALUE (reset: off). */
 DRVSHIM_FAKE_API void drvshim_fake_endless_param_info(int on);
+/* Exported names (each an ABI variant a program compiled against cuda.h may
+ * call, such as cuMemAlloc_v2) of functions the fake implements, but not in
+ * that variant; comma-separated, empty when there is none. */
+DRVSHIM_FAKE_API const char* drvshim_fake_export_gaps(void);
 /* Launches made so far (since the last reset). */
 DRVSHIM_FAKE_API unsigned long long drvshim_fake_launch_count(void);
 
