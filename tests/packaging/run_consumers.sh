@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Packaging test: installs drvshim into a temporary prefix, then builds and runs
-# three consumers against the fake driver: find_package on the installed tree,
-# add_subdirectory of the source tree, and plain g++ with pkg-config flags.
+# consumers against the fake driver: find_package on the installed tree,
+# add_subdirectory of the source tree, plain g++ with pkg-config flags, the
+# getting-started guide's programs on the installed fake, CUDA programs on
+# drvshim::cudart and on the drop-in libcudart.
 # Also runs the export check on the installed library.
 #   run_consumers.sh SOURCE_DIR BUILD_DIR FAKE_DRIVER
 set -euo pipefail
@@ -72,6 +74,10 @@ for std in c++20 c++23; do
     -Wl,-rpath,"$(pkg-config --variable=libdir drvshim)" -o "$work/c3-$std"
   "$work/c3-$std"
 done
+
+echo "-- docs/getting-started.md: every marked program, against the installed package and its fake driver"
+test -f "$prefix/include/drvshim/fakecuda.h" && test -f "$libdir/libdrvshim_fakecuda.so"
+"$src/tests/docs/run_getting_started.sh" "$prefix" "$src/docs/getting-started.md"
 
 echo "-- the installed tools start without LD_LIBRARY_PATH"
 readelf -d "$prefix/bin/drvshim-probe" | grep -q 'RUNPATH.*\$ORIGIN' || { echo "drvshim-probe has no RUNPATH \$ORIGIN"; exit 1; }

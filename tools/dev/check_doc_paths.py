@@ -18,9 +18,9 @@ PATH = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)+[\w.-]*|[\w-]+" + EXT + r")(?![\w]
 # files in examples of use, the loader's $ORIGIN.
 NOT_PATHS = {"cuda.h", "cudaProfiler.h", "cudaTypedefs.h", "cuda_fp16.h", "driver_types.h", "cuda_runtime_api.h",
              "cuda_profiler_api.h", "app.cpp", "prog.cu", "train.py", "a.cu", "b.cu", "bad.cu", "xbad.cu", "x.h",
-             "ORIGIN/.."}
+             "app_test.cpp", "ORIGIN/.."}
 # Where an include spelling (drvshim/drvshim.hpp) names a public header.
-INCLUDE_DIRS = ("driver/include", "ptx/include", "runtime_compat/include", "recorder/include")
+INCLUDE_DIRS = ("driver/include", "ptx/include", "runtime_compat/include", "recorder/include", "tools/fakecuda/include")
 
 
 def names_in_tree():

@@ -4,12 +4,12 @@
 /// Contexts: the primary context (retained explicitly, RAII release),
 /// non-primary contexts, non-owning views, and a scoped "make current" guard.
 ///
-/// Context policy (docs/DESIGN.md, "context policy"): every drvshim call on an
-/// object bound to a context makes that context current for the duration of
-/// the call (cuCtxPushCurrent only when it is not already current) and restores
-/// the caller's context stack before returning, also when it throws. So objects
-/// work from any thread and next to other CUDA users, and no drvshim call ever
-/// leaves the calling thread's context stack changed.
+/// Context policy: every drvshim call on an object bound to a context makes
+/// that context current for the duration of the call (cuCtxPushCurrent only
+/// when it is not already current) and restores the caller's context stack
+/// before returning, also when it throws. So objects work from any thread and
+/// next to other CUDA users, and no drvshim call ever leaves the calling
+/// thread's context stack changed.
 #include <drvshim/device.hpp>
 #include <drvshim/error.hpp>
 #include <drvshim/export.hpp>

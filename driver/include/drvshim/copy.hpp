@@ -8,7 +8,7 @@
 /// Asynchronous forms queue it on `stream` (cuMemcpy*Async): the host memory
 /// must stay valid and unchanged until the stream reaches the copy; it is
 /// truly asynchronous only for page-locked host memory. Every operation makes
-/// the memory's context current for the call (docs/DESIGN.md, "context policy").
+/// the memory's context current for the call (the context policy, context.hpp).
 #include <drvshim/context.hpp>
 #include <drvshim/device_span.hpp>
 #include <drvshim/export.hpp>
@@ -33,7 +33,7 @@ DRVSHIM_API void copy_device_to_device(const ContextRef& ctx, DevicePtr dst, std
                                        std::uint64_t dst_id, DevicePtr src, std::size_t bytes, std::uint64_t src_id,
                                        const StreamRef* stream);
 // Device to device between two contexts (usually two devices) through
-// unified addressing; defined with the peer copies (peer.cpp).
+// unified addressing; the peer copies' counterpart (copy_peer, peer.hpp).
 DRVSHIM_API void copy_across_contexts(const ContextRef& dst_ctx, DevicePtr dst, std::size_t dst_bytes,
                                       std::uint64_t dst_id, const ContextRef& src_ctx, DevicePtr src, std::size_t bytes,
                                       std::uint64_t src_id, const StreamRef* stream);

@@ -15,7 +15,7 @@ namespace drvshim {
 
 namespace detail {
 struct DriverCore;
-struct Access;  // the library's door to private members (driver/src/seam/access.hpp)
+struct Access;  // the library's own door to private members (internal, not part of the API)
 }  // namespace detail
 
 class PrimaryContext;
@@ -95,7 +95,8 @@ class DRVSHIM_API AttributeValue {
 };
 
 /// The attributes that decide which host-memory mappings work on a device
-/// (see docs/DESIGN.md, "host mapping"), and a plain-words verdict.
+/// (docs/getting-started.md, "Zero-copy memory", shows the choice they
+/// decide), and a plain-words verdict.
 struct DRVSHIM_API HostMappingSummary {
   AttributeValue can_map_host_memory = AttributeValue::unknown();
   AttributeValue unified_addressing = AttributeValue::unknown();
@@ -233,8 +234,8 @@ class DRVSHIM_API Device {
   /// destroying one afterwards hands the driver a dead handle (on the H200 a
   /// child that did so crashed). Not a way out of a sticky error: CUDA keeps
   /// that for the process (H200, driver 580: a retain after the reset fails
-  /// with the same error; docs/reliability.md). Allowed on a poisoned context;
-  /// throws CudaError on failure.
+  /// with the same error). Allowed on a poisoned context; throws CudaError on
+  /// failure.
   void reset_primary_context() const;
 
   /// Creates a new, non-primary context with the driver's current create call

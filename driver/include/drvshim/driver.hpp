@@ -24,7 +24,7 @@ namespace drvshim {
 
 namespace detail {
 struct DriverCore;
-struct Access;  // the library's door to private members (driver/src/seam/access.hpp)
+struct Access;  // the library's own door to private members (internal, not part of the API)
 }  // namespace detail
 
 class Device;

@@ -19,8 +19,8 @@ class Kernel;
 
 namespace detail {
 struct KernelState;
-struct Access;  // the library's door to private members (driver/src/seam/access.hpp)
-// Makes the Kernel for function `f` (a CUfunction) of `context` (kernel.cpp).
+struct Access;  // the library's own door to private members (internal, not part of the API)
+// Makes the Kernel for function `f` (a CUfunction) of `context` (inside the library).
 Kernel make_kernel(const ContextRef& context, std::uintptr_t f, const std::string& name,
                    std::shared_ptr<const void> code);
 }  // namespace detail

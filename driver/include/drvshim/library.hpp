@@ -22,7 +22,7 @@ class Driver;
 
 namespace detail {
 struct LibraryState;
-struct Access;  // the library's door to private members (driver/src/seam/access.hpp)
+struct Access;  // the library's own door to private members (internal, not part of the API)
 
 /// Library's ownership traits (owning_handle.hpp); shared with its Kernels like a Module's.
 struct LibraryTraits {

@@ -13,7 +13,7 @@
 ///   pointer_info.hpp         inspect_pointer (cuPointerGetAttributes)
 ///
 /// Every operation makes the owning context current for the call and restores
-/// the caller's stack (docs/DESIGN.md, "context policy"). Sizes are checked
+/// the caller's stack (the context policy, context.hpp). Sizes are checked
 /// before the driver is called. A context must outlive the memory allocated in
 /// it; views must not outlive their owner (checked in debug builds of
 /// libdrvshim, see view_checks_enabled(); undefined otherwise).

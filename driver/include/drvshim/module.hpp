@@ -34,7 +34,7 @@ class Driver;
 
 namespace detail {
 struct ModuleState;
-struct Access;  // the library's door to private members (driver/src/seam/access.hpp)
+struct Access;  // the library's own door to private members (internal, not part of the API)
 
 /// Module's ownership traits (owning_handle.hpp). The state is shared with the
 /// module's Kernels: the last of them unloads it.

@@ -4,7 +4,7 @@
 /// The one ownership mechanism behind drvshim's move-only owners
 /// (DeviceBuffer, Stream, Event, Module, ...): move construction, move
 /// assignment, destruction and the two release calls are written once, here;
-/// each owner supplies only its traits (docs/ownership.md).
+/// each owner supplies only its traits (OwnershipTraits, below).
 #include <drvshim/error.hpp>
 
 #include <concepts>

@@ -9,7 +9,11 @@
 /// copies running in `from` reach memory allocated in `to`; the reverse needs
 /// a second owner. Copies between two devices do not need it (the driver then
 /// stages through the host); with it they go over the direct link (NVLink or
-/// PCIe peer-to-peer). docs/DESIGN.md, "Several GPUs", has the rules.
+/// PCIe peer-to-peer). Objects stay in their context: a kernel is launched on
+/// streams of its module's context only (load the module in each device's
+/// context, or use Library::kernel(context, name)); an event is recorded on a
+/// stream of its own context only, and StreamRef::wait accepts an event of any
+/// device.
 #include <drvshim/context.hpp>
 #include <drvshim/device.hpp>
 #include <drvshim/device_span.hpp>

@@ -30,9 +30,9 @@ namespace detail {
 struct StagingCore;
 }  // namespace detail
 
-/// How a StagingEngine moves data. The defaults came from the H200
-/// measurements in docs/staging.md (one host thread copies pageable memory at
-/// 5-9 GB/s there, so the bus needs many); every field can be overridden.
+/// How a StagingEngine moves data. The defaults came from measurements on an
+/// H200 machine (one host thread copies pageable memory at 5-9 GB/s there, so
+/// the bus needs many); every field can be overridden.
 struct StagingOptions {
   /// Bytes per staging block, and the largest DMA. 0: chosen per copy, the
   /// copy's size rounded up to a power of two, between 1 and 8 MiB.
@@ -47,12 +47,12 @@ struct StagingOptions {
   /// driver's own pageable path, copies in that direction go straight to the
   /// driver (counted as direct): with fewer than two threads, and, when the
   /// count is automatic, with fewer than three to the device (H200
-  /// measurements in docs/staging.md). An explicit count stages from two.
+  /// measurements). An explicit count stages from two.
   unsigned threads = 0;
   /// Copies smaller than this go straight to the driver (its own pageable
   /// path). With an automatic thread count below four, copies to the device
   /// go straight to it below 4 MiB at least (three threads lose to the
-  /// driver on small copies to the device: docs/staging.md).
+  /// driver on small copies to the device, on the H200 machine).
   std::size_t direct_below = std::size_t{1} << 20;
   /// How long the helper threads stay awake after a copy, waiting for the
   /// next one (spinning with a pause, yielding to other threads after the

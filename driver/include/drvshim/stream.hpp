@@ -20,7 +20,7 @@ namespace drvshim {
 class EventRef;
 namespace detail {
 struct StreamTraits;
-struct Access;  // the library's door to private members (driver/src/seam/access.hpp)
+struct Access;  // the library's own door to private members (internal, not part of the API)
 }  // namespace detail
 
 /// What cuStreamQuery says about a stream.

@@ -6,8 +6,11 @@
 /// API, short arguments, result, current context), and drvshim's own steps
 /// (library load, table resolution, adopting an active primary context, ...)
 /// produce event records. Records are readable in-process (records()) and, with
-/// DRVSHIM_TRACE_FILE=path or set_file(), written as JSON lines; the format is
-/// described in docs/trace-format.md (shared with drvshim-trace).
+/// DRVSHIM_TRACE_FILE=path or set_file(), written as JSON lines: one object
+/// per record, the text to_json() returns, with the Record's fields under the
+/// keys seq, ts_ns, dur_ns, tid, pid, kind, api, args, result, result_name
+/// (the CUresult's name) and ctx (hex). drvshim-trace writes the same format,
+/// and `drvshim-trace --analyse FILE` reads either.
 ///
 /// Each thread records into a log of its own, without a lock; the records are
 /// gathered when records() is called, and a writer thread appends them to the

@@ -5,8 +5,11 @@
 /// visible: libdrvshim_cudart.so (link target drvshim::cudart) exports the
 /// Runtime API itself under cudart's C names and ABI, for programs built with
 /// `nvcc -cudart none` (or, as a drop-in libcudart.so.13, for programs built
-/// with `-cudart shared`); see docs/runtime-compat.md. Its functions are
-/// declared by the toolkit's cuda_runtime_api.h.
+/// with `-cudart shared`). Build with `nvcc -cudart none` and link
+/// libdrvshim_cudart.so (CMake: drvshim_use_cudart(target), from the drvshim
+/// package), or run an unchanged `-cudart shared` program with
+/// LD_LIBRARY_PATH=<prefix>/lib/drvshim/cudart. Its functions are declared by
+/// the toolkit's cuda_runtime_api.h.
 ///
 /// Under the lazy policy (the Runtime's) each implicit step — loading
 /// libcuda, cuInit, retaining a primary context, making it current, loading a
