@@ -8,6 +8,10 @@
 #include <cuda.h>
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/time.h>
+
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -108,7 +112,9 @@ TEST_F(FakeAsLibcuda, ACubinIsRefusedWithTheTrueReasonInTheErrorLog) {
   ::testing::internal::CaptureStderr();
   EXPECT_EQ(cuModuleLoadDataEx(&m, elf, 2, options, values), CUDA_ERROR_INVALID_IMAGE);
   (void)::testing::internal::GetCapturedStderr();
-  EXPECT_NE(std::string(log).find("a CUBIN (ELF): the fake runs kernels from PTX text"), std::string::npos) << log;
+  EXPECT_NE(std::string(log).find("a module from a CUBIN (ELF): the fake runs kernels from PTX text"),
+            std::string::npos)
+      << log;
 }
 
 TEST_F(FakeAsLibcuda, AFunctionItDoesNotModelFailsAndSaysWhich) {
@@ -124,9 +130,11 @@ TEST_F(FakeAsLibcuda, AnInjectionThatCouldNeverMatchIsReportedNotIgnored) {
   ::testing::internal::CaptureStderr();
   drvshim_fake_fail_call("cuMemAlloc_v2", 1, CUDA_ERROR_OUT_OF_MEMORY);
   drvshim_fake_fail_call("cuMemAllco", 1, CUDA_ERROR_OUT_OF_MEMORY);
+  drvshim_fake_fail_call("cuMemAlloc", 0, CUDA_ERROR_OUT_OF_MEMORY);
   const std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(drvshim_fake_pending_injections(), 0);
-  EXPECT_EQ(drvshim_fake_take_misuse(), misuse + 2);
+  EXPECT_EQ(drvshim_fake_take_misuse(), misuse + 3);
+  EXPECT_NE(err.find("nth 0: the call to fail, counted from 1"), std::string::npos) << err;
   EXPECT_NE(err.find("'cuMemAlloc_v2' is a versioned name: failures are injected by base name ('cuMemAlloc')"),
             std::string::npos)
       << err;
@@ -134,6 +142,33 @@ TEST_F(FakeAsLibcuda, AnInjectionThatCouldNeverMatchIsReportedNotIgnored) {
   drvshim_fake_fail_call("cuMemAlloc", 1, CUDA_ERROR_OUT_OF_MEMORY);
   CUdeviceptr d = 0;
   EXPECT_EQ(cuMemAlloc(&d, 16), CUDA_ERROR_OUT_OF_MEMORY);
+}
+
+// A signal handler may call the driver while its thread is inside the same entry
+// point: the forwarders resolve nothing at their first call (a guarded static would abort).
+std::atomic<long> g_handler_calls{0};
+void call_from_handler(int) {
+  CUgraph graph = nullptr;
+  (void)cuGraphCreate(&graph, 0);
+  g_handler_calls.fetch_add(1);
+}
+
+TEST(FakeSignals, AnEntryPointCalledFromASignalHandlerInsideItselfReturns) {
+  struct sigaction action {};
+  action.sa_handler = &call_from_handler;
+  ASSERT_EQ(::sigaction(SIGALRM, &action, nullptr), 0);
+  itimerval timer{{0, 15}, {0, 15}};
+  ::testing::internal::CaptureStderr();
+  ASSERT_EQ(::setitimer(ITIMER_REAL, &timer, nullptr), 0);
+  for (int i = 0; i < 200000 && g_handler_calls.load() < 50; ++i) {
+    CUgraph graph = nullptr;
+    EXPECT_EQ(cuGraphCreate(&graph, 0), CUDA_ERROR_NOT_SUPPORTED);
+  }
+  itimerval off{};
+  ::setitimer(ITIMER_REAL, &off, nullptr);
+  ::signal(SIGALRM, SIG_DFL);
+  (void)::testing::internal::GetCapturedStderr();
+  EXPECT_GT(g_handler_calls.load(), 0);
 }
 
 // The environment is read at the fake's first call: each case runs in a fresh process.
@@ -151,6 +186,10 @@ TEST(FakeEnvironment, AFailureSpecThatCouldNeverMatchStopsTheProgramNamingIt) {
               "item 'cuInit:first:100' is not api:nth:code");
   EXPECT_EXIT(first_call_with_fail("cuInit:0:100"), ::testing::KilledBySignal(SIGABRT),
               "has nth 0: the call to fail, counted from 1");
+  EXPECT_EXIT(first_call_with_fail("cuInit:1:0"), ::testing::KilledBySignal(SIGABRT),
+              "has code 0: a CUresult other than CUDA_SUCCESS");
+  EXPECT_EXIT(first_call_with_fail("cuInit:1:-5"), ::testing::KilledBySignal(SIGABRT), "is not api:nth:code");
+  EXPECT_EXIT(first_call_with_fail("cuInit: 1:5"), ::testing::KilledBySignal(SIGABRT), "is not api:nth:code");
   EXPECT_EXIT(first_call_with_fail("cuInit:1:100"), ::testing::ExitedWithCode(0), "");
 }
 

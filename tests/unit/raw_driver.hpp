@@ -2,7 +2,7 @@
 #pragma once
 // The fake driver's own entry points, for tests that play a program making
 // Driver-API calls beside drvshim: looked up through cuGetProcAddress as a
-// program would (the fake exports nothing else), at the ABI the test calls.
+// program loading the driver itself would, at the ABI the test calls.
 #include <cuda.h>
 #include <dlfcn.h>
 #include <gtest/gtest.h>

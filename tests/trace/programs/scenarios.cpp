@@ -393,9 +393,10 @@ int close_range_loop() {
 }
 
 // A signal handler that calls the driver, interrupting a thread that records calls as fast as
-// it can. Prints how many calls each made. Both use entry points the fake lacks, and the driver
-// is never initialised: the interposer records each as a failed call without entering the fake
-// (whose lock the interrupted call could hold) or reading the current context.
+// it can. Prints how many calls each made. Both use entry points the fake does not model, and the
+// driver is never initialised: the fake's forwarders answer without taking a lock (the
+// interrupted call could hold it), and the interposer records each as a failed call without
+// reading the current context.
 std::atomic<long> g_handler_calls{0};
 void driver_in_handler(int) {
   std::size_t size = sizeof(int);

@@ -56,12 +56,14 @@ void drvshim_fake_fail_call(const char* api, int nth, int code) {
   Engine& e = engine();
   std::lock_guard<std::mutex> lock(e.mutex);
   // A misspelt or versioned name would never match a call: the test would pass without its failure.
-  if (const std::string problem = injection_problem(api != nullptr ? api : ""); !problem.empty()) {
+  std::string problem = injection_problem(api != nullptr ? api : "");
+  if (problem.empty() && nth < 1) problem = "nth " + std::to_string(nth) + ": the call to fail, counted from 1";
+  if (!problem.empty()) {
     std::fprintf(stderr, "drvshim fake driver: drvshim_fake_fail_call: %s; nothing injected\n", problem.c_str());
     misuse(e, "drvshim_fake_fail_call: " + problem);
     return;
   }
-  e.injections.push_back(Injection{api, nth > 0 ? nth - 1 : 0, code});
+  e.injections.push_back(Injection{api, nth - 1, code});
 }
 
 void drvshim_fake_clear_injections(void) {

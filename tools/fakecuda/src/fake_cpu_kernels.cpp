@@ -88,13 +88,14 @@ drvshim_fake_kernel_fn builtin_kernel(const std::string& name, size_t parameters
                                   {"read_sum", 3, &cpu_no_effect},
                                   {"wait_flag", 2, &cpu_no_effect},
                                   {"drvshim_contract_scale", 2, &cpu_contract_scale}};
-  // A user's kernel of the same name but another signature is not this one: it
-  // would read arguments that are not there. (0: an image without a parameter layout.)
+  // A user's kernel of the same name but another parameter count is not this one:
+  // it would read arguments that are not there. (An image without a parameter
+  // layout, SASS only, gets no built-in.)
   for (const auto& b : table) {
-    if (name == b.name) return parameters == 0 || parameters == b.parameters ? b.fn : nullptr;
+    if (name == b.name) return parameters == b.parameters ? b.fn : nullptr;
   }
   // saxpy<float> by its mangled name (a name expression of examples/nvrtc_kernel).
-  if (name.rfind("_Z5saxpyIfE", 0) == 0 && (parameters == 0 || parameters == 4)) return &cpu_saxpy;
+  if (name.rfind("_Z5saxpyIfE", 0) == 0 && parameters == 4) return &cpu_saxpy;
   return nullptr;
 }
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 
 #include "env.hpp"
 #include "fake_engine.hpp"
@@ -169,16 +170,25 @@ void ensure_profile_from_env() {
         // without the failure it was started to see.
         const size_t c1 = item.find(':');
         const size_t c2 = c1 == std::string::npos ? std::string::npos : item.find(':', c1 + 1);
-        char* nth_end = nullptr;
-        char* code_end = nullptr;
-        const long nth = c2 == std::string::npos ? 0 : std::strtol(item.c_str() + c1 + 1, &nth_end, 10);
-        const long code = c2 == std::string::npos ? 0 : std::strtol(item.c_str() + c2 + 1, &code_end, 10);
+        // Decimal digits only: no sign, no space, nothing after.
+        auto number = [&](size_t from, size_t to, long long& out) {
+          if (from >= to || to - from > 10) return false;
+          out = 0;
+          for (size_t i = from; i < to; ++i) {
+            if (item[i] < '0' || item[i] > '9') return false;
+            out = out * 10 + (item[i] - '0');
+          }
+          return true;
+        };
+        long long nth = 0;
+        long long code = 0;
         std::string problem;
-        if (c2 == std::string::npos || nth_end != item.c_str() + c2 || *code_end != '\0' ||
-            code_end == item.c_str() + c2 + 1) {
-          problem = "is not api:nth:code (such as cuMemAlloc:2:2)";
+        if (c2 == std::string::npos || !number(c1 + 1, c2, nth) || !number(c2 + 1, item.size(), code)) {
+          problem = "is not api:nth:code with decimal numbers (such as cuMemAlloc:2:2)";
         } else if (nth < 1 || nth > 1000000) {
           problem = "has nth " + std::to_string(nth) + ": the call to fail, counted from 1";
+        } else if (code < 1 || code > std::numeric_limits<int>::max()) {
+          problem = "has code " + std::to_string(code) + ": a CUresult other than CUDA_SUCCESS";
         } else if (const std::string why = injection_problem(item.substr(0, c1)); !why.empty()) {
           problem = "names " + why;
         }

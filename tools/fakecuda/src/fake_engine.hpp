@@ -7,9 +7,9 @@
 // Internal to the fake: the library is built with hidden visibility and
 // exports only what fake_proc_table.cpp and fake_control.cpp define.
 //
-// Entry points are named fake_<api> and reached only through cuGetProcAddress,
-// as drvshim reaches the real driver; the library exports cuDriverGetVersion,
-// cuGetProcAddress(_v2) and the control API. All state sits behind one mutex,
+// Entry points are named fake_<api> and reached through cuGetProcAddress, as
+// drvshim reaches the real driver, or through the exported names, which
+// forward to them (fake_proc_table.cpp); the library also exports the control API. All state sits behind one mutex,
 // except each thread's context stack, which is thread-local like the driver's.
 #pragma once
 
@@ -358,8 +358,7 @@ bool library_runs_on(const Engine& e, const FakeModule& l, int device);
 
 // ---- launches (fake_launch.cpp, fake_cpu_kernels.cpp) --------------------------------
 
-// The built-in CPU version of a kernel of this name with this many parameters
-// (0: an image without a parameter layout), or null.
+// The built-in CPU version of a kernel of this name with this many parameters, or null.
 drvshim_fake_kernel_fn builtin_kernel(const std::string& name, size_t parameters);
 
 // ---- several GPUs (fake_peer.cpp) ----------------------------------------------------

@@ -52,18 +52,6 @@ CUresult do_launch(Engine& e, std::unique_lock<std::mutex>& lock, CUfunction hf,
   const auto dyn = f->attributes.find(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
   if (shared > (dyn != f->attributes.end() ? static_cast<unsigned>(dyn->second) : 49152u))
     return CUDA_ERROR_INVALID_VALUE;
-  ++e.launches;
-  if (!f->params.empty() && !arguments_reachable(e, *f, ctx, args)) {
-    // The kernel faults on the device: the launch is accepted, and the
-    // stream's next synchronisation reports the illegal address, which
-    // poisons the context (on a default stream, the context answers it at once).
-    if (FakeStream* user = user_stream(e, s)) {
-      user->fail_with = CUDA_ERROR_ILLEGAL_ADDRESS;
-    } else {
-      ctx->sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
-    }
-    return CUDA_SUCCESS;
-  }
   auto it = e.kernels.find(f->name);
   const drvshim_fake_kernel_fn impl = it != e.kernels.end() ? it->second : builtin_kernel(f->name, f->params.size());
   if (impl == nullptr) {
@@ -77,6 +65,18 @@ CUresult do_launch(Engine& e, std::unique_lock<std::mutex>& lock, CUfunction hf,
                    f->name.c_str());
     }
     return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  ++e.launches;
+  if (!f->params.empty() && !arguments_reachable(e, *f, ctx, args)) {
+    // The kernel faults on the device: the launch is accepted, and the
+    // stream's next synchronisation reports the illegal address, which
+    // poisons the context (on a default stream, the context answers it at once).
+    if (FakeStream* user = user_stream(e, s)) {
+      user->fail_with = CUDA_ERROR_ILLEGAL_ADDRESS;
+    } else {
+      ctx->sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+    }
+    return CUDA_SUCCESS;
   }
   drvshim_fake_launch launch{{grid[0], grid[1], grid[2]},
                              {block[0], block[1], block[2]},

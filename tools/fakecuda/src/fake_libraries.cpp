@@ -46,7 +46,7 @@ CUresult fake_cuLibraryLoadData(CUlibrary* pl, const void* code, CUjit_option* o
     elf = std::move(contents.elf);
     if (ptx.empty() && elf.kernels.empty()) {  // compressed: nothing the fake can read
       delete l;
-      return refuse_image(e, "cuLibraryLoadData of a compressed fatbin", n, opts, values);
+      return refuse_image(e, "a library from a compressed fatbin", n, opts, values);
     }
     // No image any device can run: the driver refuses the library outright.
     bool runs_somewhere = false;
@@ -58,7 +58,7 @@ CUresult fake_cuLibraryLoadData(CUlibrary* pl, const void* code, CUjit_option* o
     }
   } else if (bytes[0] == 0x7f) {
     delete l;
-    return refuse_image(e, "cuLibraryLoadData of a CUBIN (ELF)", n, opts, values);
+    return refuse_image(e, "a library from a CUBIN (ELF)", n, opts, values);
   } else {
     ptx = static_cast<const char*>(code);
   }

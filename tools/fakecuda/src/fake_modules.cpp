@@ -30,8 +30,12 @@ CUresult load_module(Engine& e, CUmodule* pm, const void* image, unsigned n, CUj
   FakeCtx* ctx = nullptr;
   if (const CUresult r = current(e, &ctx); r != CUDA_SUCCESS) return r;
   const auto* bytes = static_cast<const unsigned char*>(image);
-  if (bytes[0] == 0x7f) return refuse_image(e, "cuModuleLoadData of a CUBIN (ELF)", n, opts, values);
-  if (bytes[0] == 0x50 && bytes[1] == 0xed) return refuse_image(e, "cuModuleLoadData of a fatbin", n, opts, values);
+  if (bytes[0] == 0x7f) return refuse_image(e, "a module from a CUBIN (ELF)", n, opts, values);
+  if (bytes[0] == 0x50 && bytes[1] == 0xed) return refuse_image(e, "a module from a fatbin", n, opts, values);
+  // nvcc's fatbin wrapper (magic 0x466243b1, then a pointer to the fatbin).
+  if (bytes[0] == 0xb1 && bytes[1] == 0x43 && bytes[2] == 0x62 && bytes[3] == 0x46) {
+    return refuse_image(e, "a module from a fatbin wrapper", n, opts, values);
+  }
   const std::string ptx(static_cast<const char*>(image));
   auto* m = new FakeModule;
   m->ctx = ctx;

@@ -141,7 +141,7 @@ struct ExportKey {
   int version;
 };
 
-// The exported names, for drvshim_fake_export_gaps.
+// The exported names, in the generated order (their ids).
 const std::vector<ExportKey>& export_keys() {
   static const std::vector<ExportKey> keys = {
 #define DRVSHIM_FAKE_EXPORT(id, sym, base, version, params, args) {#sym, base, version},
@@ -151,6 +151,25 @@ const std::vector<ExportKey>& export_keys() {
   return keys;
 }
 
+}  // namespace
+
+// Each exported name's implementation (null: not modelled), by id. Resolved when
+// the library loads, so a forwarder only reads it: a signal handler may call a
+// forwarder while its thread is in the same one (a guarded static would abort).
+constexpr std::size_t kExportCount = 0
+#define DRVSHIM_FAKE_EXPORT(id, sym, base, version, params, args) +1
+#include "fake_exports.inc"
+#undef DRVSHIM_FAKE_EXPORT
+    ;
+void* g_export_fn[kExportCount] = {};
+
+namespace {
+[[gnu::constructor]] void resolve_exports() {
+  const auto& keys = export_keys();
+  for (std::size_t id = 0; id < keys.size(); ++id) {
+    g_export_fn[id] = export_target(keys[id].symbol, keys[id].base, keys[id].version).fn;
+  }
+}
 }  // namespace
 
 std::string injection_problem(const std::string& api) {
@@ -186,14 +205,14 @@ std::string export_gaps() {
 }  // namespace drvshim::fake
 
 extern "C" {
-#define DRVSHIM_FAKE_EXPORT(id, sym, base, version, params, args)                                        \
-  DRVSHIM_FAKE_API CUresult drvshim_fake_x##id params __asm__(#sym);                                     \
-  DRVSHIM_FAKE_API CUresult drvshim_fake_x##id params {                                                  \
-    using Fn = CUresult(*) params;                                                                       \
-    static const drvshim::fake::ExportTarget target = drvshim::fake::export_target(#sym, base, version); \
-    static std::atomic_flag said;                                                                        \
-    if (target.fn == nullptr) return drvshim::fake::not_modelled(target.symbol, said);                   \
-    return reinterpret_cast<Fn>(target.fn) args;                                                         \
+#define DRVSHIM_FAKE_EXPORT(id, sym, base, version, params, args)      \
+  DRVSHIM_FAKE_API CUresult drvshim_fake_x##id params __asm__(#sym);   \
+  DRVSHIM_FAKE_API CUresult drvshim_fake_x##id params {                \
+    using Fn = CUresult(*) params;                                     \
+    static std::atomic_flag said;                                      \
+    void* const fn = drvshim::fake::g_export_fn[id];                   \
+    if (fn == nullptr) return drvshim::fake::not_modelled(#sym, said); \
+    return reinterpret_cast<Fn>(fn) args;                              \
   }
 #include "fake_exports.inc"
 #undef DRVSHIM_FAKE_EXPORT

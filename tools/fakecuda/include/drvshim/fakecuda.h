@@ -14,10 +14,13 @@
  *     variants (_ptsz/_ptds) are not exported: build with the legacy default stream.
  *   - To call the control API below, link libdrvshim_fakecuda.so too.
  *
- * What it models: devices, contexts, streams with queued work, events,
- * memory of every kind, copies, modules and libraries from PTX, launches
- * (running a CPU version of each kernel, registered by entry name:
- * drvshim_fake_register_kernel), peers. A launch of a kernel with no CPU
+ * What it models: the driver functions drvshim uses (about 130): devices, contexts,
+ * streams with queued work, events, device, pinned, mapped, registered,
+ * managed and stream-ordered memory, copies, modules and libraries from PTX,
+ * launches (running a CPU version of each kernel, registered by entry name:
+ * drvshim_fake_register_kernel; drvshim's examples' kernels vadd,
+ * vadd_stride3, stencil3, scale and saxpy<float> are built in, for a kernel of
+ * that name and parameter count without a registered version), peers. A launch of a kernel with no CPU
  * version fails with CUDA_ERROR_NOT_SUPPORTED and says so once per kernel on
  * stderr: nothing ran. Images it cannot read (a CUBIN, a fatbin given to
  * cuModuleLoadData) are refused with CUDA_ERROR_INVALID_IMAGE, the reason in
