@@ -466,3 +466,47 @@ TEST_F(Owners, ALaunchCoveringACountRoundsUpAndRefusesWhatTheDriverCannotLaunch)
             std::string::npos);
   expect_throw<InvalidArgumentError>([] { (void)LaunchConfig::covering(n, 0); });
 }
+
+// Owners as either side of a copy: untyped memory viewed with the other side's element type.
+static_assert(Copyable<const DeviceBuffer&, std::vector<float>&>, "a container into a device owner");
+static_assert(Copyable<std::vector<float>&, const DeviceBuffer&>, "a device owner into a container");
+static_assert(Copyable<DeviceSpan<float>, const ManagedBuffer&> &&
+              Copyable<const AsyncDeviceBuffer&, DeviceSpan<float>>);
+static_assert(Copyable<DeviceSpan<float>, const PinnedBuffer&> &&
+              Copyable<const PinnedBuffer&, DeviceSpan<const float>>);
+static_assert(!Copyable<const DeviceBuffer&, const DeviceBuffer&>, "between two owners the element type is unknown");
+static_assert(!Copyable<const std::vector<float>&, const DeviceBuffer&>, "never into a container of const elements");
+template <class S>
+concept QueuedFromTemporary = requires(const StreamRef& s, const DeviceBuffer& d) {
+  copy_async(s, d, S{});
+};
+static_assert(!QueuedFromTemporary<std::vector<float>>, "a queued copy from a temporary container into an owner");
+
+TEST_F(Owners, OwnersAreCopiedAsTheOtherSidesElementType) {
+  const PrimaryContext& primary = *primary_;
+  auto dbuf = DeviceBuffer::allocate(primary, 16 * sizeof(float));
+  auto other = DeviceBuffer::allocate(primary, 16 * sizeof(float));
+  auto pinned = PinnedBuffer::allocate(primary, 16 * sizeof(float));
+  Stream stream = Stream::create(primary);
+  std::vector<float> v(16);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) + 0.5f;
+  copy(dbuf, v);                    // container -> owner
+  copy(other.as<float>(), dbuf);    // owner -> device span
+  copy(pinned, other.as<float>());  // device span -> pinned owner
+  EXPECT_TRUE(std::equal(v.begin(), v.end(), pinned.as<float>().begin()));
+  std::vector<float> back(16, -1.0f);
+  copy(back, other);  // owner -> container
+  EXPECT_EQ(back, v);
+  std::vector<float> queued(16, -1.0f);
+  copy_async(stream, dbuf, std::span<const float>(v).first(8));
+  copy_async(stream, other, dbuf.as<float>());
+  copy_async(stream, dbuf.as<float>(), pinned);
+  copy_async(stream, queued, other);
+  stream.synchronize();
+  EXPECT_EQ(queued, v);
+  // The owner's size must hold whole elements of the other side: as<T>()'s check, before the driver.
+  auto odd = DeviceBuffer::allocate(primary, 6);
+  const std::vector<float> two(2, 1.0f);
+  EXPECT_NE(std::string(expect_throw<InvalidArgumentError>([&] { copy(odd, two); }).what()).find("6"),
+            std::string::npos);
+}

@@ -14,11 +14,13 @@
 #include <drvshim/export.hpp>
 #include <drvshim/stream.hpp>
 
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <ranges>
 #include <span>
 #include <type_traits>
+#include <utility>
 
 namespace drvshim {
 
@@ -69,6 +71,19 @@ template <class R>
 std::span<host_element_t<R>> host_span(R&& r) noexcept {
   return {std::ranges::data(r), std::ranges::size(r)};
 }
+template <class R>
+using host_value_t = std::remove_const_t<host_element_t<R>>;
+// An owner of device memory (DeviceBuffer, AsyncDeviceBuffer, ManagedBuffer),
+// untyped: a copy views it with the element type of its other side.
+template <class B>
+concept DeviceOwner = requires(const B& b) {
+  { b.template as<std::byte>() } -> std::same_as<DeviceSpan<std::byte>>;
+};
+// An owner of page-locked host memory (PinnedBuffer), likewise.
+template <class B>
+concept PinnedOwner = requires(const B& b) {
+  { b.template as<std::byte>() } -> std::same_as<std::span<std::byte>>;
+};
 }  // namespace detail
 
 /// Host to device, synchronous.
@@ -126,6 +141,67 @@ requires(!std::is_const_v<T>) void copy_async(const StreamRef& stream, DeviceSpa
   }
   detail::copy_device_to_device(dst.context(), dst.address(), dst.size_bytes(), dst.owner_id(), src.address(),
                                 src.size_bytes(), src.owner_id(), &stream);
+}
+
+// ---- copies with owners ---------------------------------------------------------------------
+// An owner (DeviceBuffer, AsyncDeviceBuffer, ManagedBuffer, PinnedBuffer) is
+// untyped memory: a copy views it as elements of its other side's type, as
+// owner.as<T>() would (its size must be a multiple of sizeof(T)), and then
+// copies as above. Between two owners the element type is unknown: view one.
+
+/// Host range to a device owner.
+template <detail::DeviceOwner B, detail::HostRange R>
+void copy(const B& dst, R&& src) {
+  copy(dst.template as<detail::host_value_t<R>>(), std::forward<R>(src));
+}
+/// A device owner to a host range.
+template <detail::HostDestination R, detail::DeviceOwner B>
+void copy(R&& dst, const B& src) {
+  copy(std::forward<R>(dst), src.template as<const detail::host_element_t<R>>());
+}
+/// A device owner to a device span, and a device span to a device owner.
+template <class T, detail::DeviceOwner B>
+requires(!std::is_const_v<T>) void copy(DeviceSpan<T> dst, const B& src) { copy(dst, src.template as<const T>()); }
+template <detail::DeviceOwner B, class U>
+void copy(const B& dst, DeviceSpan<U> src) {
+  copy(dst.template as<std::remove_const_t<U>>(), src);
+}
+/// A pinned owner to a device span, and a device span to a pinned owner.
+template <class T, detail::PinnedOwner P>
+requires(!std::is_const_v<T>) void copy(DeviceSpan<T> dst, const P& src) { copy(dst, src.template as<const T>()); }
+template <detail::PinnedOwner P, class U>
+void copy(const P& dst, DeviceSpan<U> src) {
+  copy(dst.template as<std::remove_const_t<U>>(), src);
+}
+/// The same on a stream: a host range to a device owner (no temporary
+/// container, as above), a device owner to a host range, and pinned owners
+/// with device spans.
+template <detail::DeviceOwner B, detail::HostRange R>
+requires std::ranges::borrowed_range<R>
+void copy_async(const StreamRef& stream, const B& dst, R&& src) {
+  copy_async(stream, dst.template as<detail::host_value_t<R>>(), std::forward<R>(src));
+}
+template <detail::DeviceOwner B, detail::TemporaryHostRange R>
+void copy_async(const StreamRef& stream, const B& dst, R&& src) = delete;
+template <detail::HostDestination R, detail::DeviceOwner B>
+void copy_async(const StreamRef& stream, R&& dst, const B& src) {
+  copy_async(stream, std::forward<R>(dst), src.template as<const detail::host_element_t<R>>());
+}
+template <class T, detail::DeviceOwner B>
+requires(!std::is_const_v<T>) void copy_async(const StreamRef& stream, DeviceSpan<T> dst, const B& src) {
+  copy_async(stream, dst, src.template as<const T>());
+}
+template <detail::DeviceOwner B, class U>
+void copy_async(const StreamRef& stream, const B& dst, DeviceSpan<U> src) {
+  copy_async(stream, dst.template as<std::remove_const_t<U>>(), src);
+}
+template <class T, detail::PinnedOwner P>
+requires(!std::is_const_v<T>) void copy_async(const StreamRef& stream, DeviceSpan<T> dst, const P& src) {
+  copy_async(stream, dst, src.template as<const T>());
+}
+template <detail::PinnedOwner P, class U>
+void copy_async(const StreamRef& stream, const P& dst, DeviceSpan<U> src) {
+  copy_async(stream, dst.template as<std::remove_const_t<U>>(), src);
 }
 
 /// Sets every element to `value` (converted to the element type, so
