@@ -205,7 +205,7 @@ TEST_F(GpuModules, WrongArgumentsAndOversizedBlocksAreRefused) {
     FAIL() << "an 8-byte argument for a 4-byte parameter was accepted";
   } catch (const InvalidArgumentError& e) {
     std::printf("[ info     ] %s\n", e.what());
-    EXPECT_NE(std::string(e.what()).find("argument 3 has 8 bytes, the kernel expects 4 bytes"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("argument 4 of 4 has 8 bytes, the kernel expects 4 bytes"), std::string::npos);
   }
   try {
     launch(vadd, LaunchConfig{{1}, {2048}, 0, {}, {}}, buf.address(), buf.address(), buf.address(), 1u);

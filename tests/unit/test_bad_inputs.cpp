@@ -272,7 +272,7 @@ std::vector<BadInput> rows() {
        "cuLaunchKernel"},
       {"AnArgumentOfTheWrongSize",
        ErrorKind::invalid_argument,
-       {"argument 3 has 8 bytes, the kernel expects 4 bytes"},
+       {"argument 4 of 4 has 8 bytes, the kernel expects 4 bytes"},
        [null_ptr](Env& env) {
          launch(env.module().kernel("vadd"), kOneBlock, null_ptr, null_ptr, null_ptr, std::uint64_t{1});
        },

@@ -144,7 +144,7 @@ TEST_F(Modules, WrongArgumentsAreRefusedBeforeTheDriverNamingTheArgument) {
   EXPECT_NE(std::string(e1.what()).find("kernel vadd takes 4 argument(s), 2 given"), std::string::npos) << e1.what();
   auto e2 = expect_throw<InvalidArgumentError>(
       [&] { launch(vadd, cfg, buf.address(), buf.address(), buf.address(), std::uint64_t{16}); });
-  EXPECT_NE(std::string(e2.what()).find("argument 3 has 8 bytes, the kernel expects 4 bytes"), std::string::npos)
+  EXPECT_NE(std::string(e2.what()).find("argument 4 of 4 has 8 bytes, the kernel expects 4 bytes"), std::string::npos)
       << e2.what();
   auto e3 = expect_throw<InvalidArgumentError>([&] {
     launch(vadd, LaunchConfig{{1}, {32, 64}, 0, {}, {}}, buf.address(), buf.address(), buf.address(), 16u);
@@ -381,6 +381,57 @@ TEST_F(ParamProbe, InvalidValueForTheFirstParameterMeansUncheckedNotZeroArgument
   auto buf = DeviceBuffer::allocate(ctx(), 64);
   launch(*vadd, LaunchConfig{{1}, {32}, 0, {}, {}}, buf.address(), buf.address(), buf.address(), 0u);
   EXPECT_EQ(drvshim_fake_launch_count(), 1u);
+}
+
+// An unchecked launch is said once per kernel (a warning, not only the debug
+// lookup line), and require_checked refuses it before the driver is called.
+TEST_F(ParamProbe, AnUncheckedLaunchIsSaidOnceAndRefusedWhenChecksAreRequired) {
+  auto m = Module::load(ctx(), bytes_of(kPtx));
+  drvshim_fake_fail_call("cuFuncGetParamInfo", 1, CUDA_ERROR_INVALID_VALUE);
+  const Kernel vadd = m.kernel("vadd");
+  auto buf = DeviceBuffer::allocate(ctx(), 64);
+  LaunchConfig strict{{1}, {32}};
+  strict.require_checked = true;
+  try {
+    launch(vadd, strict, buf.address(), buf.address(), buf.address(), 0u);
+    ADD_FAILURE() << "an unchecked launch with require_checked went ahead";
+  } catch (const UnsupportedError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("the 4 argument(s) cannot be checked: the kernel's parameter layout is unknown "
+                        "(cuFuncGetParamInfo answers CUDA_ERROR_INVALID_VALUE for parameter 0"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("kernel vadd"), std::string::npos) << what;
+    EXPECT_NE(what.find("CUDA 12.4"), std::string::npos) << what;
+  }
+  EXPECT_EQ(drvshim_fake_launch_count(), 0u);
+  std::size_t warnings = 0;
+  log::set_sink([&](log::Level level, std::string_view line) {
+    if (level == log::Level::warn && line.find("kernel vadd: launched with 4 argument(s) unchecked") != line.npos &&
+        line.find("LaunchConfig::require_checked refuses such launches") != line.npos) {
+      ++warnings;
+    }
+  });
+  for (int i = 0; i < 3; ++i) launch(vadd, LaunchConfig{{1}, {32}}, buf.address(), buf.address(), buf.address(), 0u);
+  log::set_sink({});
+  EXPECT_EQ(warnings, 1u);
+  EXPECT_EQ(drvshim_fake_launch_count(), 3u);
+}
+
+// A kernel without parameters: the driver calls parameter 0 invalid, and no
+// arguments agree with that, so require_checked launches it.
+TEST_F(ParamProbe, AKernelWithoutParametersLaunchesWhenChecksAreRequired) {
+  static const char* const kNoParams =
+      ".version 7.0\n.target sm_75\n.address_size 64\n.visible .entry no_parameters()\n{\n    ret;\n}\n";
+  drvshim_fake_register_kernel("no_parameters", [](const drvshim_fake_launch*, void**) {});
+  auto m = Module::load(ctx(), bytes_of(kNoParams));
+  const Kernel k = m.kernel("no_parameters");
+  EXPECT_FALSE(k.params().has_value());
+  LaunchConfig strict{{1}, {1}};
+  strict.require_checked = true;
+  launch(k, strict);
+  EXPECT_EQ(drvshim_fake_launch_count(), 1u);
+  EXPECT_THROW(launch(k, strict, 1), UnsupportedError) << "one argument where the layout is unknown";
 }
 
 // Before: any other error made the kernel unusable (Module::kernel threw).

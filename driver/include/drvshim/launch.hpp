@@ -60,6 +60,13 @@ struct LaunchConfig {
   /// checks them (an id it does not know is CUDA_ERROR_INVALID_VALUE). Not
   /// owned: the span's elements must live until launch_raw returns.
   std::span<const LaunchAttribute> attributes{};
+  /// Whether launch() refuses a kernel whose parameter layout the driver cannot
+  /// report (Kernel::params() empty: a driver before 12.4, for example), whose
+  /// arguments it therefore cannot check, instead of launching it unchecked
+  /// (which it logs as a warning at the kernel's first such launch). No
+  /// arguments for a kernel whose parameter 0 the driver calls invalid (a
+  /// kernel without parameters) pass either way.
+  bool require_checked = false;
 
   /// A 1D launch covering `elements` items with blocks of `block_threads`:
   /// ceil(elements / block_threads) blocks, so no item is left out (the
@@ -81,19 +88,22 @@ struct LaunchConfig {
 DRVSHIM_API void launch_raw(const Kernel& kernel, const LaunchConfig& config, void** args);
 
 namespace detail {
-DRVSHIM_API void check_launch_args(const Kernel& kernel, std::span<const std::size_t> sizes);
+DRVSHIM_API void check_launch_args(const Kernel& kernel, std::span<const std::size_t> sizes, bool require_checked);
 }  // namespace detail
 
 /// Launches with C++ arguments. Where the kernel's parameter layout is known
 /// (Kernel::params()), their count and sizes are checked first: a mismatch throws
-/// InvalidArgumentError naming the argument index and the expected and given
-/// sizes, and the driver is not called. Pass device views as their address()
+/// InvalidArgumentError naming the argument (counted from 1) and the expected
+/// and given sizes, and the driver is not called. Sizes are all the layout
+/// tells: an int where the kernel takes a float passes. Where the layout is
+/// unknown, the launch goes unchecked with a warning logged at the kernel's
+/// first such launch, or throws UnsupportedError with config.require_checked. Pass device views as their address()
 /// (a DevicePtr) or as raw pointers.
 template <class... Args>
 void launch(const Kernel& kernel, const LaunchConfig& config, const Args&... args) {
   static_assert((std::is_trivially_copyable_v<Args> && ...), "kernel arguments must be trivially copyable");
   const std::array<std::size_t, sizeof...(Args)> sizes{sizeof(Args)...};
-  detail::check_launch_args(kernel, sizes);
+  detail::check_launch_args(kernel, sizes, config.require_checked);
   std::array<void*, sizeof...(Args) + 1> pointers{const_cast<void*>(static_cast<const void*>(&args))..., nullptr};
   launch_raw(kernel, config, pointers.data());
 }

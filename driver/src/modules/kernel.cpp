@@ -20,9 +20,11 @@ using detail::fn;
 // the probe of parameters stops there whatever the driver answers.
 constexpr std::size_t kMaxParamBytes = 32764;
 
-// Logs why a kernel's launches go unchecked; the layout is then unknown.
-std::nullopt_t unchecked(const std::string& name, const std::string& why) {
+// Logs why a kernel's launches go unchecked and keeps the reason for the
+// warning at its first unchecked launch; the layout is then unknown.
+std::nullopt_t unchecked(const std::string& name, std::string why, std::string& reason) {
   detail::logf(log::Level::debug, "kernel {}: parameter layout unknown ({}); its launches are not checked", name, why);
+  reason = std::move(why);
   return std::nullopt;
 }
 
@@ -32,10 +34,13 @@ std::nullopt_t unchecked(const std::string& name, const std::string& why) {
 // unchecked. Only errors that make every call fail (sticky ones, a
 // deinitialised driver) are raised.
 std::optional<std::vector<ParamInfo>> read_param_layout(const detail::DriverCore& core, CUfunction f,
-                                                        const std::string& name) {
+                                                        const std::string& name, std::string& reason,
+                                                        bool& none_at_zero) {
   if (!core.has(detail::Api::k_cuFuncGetParamInfo)) {
-    return unchecked(name, fmt::format("driver {}.{} lacks cuFuncGetParamInfo (CUDA 12.4)", core.version / 1000,
-                                       (core.version % 1000) / 10));
+    return unchecked(name,
+                     fmt::format("driver {}.{} lacks cuFuncGetParamInfo (CUDA 12.4)", core.version / 1000,
+                                 (core.version % 1000) / 10),
+                     reason);
   }
   std::vector<ParamInfo> params;
   std::size_t end = 0;
@@ -45,9 +50,11 @@ std::optional<std::vector<ParamInfo>> read_param_layout(const detail::DriverCore
     const CUresult r = DRVSHIM_CU(core, cuFuncGetParamInfo, f, i, &p.offset, &p.size);
     if (r == CUDA_ERROR_INVALID_VALUE) {
       if (i == 0) {
+        none_at_zero = true;
         return unchecked(name,
                          "cuFuncGetParamInfo answers CUDA_ERROR_INVALID_VALUE for parameter 0: the kernel takes no "
-                         "parameters, or the driver does not know its layout");
+                         "parameters, or the driver does not know its layout",
+                         reason);
       }
       return params;  // past the last parameter
     }
@@ -55,18 +62,22 @@ std::optional<std::vector<ParamInfo>> read_param_layout(const detail::DriverCore
       if (is_sticky_error(static_cast<int>(r)) || r == CUDA_ERROR_DEINITIALIZED) {
         detail::raise(core, static_cast<int>(r), "cuFuncGetParamInfo", fmt::format("kernel {}, parameter {}", name, i));
       }
-      return unchecked(name, fmt::format("cuFuncGetParamInfo failed for parameter {} with {} ({})", i,
-                                         result_name(static_cast<int>(r)), static_cast<int>(r)));
+      return unchecked(name,
+                       fmt::format("cuFuncGetParamInfo failed for parameter {} with {} ({})", i,
+                                   result_name(static_cast<int>(r)), static_cast<int>(r)),
+                       reason);
     }
     if (p.size == 0 || p.offset < end || p.size > kMaxParamBytes || p.offset > kMaxParamBytes - p.size) {
-      return unchecked(name, fmt::format("the driver reports parameter {} at offset {} with {} bytes, after {} bytes "
-                                         "of earlier parameters, within at most {}",
-                                         i, p.offset, p.size, end, kMaxParamBytes));
+      return unchecked(name,
+                       fmt::format("the driver reports parameter {} at offset {} with {} bytes, after {} bytes "
+                                   "of earlier parameters, within at most {}",
+                                   i, p.offset, p.size, end, kMaxParamBytes),
+                       reason);
     }
     end = p.offset + p.size;
     params.push_back(p);
   }
-  return unchecked(name, fmt::format("the driver reports more than {} parameters", kMaxParamBytes));
+  return unchecked(name, fmt::format("the driver reports more than {} parameters", kMaxParamBytes), reason);
 }
 
 }  // namespace
@@ -93,7 +104,7 @@ Kernel make_kernel(const ContextRef& context, std::uintptr_t function, const std
   Kernel k(context, state);
   state->max_threads = function_attribute(k, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, "max threads per block");
   ContextScope scope(core, context.address(), "kernel parameter layout");
-  state->params = read_param_layout(core, f, name);
+  state->params = read_param_layout(core, f, name, state->unchecked_reason, state->no_parameter_zero);
   return k;
 }
 

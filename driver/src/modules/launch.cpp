@@ -11,6 +11,7 @@
 #include "devices/context_scope.hpp"
 #include "log_internal.hpp"
 #include "modules/module_internal.hpp"
+#include "seam/access.hpp"
 #include "seam/core_of.hpp"
 #include "support/view_checks.hpp"
 
@@ -80,9 +81,30 @@ LaunchAttribute LaunchAttribute::raw(int id, std::span<const std::byte> value) {
 
 namespace detail {
 
-void check_launch_args(const Kernel& kernel, std::span<const std::size_t> sizes) {
+void check_launch_args(const Kernel& kernel, std::span<const std::size_t> sizes, bool require_checked) {
   const auto& params = kernel.params();
-  if (!params) return;  // layout unknown to this driver: nothing to check against
+  if (!params) {
+    KernelState& state = *Access::state(kernel);
+    // The driver's answer for a kernel without parameters: no arguments agree with it.
+    if (state.no_parameter_zero && sizes.empty()) return;
+    if (require_checked) {
+      throw UnsupportedError("launch",
+                             fmt::format("the {} argument(s) cannot be checked: the kernel's parameter layout is "
+                                         "unknown ({})",
+                                         sizes.size(), state.unchecked_reason),
+                             fmt::format("kernel {}", kernel.name()),
+                             "a driver with cuFuncGetParamInfo (CUDA 12.4 or later) reports the layout; without "
+                             "LaunchConfig::require_checked the launch goes unchecked");
+    }
+    // Silently unchecked, a wrong argument corrupts memory with nothing said: say it once per kernel.
+    if (!state.unchecked_said.exchange(true)) {
+      logf(log::Level::warn,
+           "kernel {}: launched with {} argument(s) unchecked: its parameter layout is unknown ({}); "
+           "LaunchConfig::require_checked refuses such launches",
+           kernel.name(), sizes.size(), state.unchecked_reason);
+    }
+    return;
+  }
   if (params->size() != sizes.size()) {
     throw InvalidArgumentError(
         "launch", fmt::format("kernel {} takes {} argument(s), {} given", kernel.name(), params->size(), sizes.size()));
@@ -90,8 +112,8 @@ void check_launch_args(const Kernel& kernel, std::span<const std::size_t> sizes)
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     if ((*params)[i].size != sizes[i]) {
       throw InvalidArgumentError("launch",
-                                 fmt::format("kernel {}: argument {} has {} bytes, the kernel expects {} bytes",
-                                             kernel.name(), i, sizes[i], (*params)[i].size),
+                                 fmt::format("kernel {}: argument {} of {} has {} bytes, the kernel expects {} bytes",
+                                             kernel.name(), i + 1, sizes.size(), sizes[i], (*params)[i].size),
                                  "pass the type the kernel declares (device buffers as their DevicePtr address)");
     }
   }

@@ -7,6 +7,7 @@
 
 #include <drvshim/module.hpp>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -68,6 +69,9 @@ struct KernelState {
   std::uintptr_t function = 0;
   std::string name;
   std::optional<std::vector<ParamInfo>> params;  // read once, at lookup
+  std::string unchecked_reason;                  // why params is unknown
+  bool no_parameter_zero = false;                // unknown because parameter 0 is invalid: none, or not known
+  std::atomic<bool> unchecked_said{false};       // the first unchecked launch was logged
   int max_threads = 0;                           // read once, at lookup
   std::shared_ptr<const void> code;              // the ModuleState or LibraryState: kept loaded
 };
