@@ -93,7 +93,13 @@ TEST_F(Errors, CallsBeforeInitNameTheMissingStepAndNeverReachTheDriver) {
   EXPECT_TRUE(fake_calls().empty()) << "drvshim must not call the driver, nor initialise silently";
   EXPECT_FALSE(drv.initialized());
   expect_throw<MissingStepError>([&] { (void)drv.current_context(); });
-  expect_throw<MissingStepError>([&] { (void)drv.device(0); });
+  // Each names the call the user made, not one it makes inside.
+  const auto device = expect_throw<MissingStepError>([&] { (void)drv.device(0); });
+  EXPECT_NE(std::string(device.what()).find("Driver::device needs Driver::init() first"), std::string::npos)
+      << device.what();
+  const auto devices = expect_throw<MissingStepError>([&] { (void)drv.devices(); });
+  EXPECT_NE(std::string(devices.what()).find("Driver::devices needs Driver::init() first"), std::string::npos)
+      << devices.what();
 }
 
 TEST_F(Errors, ADriverReportingNotInitializedIsAlsoAMissingStep) {

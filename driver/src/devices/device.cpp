@@ -120,6 +120,7 @@ std::string HostMappingSummary::verdict() const {
 }
 
 Device Driver::device(int ordinal) const {
+  core_->require_init("Driver::device");  // the step missing is the user's call, not device_count's
   const int count = device_count();
   if (ordinal < 0 || ordinal >= count) {
     throw InvalidArgumentError(
@@ -133,6 +134,7 @@ Device Driver::device(int ordinal) const {
 }
 
 std::vector<Device> Driver::devices() const {
+  core_->require_init("Driver::devices");
   const int count = device_count();
   std::vector<Device> out;
   out.reserve(static_cast<std::size_t>(count));
