@@ -481,6 +481,17 @@ concept QueuedFromTemporary = requires(const StreamRef& s, const DeviceBuffer& d
   copy_async(s, d, S{});
 };
 static_assert(!QueuedFromTemporary<std::vector<float>>, "a queued copy from a temporary container into an owner");
+// A temporary owner frees its memory at the end of the call's expression: a
+// copy into it is lost, and a queued copy would touch freed memory.
+static_assert(!Copyable<DeviceBuffer, std::vector<float>&> && !Copyable<PinnedBuffer, DeviceSpan<float>>);
+template <class D, class S>
+concept Queueable = requires(const StreamRef& s, D&& d, S&& src) {
+  copy_async(s, std::forward<D>(d), std::forward<S>(src));
+};
+static_assert(Queueable<const DeviceBuffer&, std::vector<float>&> &&
+              Queueable<std::vector<float>&, const DeviceBuffer&>);
+static_assert(!Queueable<DeviceBuffer, std::vector<float>&> && !Queueable<std::vector<float>&, AsyncDeviceBuffer>);
+static_assert(!Queueable<PinnedBuffer, DeviceSpan<float>> && !Queueable<DeviceSpan<float>, ManagedBuffer>);
 
 TEST_F(Owners, OwnersAreCopiedAsTheOtherSidesElementType) {
   const PrimaryContext& primary = *primary_;

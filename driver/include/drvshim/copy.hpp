@@ -204,6 +204,20 @@ void copy_async(const StreamRef& stream, const P& dst, DeviceSpan<U> src) {
   copy_async(stream, dst.template as<std::remove_const_t<U>>(), src);
 }
 
+// A temporary owner frees its memory when the call's full expression ends:
+// a copy into one is lost, and a queued copy would touch freed memory.
+template <class B, class S>
+requires(!std::is_reference_v<B> && (detail::DeviceOwner<B> || detail::PinnedOwner<B>)) void copy(B&& dst,
+                                                                                                  S&& src) = delete;
+template <class B, class S>
+requires(!std::is_reference_v<B> &&
+         (detail::DeviceOwner<B> || detail::PinnedOwner<B>)) void copy_async(const StreamRef& stream, B&& dst,
+                                                                             S&& src) = delete;
+template <class D, class B>
+requires(!std::is_reference_v<B> &&
+         (detail::DeviceOwner<B> || detail::PinnedOwner<B>)) void copy_async(const StreamRef& stream, D&& dst,
+                                                                             B&& src) = delete;
+
 /// Sets every element to `value` (converted to the element type, so
 /// fill(span_of_uint32, 0) works) with cuMemsetD8/D16/D32 (by sizeof(T): 1, 2 or 4).
 template <class T>
