@@ -63,9 +63,12 @@ struct LaunchConfig {
   /// Whether launch() refuses a kernel whose parameter layout the driver cannot
   /// report (Kernel::params() empty: a driver before 12.4, for example), whose
   /// arguments it therefore cannot check, instead of launching it unchecked
-  /// (which it logs as a warning at the kernel's first such launch). No
-  /// arguments for a kernel whose parameter 0 the driver calls invalid (a
-  /// kernel without parameters) pass either way.
+  /// (which it logs as a warning at the first such launch of each
+  /// Module::kernel / Library::kernel lookup; copies share it). One case
+  /// passes unchecked: no arguments where the driver calls parameter 0
+  /// invalid, its answer both for a kernel without parameters and for one
+  /// whose layout it does not know. launch_raw() takes no argument sizes and
+  /// does not look at it.
   bool require_checked = false;
 
   /// A 1D launch covering `elements` items with blocks of `block_threads`:

@@ -93,8 +93,10 @@ void check_launch_args(const Kernel& kernel, std::span<const std::size_t> sizes,
                                          "unknown ({})",
                                          sizes.size(), state.unchecked_reason),
                              fmt::format("kernel {}", kernel.name()),
-                             "a driver with cuFuncGetParamInfo (CUDA 12.4 or later) reports the layout; without "
-                             "LaunchConfig::require_checked the launch goes unchecked");
+                             state.unchecked_reason.find("lacks cuFuncGetParamInfo") != std::string::npos
+                                 ? "a driver with cuFuncGetParamInfo (CUDA 12.4 or later) reports the layout; "
+                                   "without LaunchConfig::require_checked the launch goes unchecked"
+                                 : "without LaunchConfig::require_checked the launch goes unchecked");
     }
     // Silently unchecked, a wrong argument corrupts memory with nothing said: say it once per kernel.
     if (!state.unchecked_said.exchange(true)) {
