@@ -358,6 +358,16 @@ bool library_runs_on(const Engine& e, const FakeModule& l, int device);
 
 // ---- launches (fake_launch.cpp, fake_cpu_kernels.cpp) --------------------------------
 
+// The fake's occupancy model, one for every call that depends on it (the
+// occupancy queries, the block-size suggestion, the cooperative launch's
+// check): at most 32 resident blocks and 2048 resident threads per
+// multiprocessor, and the shared memory of the device's multiprocessor
+// divided among the blocks. 0 for a block the model cannot place.
+int resident_blocks_per_sm(const Engine& e, int device, unsigned block_threads, size_t shared_bytes);
+// The device a live function's occupancy is asked about: its module's
+// context's (a library's function, bound to no context: the current one's, else 0).
+int function_device(Engine& e, CUfunction f);
+
 // The built-in CPU version of a kernel of this name with this many parameters, or null.
 drvshim_fake_kernel_fn builtin_kernel(const std::string& name, size_t parameters);
 

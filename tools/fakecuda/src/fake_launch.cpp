@@ -116,12 +116,12 @@ CUresult fake_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz
 }
 
 // A cooperative launch must fit on the device at once (occupancy x SMs).
-CUresult cooperative_fits(Engine& e, CUstream s, const unsigned grid[3], const unsigned block[3]) {
+CUresult cooperative_fits(Engine& e, CUstream s, const unsigned grid[3], const unsigned block[3], unsigned shared) {
   FakeCtx* ctx = nullptr;
   if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
   if (attr(e, ctx->device, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH) == 0) return CUDA_ERROR_NOT_SUPPORTED;
-  const unsigned threads = block[0] * block[1] * block[2];
-  const unsigned per_sm = threads == 0 ? 0 : std::min(32u, 2048u / threads);
+  const auto per_sm =
+      static_cast<unsigned>(resident_blocks_per_sm(e, ctx->device, block[0] * block[1] * block[2], shared));
   if (static_cast<unsigned long long>(grid[0]) * grid[1] * grid[2] >
       static_cast<unsigned long long>(per_sm) *
           static_cast<unsigned long long>(attr(e, ctx->device, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT))) {
@@ -153,7 +153,7 @@ CUresult fake_cuLaunchKernelEx(const CUlaunchConfig* c, CUfunction f, void** arg
   const unsigned block[3] = {c->blockDimX, c->blockDimY, c->blockDimZ};
   for (unsigned i = 0; i < c->numAttrs; ++i) {
     if (c->attrs[i].id != CU_LAUNCH_ATTRIBUTE_COOPERATIVE || c->attrs[i].value.cooperative == 0) continue;
-    if (const CUresult r = cooperative_fits(e, c->hStream, grid, block); r != CUDA_SUCCESS) return r;
+    if (const CUresult r = cooperative_fits(e, c->hStream, grid, block, c->sharedMemBytes); r != CUDA_SUCCESS) return r;
   }
   unsigned cluster[3] = {1, 1, 1};
   for (unsigned i = 0; i < c->numAttrs; ++i) {
@@ -170,7 +170,7 @@ CUresult fake_cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, 
   FAKE_ENTER("cuLaunchCooperativeKernel");
   const unsigned grid[3] = {gx, gy, gz};
   const unsigned block[3] = {bx, by, bz};
-  if (const CUresult r = cooperative_fits(e, s, grid, block); r != CUDA_SUCCESS) return r;
+  if (const CUresult r = cooperative_fits(e, s, grid, block, shared); r != CUDA_SUCCESS) return r;
   return do_launch(e, lock, f, grid, block, shared, s, args);
 }
 

@@ -174,10 +174,10 @@ CUresult fake_cuFuncGetAttribute(int* value, CUfunction_attribute attribute, CUf
   return CUDA_SUCCESS;
 }
 
-CUresult fake_cuOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, CUfunction hf, int block_size, size_t) {
+CUresult fake_cuOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, CUfunction hf, int block_size, size_t shared) {
   FAKE_ENTER("cuOccupancyMaxActiveBlocksPerMultiprocessor");
   if (live_function(e, hf) == nullptr || blocks == nullptr || block_size <= 0) return CUDA_ERROR_INVALID_VALUE;
-  *blocks = std::min(32, 2048 / block_size);
+  *blocks = resident_blocks_per_sm(e, function_device(e, hf), static_cast<unsigned>(block_size), shared);
   return CUDA_SUCCESS;
 }
 

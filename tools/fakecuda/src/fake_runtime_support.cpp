@@ -65,9 +65,7 @@ CUresult fake_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* blocks, 
   if (live_function(e, hf) == nullptr || blocks == nullptr || block_size <= 0 || flags > 1) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  const int by_threads = 2048 / block_size;
-  const int by_shared = shared == 0 ? 32 : static_cast<int>(233472 / shared);
-  *blocks = std::min({32, by_threads, by_shared});
+  *blocks = resident_blocks_per_sm(e, function_device(e, hf), static_cast<unsigned>(block_size), shared);
   return CUDA_SUCCESS;
 }
 
@@ -79,6 +77,59 @@ CUresult fake_cuOccupancyAvailableDynamicSMemPerBlock(size_t* bytes, CUfunction 
   *bytes = std::min<size_t>(232448, 233472 / static_cast<size_t>(blocks) - 1024);
   return CUDA_SUCCESS;
 }
+
+// As cudaOccupancyMaxPotentialBlockSize in cuda_runtime.h: from the largest
+// block the kernel allows down in steps of a warp, the first size reaching the
+// most resident threads; the grid that fills every multiprocessor with it.
+CUresult fake_cuOccupancyMaxPotentialBlockSize(int* min_grid, int* block, CUfunction hf,
+                                               CUoccupancyB2DSize shared_of_size, size_t shared, int limit) {
+  FAKE_ENTER("cuOccupancyMaxPotentialBlockSize");
+  FakeFunction* f = live_function(e, hf);
+  if (f == nullptr || min_grid == nullptr || block == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const int device = function_device(e, hf);
+  int largest = 1024;
+  if (auto it = f->attributes.find(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK); it != f->attributes.end()) {
+    largest = it->second;
+  }
+  if (limit > 0) largest = std::min(largest, limit);
+  int best_size = 0;
+  int best_blocks = 0;
+  for (int size = largest / 32 * 32; size > 0; size -= 32) {
+    const size_t bytes = shared_of_size != nullptr ? shared_of_size(size) : shared;
+    const int resident = resident_blocks_per_sm(e, device, static_cast<unsigned>(size), bytes);
+    if (resident * size > best_blocks * best_size) {
+      best_size = size;
+      best_blocks = resident;
+    }
+  }
+  *block = best_size;
+  *min_grid = best_blocks * attr(e, device, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+int resident_blocks_per_sm(const Engine& e, int device, unsigned block_threads, size_t shared_bytes) {
+  if (block_threads == 0 || block_threads > 1024) return 0;
+  const int max_blocks = attr(e, device, CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR);
+  const auto by_blocks = static_cast<unsigned>(max_blocks > 0 ? max_blocks : 32);
+  const auto by_threads =
+      static_cast<unsigned>(attr(e, device, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)) / block_threads;
+  // Each block also holds 1 KiB the driver reserves.
+  const auto by_shared =
+      static_cast<size_t>(attr(e, device, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)) /
+      (shared_bytes + 1024);
+  return static_cast<int>(std::min<size_t>({by_blocks, by_threads, by_shared}));
+}
+
+int function_device(Engine& e, CUfunction f) {
+  const FakeFunction* fn = live_function(e, f);
+  if (fn != nullptr && fn->module != nullptr && fn->module->ctx != nullptr) return fn->module->ctx->device;
+  FakeCtx* ctx = nullptr;
+  return current(e, &ctx) == CUDA_SUCCESS && ctx != nullptr ? ctx->device : 0;
+}
+
+namespace {
 
 // ---- libraries: globals and managed variables ----------------------------------------------------
 
@@ -390,6 +441,7 @@ std::vector<ProcEntry> runtime_support_procs() {
       {"cuFuncSetCacheConfig", 3000, erase_fn(&fake_cuFuncSetCacheConfig)},
       {"cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", 7000,
        erase_fn(&fake_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags)},
+      {"cuOccupancyMaxPotentialBlockSize", 6050, erase_fn(&fake_cuOccupancyMaxPotentialBlockSize)},
       {"cuOccupancyAvailableDynamicSMemPerBlock", 10020, erase_fn(&fake_cuOccupancyAvailableDynamicSMemPerBlock)},
       {"cuLibraryGetGlobal", 12000, erase_fn(&fake_cuLibraryGetGlobal)},
       {"cuLibraryGetManaged", 12000, erase_fn(&fake_cuLibraryGetManaged)},
