@@ -144,6 +144,39 @@ inline std::vector<ContractResult> run_contract_cases(const drvshim::Driver& drv
     add("cooperative launch with a cluster: fits", cooperative_cluster(1), "ok");
     add("cooperative launch with a cluster: a grid of 2^20 blocks", cooperative_cluster(1u << 20),
         "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE");
+    // The block-size suggestion is the occupancy query's best block (the
+    // largest of equals), its grid fills every SM, and a cooperative launch of
+    // that grid fits where one block more does not.
+    const BlockSuggestion suggestion = k.suggested_block();
+    bool most_resident = suggestion.block_threads % 32 == 0 && suggestion.block_threads > 0;
+    const int resident = most_resident ? k.max_active_blocks_per_sm(suggestion.block_threads) : 0;
+    for (unsigned b = 32; most_resident && b <= static_cast<unsigned>(k.max_threads_per_block()); b += 32) {
+      const int threads = k.max_active_blocks_per_sm(b) * static_cast<int>(b);
+      const int best = resident * static_cast<int>(suggestion.block_threads);
+      if (threads > best || (b > suggestion.block_threads && threads == best)) most_resident = false;
+    }
+    add("suggested block: the largest with the most resident threads", most_resident ? "yes" : "no", "yes");
+    add("suggested block: its grid is resident blocks x SMs",
+        suggestion.min_grid_blocks == static_cast<unsigned>(resident * dev.sm_count()) ? "yes" : "no", "yes");
+    // 32 resident blocks of 64 threads (2048) beat 21 of 96 (2016).
+    add("suggested block: a limit of 100 threads gives 64", std::to_string(k.suggested_block(0, 100).block_threads),
+        "64");
+    std::string too_much_shared;
+    const std::string failure = code_of_failure(
+        [&] { too_much_shared = std::to_string(k.suggested_block(std::size_t{1} << 30).block_threads); });
+    add("suggested block: 1 GiB of dynamic shared memory", failure == "ok" ? too_much_shared : failure, "0");
+    const auto grid_stride_cooperative = [&](unsigned extra) {
+      return code_of_failure([&] {
+        LaunchConfig config = LaunchConfig::grid_stride(k, std::size_t{1} << 40, 0, s.ref());
+        config.grid.x += extra;
+        config.cooperative = true;
+        launch(k, config, buf.address(), 1.0f);
+        s.ref().synchronize();
+      });
+    };
+    add("grid_stride launch, cooperative: fits", grid_stride_cooperative(0), "ok");
+    add("grid_stride launch and one block more, cooperative", grid_stride_cooperative(1),
+        "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE");
   }
   {
     // An allocation's addresses as the current context sees them (what

@@ -106,6 +106,92 @@ TEST_F(KernelAttributes, CooperativeLaunchesMustFitOnTheDevice) {
   EXPECT_GT(k.available_dynamic_shared_bytes(2, 256), 0u);
 }
 
+// The driver's block-size suggestion is the occupancy query's best block size
+// (largest of the ties), and the grid it names fills every SM at that size.
+TEST_F(KernelAttributes, TheSuggestedBlockIsTheMostResidentOne) {
+  const Kernel k = module_->kernel("big_shared");
+  const unsigned sms = static_cast<unsigned>(ctx().device().sm_count());
+  const auto check_best = [&](std::size_t shared, unsigned limit) {
+    const BlockSuggestion s = k.suggested_block(shared, limit);
+    ASSERT_GT(s.block_threads, 0u);
+    EXPECT_EQ(s.block_threads % 32, 0u);
+    if (limit != 0) {
+      EXPECT_LE(s.block_threads, limit);
+    }
+    const int resident = k.max_active_blocks_per_sm(s.block_threads, shared);
+    EXPECT_EQ(s.min_grid_blocks, static_cast<unsigned>(resident) * sms);
+    for (unsigned b = 32; b <= (limit != 0 ? limit : 1024u); b += 32) {
+      const auto threads = static_cast<unsigned>(k.max_active_blocks_per_sm(b, shared)) * b;
+      EXPECT_LE(threads, static_cast<unsigned>(resident) * s.block_threads) << b << " threads per block";
+      if (b > s.block_threads) {
+        EXPECT_LT(threads, static_cast<unsigned>(resident) * s.block_threads) << b;
+      }
+    }
+  };
+  check_best(0, 0);
+  check_best(200 * 1024, 0);
+  check_best(0, 100);
+  // The fake's numbers: 2048 threads and 32 blocks per SM, 228 KiB of shared memory per SM.
+  EXPECT_EQ(k.suggested_block().block_threads, 1024u);
+  EXPECT_EQ(k.suggested_block().min_grid_blocks, 2 * sms);
+  EXPECT_EQ(k.suggested_block(200 * 1024).min_grid_blocks, sms);
+  // Under 100 threads: 32 blocks of 64 (2048 threads) beat 21 of 96 (2016).
+  EXPECT_EQ(k.suggested_block(0, 100).block_threads, 64u);
+  EXPECT_EQ(k.suggested_block(0, 100).min_grid_blocks, 32 * sms);
+  // No block fits with more shared memory than an SM has.
+  EXPECT_EQ(k.suggested_block(300 * 1024).block_threads, 0u);
+  auto none = expect_throw<InvalidArgumentError>([&] { (void)LaunchConfig::covering(k, 1000, 300 * 1024); });
+  EXPECT_NE(std::string(none.what()).find("suggests no block size for kernel big_shared with 307200 bytes"),
+            std::string::npos)
+      << none.what();
+  expect_throw<InvalidArgumentError>([&] { (void)LaunchConfig::grid_stride(k, 1000, 300 * 1024); });
+  auto limit = expect_throw<InvalidArgumentError>([&] { (void)k.suggested_block(0, 1u << 31); });
+  EXPECT_NE(std::string(limit.what()).find("a block limit of 2147483648 threads"), std::string::npos) << limit.what();
+  drvshim_fake_fail_call("cuOccupancyMaxPotentialBlockSize", 1, CUDA_ERROR_INVALID_VALUE);
+  auto failed = expect_throw<CudaError>([&] { (void)k.suggested_block(64); });
+  EXPECT_EQ(failed.code(), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_NE(std::string(failed.what()).find("kernel big_shared, 64 dynamic shared bytes"), std::string::npos)
+      << failed.what();
+}
+
+// The occupancy-based launches: covering uses the suggested block for every
+// element; grid_stride stops at the grid that fills the device, which a
+// cooperative launch accepts, and one block more it refuses.
+TEST_F(KernelAttributes, LaunchesSizedByOccupancy) {
+  const Kernel k = module_->kernel("big_shared");
+  auto buf = DeviceBuffer::allocate(ctx(), 64);
+  const unsigned sms = static_cast<unsigned>(ctx().device().sm_count());
+  const Stream stream = Stream::create(ctx());
+  const LaunchConfig c = LaunchConfig::covering(k, 1'000'000, 4096, stream);
+  const BlockSuggestion s = k.suggested_block(4096);
+  EXPECT_EQ(c.block.x, s.block_threads);
+  EXPECT_EQ(c.grid.x, (1'000'000 + s.block_threads - 1) / s.block_threads);
+  EXPECT_EQ(c.shared_bytes, 4096u);
+  EXPECT_EQ(c.stream, stream.ref());
+  launch(k, c, buf.address());
+  EXPECT_EQ(g_shared_seen, 4096u);
+
+  LaunchConfig g = LaunchConfig::grid_stride(k, std::size_t{1} << 40);
+  EXPECT_EQ(g.block.x, 1024u);
+  EXPECT_EQ(g.grid.x, 2 * sms) << "the grid that fills every SM, however many elements";
+  EXPECT_FALSE(g.stream.has_value());
+  EXPECT_EQ(LaunchConfig::grid_stride(k, 3000).grid.x, 3u) << "fewer blocks where fewer cover the elements";
+  g.cooperative = true;
+  const auto cooperative = drvshim_fake_call_count("cuLaunchCooperativeKernel");
+  launch(k, g, buf.address());
+  EXPECT_EQ(drvshim_fake_call_count("cuLaunchCooperativeKernel"), cooperative + 1);
+  g.grid.x += 1;
+  EXPECT_EQ(expect_throw<CudaError>([&] { launch(k, g, buf.address()); }).code(),
+            CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE);
+  for (const auto* api : {"covering", "grid_stride"}) {
+    const auto e = expect_throw<InvalidArgumentError>([&] {
+      (void)(std::string(api) == "covering" ? LaunchConfig::covering(k, 0) : LaunchConfig::grid_stride(k, 0));
+    });
+    EXPECT_NE(std::string(e.what()).find("0 elements for kernel big_shared"), std::string::npos) << e.what();
+    EXPECT_NE(e.hint().find("skip the launch"), std::string::npos);
+  }
+}
+
 // With cluster dimensions both go to cuLaunchKernelEx: cooperative exactly
 // when asked for (a grid that cannot be resident at once is refused then,
 // and only then).

@@ -53,6 +53,17 @@ enum class FunctionAttribute : int {
   cluster_scheduling_policy_preference = 15,
 };
 
+/// The block size the driver suggests for a kernel (Kernel::suggested_block).
+struct BlockSuggestion {
+  /// The block size, a multiple of the warp size, that keeps the most threads
+  /// of the kernel resident on a multiprocessor (of several, the largest).
+  unsigned block_threads = 0;
+  /// The fewest blocks of that size that reach this occupancy on every
+  /// multiprocessor: resident blocks per multiprocessor times their count.
+  /// A grid of this many blocks is resident at once on an idle device.
+  unsigned min_grid_blocks = 0;
+};
+
 /// The L1/shared-memory split a kernel prefers (CUfunc_cache).
 enum class CachePreference : int { none = 0, shared = 1, l1 = 2, equal = 3 };
 
@@ -81,6 +92,13 @@ class DRVSHIM_API Kernel {
   /// cuOccupancyAvailableDynamicSMemPerBlock: the dynamic shared memory a block
   /// may use so that `blocks_per_sm` blocks of `block_threads` fit on one SM.
   std::size_t available_dynamic_shared_bytes(int blocks_per_sm, unsigned block_threads) const;
+  /// cuOccupancyMaxPotentialBlockSize: the block size giving the most resident
+  /// threads when each block uses `dynamic_shared_bytes` of dynamic shared
+  /// memory, among sizes up to `block_limit` threads (0: the kernel's own
+  /// limit). Throws DriverTooOldError without the call, CudaError as the
+  /// driver answers (a dynamic shared size no block can have gives a
+  /// block_threads of 0 on some drivers: launch_raw then refuses the block).
+  BlockSuggestion suggested_block(std::size_t dynamic_shared_bytes = 0, unsigned block_limit = 0) const;
   /// cuFuncGetAttribute for any attribute.
   int attribute(FunctionAttribute attribute) const;
   /// cuFuncSetAttribute (CUDA 9.0+): for example max_dynamic_shared_size_bytes

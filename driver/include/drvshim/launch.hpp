@@ -81,6 +81,24 @@ struct LaunchConfig {
   /// need a 64-bit index in the kernel (blockIdx.x * blockDim.x in 32 bits wraps).
   DRVSHIM_API static LaunchConfig covering(std::size_t elements, unsigned block_threads,
                                            std::optional<StreamRef> stream = std::nullopt);
+  /// A 1D launch covering `elements` items with the block size that keeps the
+  /// most threads of `kernel` resident (Kernel::suggested_block, each block
+  /// with `shared_bytes` of dynamic shared memory, which the launch carries).
+  /// Otherwise as covering(elements, block_threads), and throws as it does,
+  /// and as Kernel::suggested_block (DriverTooOldError without
+  /// cuOccupancyMaxPotentialBlockSize); InvalidArgumentError, naming the
+  /// kernel, when the driver suggests no block for `shared_bytes`.
+  DRVSHIM_API static LaunchConfig covering(const Kernel& kernel, std::size_t elements, unsigned shared_bytes = 0,
+                                           std::optional<StreamRef> stream = std::nullopt);
+  /// A 1D launch for a grid-stride loop over `elements` items: the suggested
+  /// block size (as above) and the fewest blocks that keep every
+  /// multiprocessor at that occupancy (BlockSuggestion::min_grid_blocks), or
+  /// fewer where `elements` needs fewer. Each thread must loop:
+  /// `for (i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)`.
+  /// On an idle device the whole grid is resident at once, so a cooperative
+  /// launch of it fits. Throws as covering(kernel, elements, ...).
+  DRVSHIM_API static LaunchConfig grid_stride(const Kernel& kernel, std::size_t elements, unsigned shared_bytes = 0,
+                                              std::optional<StreamRef> stream = std::nullopt);
 };
 
 /// Launches with arguments the caller packed: `args[i]` points at parameter i

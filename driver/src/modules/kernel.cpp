@@ -2,6 +2,8 @@
 // Kernels: attributes, occupancy, and the parameter layout read at lookup.
 #include <drvshim/module.hpp>
 
+#include <algorithm>
+#include <limits>
 #include <utility>
 
 #include "devices/context_scope.hpp"
@@ -156,6 +158,23 @@ std::size_t Kernel::available_dynamic_shared_bytes(int blocks_per_sm, unsigned b
               fmt::format("kernel {}, {} blocks of {} threads per SM", name(), blocks_per_sm, block_threads), &bytes,
               fn(*this), blocks_per_sm, static_cast<int>(block_threads));
   return bytes;
+}
+
+BlockSuggestion Kernel::suggested_block(std::size_t dynamic_shared_bytes, unsigned block_limit) const {
+  const auto& core = core_of(context_);
+  core.require_function(detail::Api::k_cuOccupancyMaxPotentialBlockSize, "Kernel::suggested_block");
+  if (block_limit > static_cast<unsigned>(std::numeric_limits<int>::max())) {
+    throw InvalidArgumentError("Kernel::suggested_block", fmt::format("a block limit of {} threads", block_limit),
+                               "give 0 (the kernel's own limit) or at most 1024");
+  }
+  detail::ContextScope scope(core, context_.address(), "Kernel::suggested_block");
+  int min_grid = 0;
+  int block = 0;
+  DRVSHIM_TRY(
+      core, cuOccupancyMaxPotentialBlockSize,
+      fmt::format("kernel {}, {} dynamic shared bytes, block limit {}", name(), dynamic_shared_bytes, block_limit),
+      &min_grid, &block, fn(*this), nullptr, dynamic_shared_bytes, static_cast<int>(block_limit));
+  return BlockSuggestion{static_cast<unsigned>(std::max(block, 0)), static_cast<unsigned>(std::max(min_grid, 0))};
 }
 
 namespace {

@@ -2,7 +2,9 @@
 // Launching kernels: the argument check of the typed launch and launch_raw.
 #include <drvshim/module.hpp>
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <optional>
 #include <utility>
@@ -47,6 +49,49 @@ LaunchConfig LaunchConfig::covering(std::size_t elements, unsigned block_threads
   LaunchConfig config;
   config.grid = Dim3{static_cast<unsigned>(blocks), 1, 1};
   config.block = Dim3{block_threads, 1, 1};
+  config.stream = std::move(stream);
+  return config;
+}
+
+namespace {
+BlockSuggestion suggestion_for(const char* api, const Kernel& kernel, unsigned shared_bytes) {
+  const BlockSuggestion s = kernel.suggested_block(shared_bytes);
+  if (s.block_threads == 0 || s.min_grid_blocks == 0) {
+    throw InvalidArgumentError(
+        api,
+        fmt::format("the driver suggests no block size for kernel {} with {} bytes of dynamic shared memory per block",
+                    kernel.name(), shared_bytes),
+        "no block of the kernel fits on a multiprocessor with that much shared memory: ask for less (see "
+        "Kernel::available_dynamic_shared_bytes)");
+  }
+  return s;
+}
+}  // namespace
+
+LaunchConfig LaunchConfig::covering(const Kernel& kernel, std::size_t elements, unsigned shared_bytes,
+                                    std::optional<StreamRef> stream) {
+  if (elements == 0) {
+    throw InvalidArgumentError("LaunchConfig::covering", fmt::format("0 elements for kernel {}", kernel.name()),
+                               "there is nothing to launch for 0 elements: skip the launch");
+  }
+  const BlockSuggestion s = suggestion_for("LaunchConfig::covering", kernel, shared_bytes);
+  LaunchConfig config = covering(elements, s.block_threads, std::move(stream));
+  config.shared_bytes = shared_bytes;
+  return config;
+}
+
+LaunchConfig LaunchConfig::grid_stride(const Kernel& kernel, std::size_t elements, unsigned shared_bytes,
+                                       std::optional<StreamRef> stream) {
+  if (elements == 0) {
+    throw InvalidArgumentError("LaunchConfig::grid_stride", fmt::format("0 elements for kernel {}", kernel.name()),
+                               "there is nothing to launch for 0 elements: skip the launch");
+  }
+  const BlockSuggestion s = suggestion_for("LaunchConfig::grid_stride", kernel, shared_bytes);
+  const std::uint64_t needed = elements / s.block_threads + (elements % s.block_threads != 0 ? 1 : 0);
+  LaunchConfig config;
+  config.grid = Dim3{static_cast<unsigned>(std::min<std::uint64_t>(needed, s.min_grid_blocks)), 1, 1};
+  config.block = Dim3{s.block_threads, 1, 1};
+  config.shared_bytes = shared_bytes;
   config.stream = std::move(stream);
   return config;
 }

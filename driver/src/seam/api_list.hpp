@@ -107,6 +107,7 @@
   X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, 7000, \
     Optional)                                                                                                         \
   X(cuOccupancyAvailableDynamicSMemPerBlock, cuOccupancyAvailableDynamicSMemPerBlock, 10020, Optional)                \
+  X(cuOccupancyMaxPotentialBlockSize, cuOccupancyMaxPotentialBlockSize, 6050, Optional)                               \
   /* libraries: globals and managed variables */                                                                      \
   X(cuLibraryGetGlobal, cuLibraryGetGlobal, 12000, Optional)                                                          \
   X(cuLibraryGetManaged, cuLibraryGetManaged, 12000, Optional)                                                        \
