@@ -260,6 +260,43 @@ TEST_F(Register, UnregisteringTwiceAndForeignPointers) {
   EXPECT_EQ(s.to_string(), "cuMemHostUnregister: CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED (713)");
 }
 
+// A typed device view of a registered range: the device address, the count of
+// elements, usable as a copy side and by a kernel; bad views refused by name.
+TEST_F(Register, ATypedDeviceViewOfTheRange) {
+  alignas(64) std::array<float, 1024> host{};
+  auto range = RegisteredRange::register_range(ctx(), host.data(), sizeof host, HostRegisterFlags::device_map);
+  EXPECT_EQ(range.context(), ctx());
+  const DeviceSpan<float> view = range.device_as<float>();
+  EXPECT_EQ(view.address(), range.device_address());
+  EXPECT_EQ(view.size(), host.size());
+  EXPECT_EQ(view.context(), ctx());
+  EXPECT_EQ(range.device_as<double>().size(), host.size() / 2);
+  std::vector<float> values(host.size());
+  std::iota(values.begin(), values.end(), 0.5f);
+  copy(view, values);  // into the registered memory through its device view
+  EXPECT_EQ(host[1023], 1023.5f);
+  auto device = DeviceBuffer::allocate(ctx(), sizeof host);
+  copy(device.as<float>(), view);
+  std::vector<float> back(host.size());
+  copy(back, device);
+  EXPECT_EQ(back, values);
+
+  struct Odd {
+    char bytes[3];
+  };
+  auto odd = expect_throw<InvalidArgumentError>([&] { (void)range.device_as<Odd>(); });
+  EXPECT_NE(std::string(odd.what()).find("not a multiple of the element size 3"), std::string::npos) << odd.what();
+  auto shifted = RegisteredRange::register_range(ctx(), reinterpret_cast<std::byte*>(values.data()) + 2, 4000,
+                                                 HostRegisterFlags::device_map);
+  auto misaligned = expect_throw<InvalidArgumentError>([&] { (void)shifted.device_as<float>(); });
+  EXPECT_NE(std::string(misaligned.what()).find("not aligned to the element's 4 bytes"), std::string::npos)
+      << misaligned.what();
+  EXPECT_EQ(shifted.device_as<std::byte>().size(), 4000u);
+  range.unregister();
+  auto empty = expect_throw<InvalidArgumentError>([&] { (void)range.device_as<float>(); });
+  EXPECT_NE(std::string(empty.what()).find("this range is empty"), std::string::npos) << empty.what();
+}
+
 TEST_F(Register, PinnedMemoryCannotBeRegisteredAgain) {
   auto pinned = PinnedBuffer::allocate(ctx(), 8192);
   EXPECT_EQ(outcome([&] { (void)RegisteredRange::register_range(ctx(), pinned.data(), 4096); }),

@@ -61,6 +61,17 @@ class DRVSHIM_API RegisteredRange {
   /// The device address (cuMemHostGetDevicePointer). Throws InvalidArgumentError
   /// unless registered with DEVICEMAP or on a device with unified addressing.
   DevicePtr device_address() const;
+  /// The context the range was registered in.
+  const ContextRef& context() const noexcept { return handle_.get().context; }
+  /// A typed device view of the range (at device_address()), for kernels and
+  /// copies. Throws InvalidArgumentError when the range is empty, its size is
+  /// not a multiple of sizeof(T) or its start is not aligned for T, and as
+  /// device_address() does. The view does not keep the registration.
+  template <class T>
+  DeviceSpan<T> device_as() const {
+    const DevicePtr address = device_view_address(sizeof(T), alignof(T));
+    return DeviceSpan<T>(context(), address, size() / sizeof(T), 0);
+  }
 
   /// cuMemHostUnregister; the owner becomes empty.
   /// Gives the registration up without undoing it and returns the range's
@@ -72,6 +83,7 @@ class DRVSHIM_API RegisteredRange {
 
  private:
   RegisteredRange(ContextRef context, void* data, std::size_t bytes, HostRegisterFlags flags) noexcept;
+  DevicePtr device_view_address(std::size_t element_size, std::size_t alignment) const;
   detail::OwningHandle<detail::RegisteredRangeTraits> handle_;
 };
 

@@ -80,6 +80,20 @@ DevicePtr RegisteredRange::device_address() const {
   return device;
 }
 
+DevicePtr RegisteredRange::device_view_address(std::size_t element_size, std::size_t alignment) const {
+  detail::check_whole_view("RegisteredRange::device_as", "this range is empty (moved from or unregistered)",
+                           handle_.held(), size(), element_size);
+  const DevicePtr address = device_address();
+  if (address % alignment != 0) {
+    throw InvalidArgumentError("RegisteredRange::device_as",
+                               fmt::format("the range starts at device address {:#x}, not aligned to the element's {} "
+                                           "bytes",
+                                           address, alignment),
+                               "register memory aligned for the element type, or view it as bytes (std::byte)");
+  }
+  return address;
+}
+
 void* RegisteredRange::detach() noexcept { return handle_.forget().data; }
 
 void RegisteredRange::unregister() { handle_.release(); }
