@@ -4,6 +4,7 @@
 // compile -> load -> launch against the fake driver.
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <vector>
 
 #include "fixture.hpp"
@@ -150,6 +151,75 @@ TEST_F(NvrtcTarget, CompileLoadAndLaunchEndToEnd) {
   launch(m.kernel("doubles"), LaunchConfig{{1}, {64}, 0, {}, {}}, buf.address());
   copy(std::span<float>(v), DeviceSpan<const float>(buf.as<float>()));
   EXPECT_EQ(v[63], 128.0f);
+}
+
+// A compile loaded with its name expressions: a template instantiation by the
+// expression it was compiled with, an extern "C" kernel by its name, globals
+// likewise, and the misses named.
+TEST_F(NvrtcTarget, ACompiledModuleFindsKernelsByTheirNameExpressions) {
+  const auto nv = load_nvrtc();
+  CompileOptions o;
+  o.arch = "compute_90";
+  const auto r = nv.compile(
+      "template <typename T> __global__ void scale(T* p) { p[threadIdx.x] *= T(2); }\n"
+      "template <typename T> __device__ T bias;\n"
+      "extern \"C\" __global__ void plain(int* p) { *p = 1; }\n",
+      "s.cu", o, {}, {"scale<float>", "scale<int>", "&bias<float>"});
+  const CompiledModule m = CompiledModule::load(ctx(), r);
+  EXPECT_EQ(m.kernel("scale<float>").name(), r.lowered_names.at("scale<float>"));
+  EXPECT_EQ(m.kernel("scale<int>").name(), r.lowered_names.at("scale<int>"));
+  EXPECT_NE(m.kernel("scale<float>").native(), m.kernel("scale<int>").native());
+  EXPECT_EQ(m.kernel("plain").name(), "plain");
+  EXPECT_EQ(m.kernel(r.lowered_names.at("scale<int>")).native(), m.kernel("scale<int>").native())
+      << "the mangled name works too";
+  EXPECT_EQ(m.global<float>("&bias<float>").size(), 1u);
+  EXPECT_EQ(m.lowered_or("plain"), "plain");
+  EXPECT_EQ(m.lowered_names(), r.lowered_names);
+  EXPECT_TRUE(static_cast<bool>(m.module()));
+
+  const auto not_lowered = expect_throw<InvalidArgumentError>([&] { (void)m.kernel("scale<double>"); });
+  EXPECT_NE(std::string(not_lowered.what()).find("\"scale<double>\" is not a name expression of this compile"),
+            std::string::npos)
+      << not_lowered.what();
+  EXPECT_NE(not_lowered.hint().find("&bias<float>, scale<float>, scale<int>"), std::string::npos) << not_lowered.hint();
+  const auto missing = expect_throw<InvalidArgumentError>([&] { (void)m.kernel("nope"); });
+  EXPECT_NE(std::string(missing.what()).find("no kernel named \"nope\""), std::string::npos) << missing.what();
+
+  const auto bare = nv.compile("extern \"C\" __global__ void k() {}\n", "b.cu", o);
+  const auto unlowered =
+      expect_throw<InvalidArgumentError>([&] { (void)CompiledModule::load(ctx(), bare).kernel("scale<float>"); });
+  EXPECT_NE(unlowered.hint().find("given no name expressions"), std::string::npos) << unlowered.hint();
+
+  CompileResult empty;
+  empty.options = {"--gpu-architecture=compute_90"};
+  const auto no_image = expect_throw<InvalidArgumentError>([&] { (void)CompiledModule::load(ctx(), empty); });
+  EXPECT_NE(std::string(no_image.what()).find("no image (options: --gpu-architecture=compute_90)"), std::string::npos)
+      << no_image.what();
+}
+
+// The module stays loaded while a kernel of it lives, after the CompiledModule is gone.
+TEST_F(NvrtcTarget, AKernelOfACompiledModuleOutlivesIt) {
+  drvshim_fake_register_kernel("doubles", &doubles_cpu);
+  const auto nv = load_nvrtc();
+  CompileOptions o;
+  o.arch = "compute_90";
+  CachedCompile c;
+  c.result = nv.compile("extern \"C\" __global__ void doubles(float* p) { p[threadIdx.x] *= 2.0f; }\n", "d.cu", o);
+  const auto unloads = drvshim_fake_call_count("cuModuleUnload");
+  std::optional<Kernel> k;
+  {
+    const CompiledModule m = CompiledModule::load(ctx(), c);
+    k = m.kernel("doubles");
+  }
+  EXPECT_EQ(drvshim_fake_call_count("cuModuleUnload"), unloads);
+  std::vector<float> v(32, 1.5f);
+  auto buf = DeviceBuffer::allocate(ctx(), v.size() * 4);
+  copy(buf, v);
+  launch(*k, LaunchConfig{{1}, {32}}, buf.address());
+  copy(v, buf);
+  EXPECT_EQ(v[31], 3.0f);
+  k.reset();
+  EXPECT_EQ(drvshim_fake_call_count("cuModuleUnload"), unloads + 1);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 /// Umbrella header: the whole public API of libdrvshim.
 #include <drvshim/background.hpp>
 #include <drvshim/compile_cache.hpp>
+#include <drvshim/compiled_module.hpp>
 #include <drvshim/context.hpp>
 #include <drvshim/device.hpp>
 #include <drvshim/driver.hpp>
