@@ -7,6 +7,7 @@
 // hints, page-locked flags.
 #include <array>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "fixture.hpp"
@@ -128,6 +129,7 @@ TEST_F(KernelAttributes, TheSuggestedBlockIsTheMostResidentOne) {
       }
     }
   };
+  k.set_attribute(FunctionAttribute::max_dynamic_shared_size_bytes, 200 * 1024);
   check_best(0, 0);
   check_best(200 * 1024, 0);
   check_best(0, 100);
@@ -135,11 +137,26 @@ TEST_F(KernelAttributes, TheSuggestedBlockIsTheMostResidentOne) {
   EXPECT_EQ(k.suggested_block().block_threads, 1024u);
   EXPECT_EQ(k.suggested_block().min_grid_blocks, 2 * sms);
   EXPECT_EQ(k.suggested_block(200 * 1024).min_grid_blocks, sms);
-  // Under 100 threads: 32 blocks of 64 (2048 threads) beat 21 of 96 (2016).
+  // Under 100 threads: 32 blocks of 64 (2048 threads) beat 21 of 96 (2016) and 16 of 100 (whole warps: 4 each).
   EXPECT_EQ(k.suggested_block(0, 100).block_threads, 64u);
   EXPECT_EQ(k.suggested_block(0, 100).min_grid_blocks, 32 * sms);
-  // No block fits with more shared memory than an SM has.
+  // A limit below or between warp multiples is tried itself first, as cudart's template does.
+  EXPECT_EQ(k.suggested_block(0, 20).block_threads, 20u);
+  EXPECT_EQ(k.suggested_block(0, 20).min_grid_blocks, 32 * sms);
+  EXPECT_EQ(k.suggested_block(0, 48).block_threads, 48u) << "32 blocks of 48 (1536 threads) beat 32 of 32";
+  // Threads are placed in whole warps: 200 threads take 7, so 9 blocks fit in 64 warps, not 10.
+  EXPECT_EQ(k.max_active_blocks_per_sm(200), 9);
+  EXPECT_EQ(k.max_active_blocks_per_sm(256, std::numeric_limits<std::size_t>::max()), 0);
+  EXPECT_EQ(k.available_dynamic_shared_bytes(2, 256), 233472u / 2 - 1024);
+  EXPECT_EQ(k.available_dynamic_shared_bytes(32, 1024), 0u) << "32 blocks of 1024 threads never fit";
+  // No block fits with more shared memory than an SM has, or than the kernel opted in to.
   EXPECT_EQ(k.suggested_block(300 * 1024).block_threads, 0u);
+  EXPECT_EQ(k.suggested_block(std::numeric_limits<std::size_t>::max()).block_threads, 0u);
+  auto module2 = Module::load(ctx(), bytes_of(kPtx));
+  const Kernel fresh = module2.kernel("big_shared");
+  EXPECT_EQ(fresh.suggested_block(64 * 1024).block_threads, 0u) << "64 KiB without the opt-in";
+  const auto opt_in = expect_throw<InvalidArgumentError>([&] { (void)LaunchConfig::covering(fresh, 1000, 64 * 1024); });
+  EXPECT_NE(opt_in.hint().find("max_dynamic_shared_size_bytes"), std::string::npos) << opt_in.hint();
   auto none = expect_throw<InvalidArgumentError>([&] { (void)LaunchConfig::covering(k, 1000, 300 * 1024); });
   EXPECT_NE(std::string(none.what()).find("suggests no block size for kernel big_shared with 307200 bytes"),
             std::string::npos)

@@ -229,6 +229,13 @@ TEST_F(Memory, ViewsOfAFreedBufferAreCaughtInDebugBuilds) {
   auto e = expect_throw<InvalidArgumentError>(
       [&] { copy(std::span<std::uint8_t>(host), DeviceSpan<const std::uint8_t>(view)); });
   EXPECT_NE(std::string(e.what()).find("after the buffer that owned it was freed"), std::string::npos);
+  // A registered range's device view, after the registration ended.
+  std::vector<std::uint8_t> block(4096);
+  auto range = RegisteredRange::register_range(ctx(), block.data(), block.size(), HostRegisterFlags::device_map);
+  const auto range_view = range.device_as<std::uint8_t>();
+  range.unregister();
+  expect_throw<InvalidArgumentError>(
+      [&] { copy(std::span<std::uint8_t>(host), DeviceSpan<const std::uint8_t>(range_view)); });
 }
 
 TEST_F(Memory, CallsRestoreTheCallersContextStack) {

@@ -173,7 +173,8 @@ TEST_F(NvrtcTarget, ACompiledModuleFindsKernelsByTheirNameExpressions) {
   EXPECT_EQ(m.kernel(r.lowered_names.at("scale<int>")).native(), m.kernel("scale<int>").native())
       << "the mangled name works too";
   EXPECT_EQ(m.global<float>("&bias<float>").size(), 1u);
-  EXPECT_EQ(m.lowered_or("plain"), "plain");
+  EXPECT_EQ(m.symbol("plain"), "plain");
+  EXPECT_EQ(m.symbol("scale<float>"), r.lowered_names.at("scale<float>"));
   EXPECT_EQ(m.lowered_names(), r.lowered_names);
   EXPECT_TRUE(static_cast<bool>(m.module()));
 
@@ -182,6 +183,9 @@ TEST_F(NvrtcTarget, ACompiledModuleFindsKernelsByTheirNameExpressions) {
             std::string::npos)
       << not_lowered.what();
   EXPECT_NE(not_lowered.hint().find("&bias<float>, scale<float>, scale<int>"), std::string::npos) << not_lowered.hint();
+  const auto no_global = expect_throw<InvalidArgumentError>([&] { (void)m.global<float>("bias<float>"); });
+  EXPECT_NE(std::string(no_global.what()).find("CompiledModule::global"), std::string::npos) << no_global.what();
+  EXPECT_NE(no_global.hint().find("a variable's with its &"), std::string::npos) << no_global.hint();
   const auto missing = expect_throw<InvalidArgumentError>([&] { (void)m.kernel("nope"); });
   EXPECT_NE(std::string(missing.what()).find("no kernel named \"nope\""), std::string::npos) << missing.what();
 
@@ -189,6 +193,15 @@ TEST_F(NvrtcTarget, ACompiledModuleFindsKernelsByTheirNameExpressions) {
   const auto unlowered =
       expect_throw<InvalidArgumentError>([&] { (void)CompiledModule::load(ctx(), bare).kernel("scale<float>"); });
   EXPECT_NE(unlowered.hint().find("given no name expressions"), std::string::npos) << unlowered.hint();
+
+  CompiledModule moved = CompiledModule::load(ctx(), r);
+  const CompiledModule taker = std::move(moved);
+  EXPECT_EQ(taker.kernel("plain").name(), "plain");
+  for (const char* name : {"scale<float>", "plain"}) {
+    const auto gone =
+        expect_throw<InvalidArgumentError>([&] { (void)moved.kernel(name); });  // NOLINT(bugprone-use-after-move)
+    EXPECT_NE(std::string(gone.what()).find("this CompiledModule is empty"), std::string::npos) << gone.what();
+  }
 
   CompileResult empty;
   empty.options = {"--gpu-architecture=compute_90"};

@@ -11,6 +11,7 @@
 #include <drvshim/owning_handle.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <new>
 
 namespace drvshim {
@@ -23,6 +24,7 @@ struct RegisteredRangeTraits {
     void* data;
     std::size_t bytes;
     HostRegisterFlags flags;
+    std::uint64_t id;  // for the view checks: views of an unregistered range are refused
   };
   static bool held(const value_type& v) noexcept { return v.data != nullptr; }
   static void clear(value_type& v) noexcept {
@@ -61,16 +63,19 @@ class DRVSHIM_API RegisteredRange {
   /// The device address (cuMemHostGetDevicePointer). Throws InvalidArgumentError
   /// unless registered with DEVICEMAP or on a device with unified addressing.
   DevicePtr device_address() const;
-  /// The context the range was registered in.
+  /// The context the range was registered in (still named once the range is
+  /// empty, as the other owners' contexts are).
   const ContextRef& context() const noexcept { return handle_.get().context; }
   /// A typed device view of the range (at device_address()), for kernels and
   /// copies. Throws InvalidArgumentError when the range is empty, its size is
   /// not a multiple of sizeof(T) or its start is not aligned for T, and as
-  /// device_address() does. The view does not keep the registration.
+  /// device_address() does. The view does not keep the registration: views
+  /// used after it ended are refused where view checks are on (Debug builds,
+  /// DRVSHIM_CHECK_VIEWS), as views of a freed buffer are.
   template <class T>
   DeviceSpan<T> device_as() const {
     const DevicePtr address = device_view_address(sizeof(T), alignof(T));
-    return DeviceSpan<T>(context(), address, size() / sizeof(T), 0);
+    return DeviceSpan<T>(context(), address, size() / sizeof(T), handle_.get().id);
   }
 
   /// cuMemHostUnregister; the owner becomes empty.

@@ -9,11 +9,12 @@
 #include "memory/memory_errors.hpp"
 #include "seam/core.hpp"
 #include "seam/core_of.hpp"
+#include "support/view_checks.hpp"
 
 namespace drvshim {
 
 RegisteredRange::RegisteredRange(ContextRef context, void* data, std::size_t bytes, HostRegisterFlags flags) noexcept
-    : handle_({std::move(context), data, bytes, flags}) {}
+    : handle_({std::move(context), data, bytes, flags, detail::new_owner_id()}) {}
 
 RegisteredRange RegisteredRange::register_range(const ContextRef& context, void* data, std::size_t bytes,
                                                 HostRegisterFlags flags) {
@@ -94,7 +95,11 @@ DevicePtr RegisteredRange::device_view_address(std::size_t element_size, std::si
   return address;
 }
 
-void* RegisteredRange::detach() noexcept { return handle_.forget().data; }
+void* RegisteredRange::detach() noexcept {
+  const auto v = handle_.forget();
+  detail::retire_owner_id(v.id);
+  return v.data;
+}
 
 void RegisteredRange::unregister() { handle_.release(); }
 
@@ -110,6 +115,7 @@ void RegisteredRangeTraits::release_or_throw(value_type& v) {
 
 Status RegisteredRangeTraits::release(value_type& v) noexcept {
   void* p = std::exchange(v.data, nullptr);
+  retire_owner_id(v.id);
   if (!core_of(v.context).cleanup_allowed_in(v.context.address())) return {};
   return unregister_host_range(v.context, p);
 }

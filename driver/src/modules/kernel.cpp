@@ -165,7 +165,8 @@ BlockSuggestion Kernel::suggested_block(std::size_t dynamic_shared_bytes, unsign
   core.require_function(detail::Api::k_cuOccupancyMaxPotentialBlockSize, "Kernel::suggested_block");
   if (block_limit > static_cast<unsigned>(std::numeric_limits<int>::max())) {
     throw InvalidArgumentError("Kernel::suggested_block", fmt::format("a block limit of {} threads", block_limit),
-                               "give 0 (the kernel's own limit) or at most 1024");
+                               "give 0 for the kernel's own limit, or any limit up to 2147483647 (the "
+                               "driver caps it at the kernel's and the device's)");
   }
   detail::ContextScope scope(core, context_.address(), "Kernel::suggested_block");
   int min_grid = 0;

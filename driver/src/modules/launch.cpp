@@ -61,8 +61,9 @@ BlockSuggestion suggestion_for(const char* api, const Kernel& kernel, unsigned s
         api,
         fmt::format("the driver suggests no block size for kernel {} with {} bytes of dynamic shared memory per block",
                     kernel.name(), shared_bytes),
-        "no block of the kernel fits on a multiprocessor with that much shared memory: ask for less (see "
-        "Kernel::available_dynamic_shared_bytes)");
+        "no block of the kernel can have that much: above 48 KiB the kernel needs its opt-in "
+        "(Kernel::set_attribute(FunctionAttribute::max_dynamic_shared_size_bytes, bytes)), and no block may "
+        "have more than a multiprocessor holds (Kernel::available_dynamic_shared_bytes)");
   }
   return s;
 }

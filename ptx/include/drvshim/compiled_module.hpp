@@ -26,17 +26,20 @@ class DRVSHIM_API CompiledModule {
 
   /// The kernel for a name expression the compile was given (its lowered
   /// name), else for `name` as the module spells it (extern "C" or mangled).
-  /// Throws InvalidArgumentError naming what was asked and, for a template
-  /// name the compile did not lower, the name expressions it was given.
+  /// Throws InvalidArgumentError for an empty (moved-from) CompiledModule, for
+  /// a template name the compile did not lower (naming the name expressions
+  /// it did), and as Module::kernel for a name the module lacks.
   Kernel kernel(const std::string& name) const;
-  /// Module::global, with name expressions resolved as kernel() does.
+  /// Module::global, with names resolved as kernel() resolves them (a
+  /// variable template's expression is spelled with its `&`, as given to
+  /// NVRTC: "&bias<float>"). The view does not keep the module loaded.
   template <class T>
   DeviceSpan<T> global(const std::string& name) const {
-    return module_.global<T>(lowered_or(name));
+    return module_.global<T>(resolve("CompiledModule::global", name));
   }
-  /// The mangled name for a name expression of the compile; `name` itself
-  /// when the compile was not given it.
-  const std::string& lowered_or(const std::string& name) const noexcept;
+  /// The symbol the module has for `name`: the lowered name of a name
+  /// expression of the compile, else `name` itself.
+  std::string symbol(const std::string& name) const;
 
   const Module& module() const noexcept { return module_; }
   Module& module() noexcept { return module_; }
@@ -44,6 +47,7 @@ class DRVSHIM_API CompiledModule {
 
  private:
   CompiledModule(Module module, std::map<std::string, std::string> lowered) noexcept;
+  std::string resolve(const char* api, const std::string& name) const;
   Module module_;
   std::map<std::string, std::string> lowered_;
 };

@@ -360,10 +360,14 @@ bool library_runs_on(const Engine& e, const FakeModule& l, int device);
 
 // The fake's occupancy model, one for every call that depends on it (the
 // occupancy queries, the block-size suggestion, the cooperative launch's
-// check): at most 32 resident blocks and 2048 resident threads per
-// multiprocessor, and the shared memory of the device's multiprocessor
-// divided among the blocks. 0 for a block the model cannot place.
-int resident_blocks_per_sm(const Engine& e, int device, unsigned block_threads, size_t shared_bytes);
+// check), from the device's attributes: resident blocks, warps (threads are
+// placed in whole warps) and shared memory per multiprocessor, with the
+// driver's reserve per block. 0 for a block the model cannot place: larger
+// than the device's or the function's limit, or, given a function, more
+// dynamic shared memory than it may use (48 KiB without its opt-in).
+struct FakeFunction;
+int resident_blocks_per_sm(const Engine& e, int device, const FakeFunction* f, unsigned block_threads,
+                           size_t shared_bytes);
 // The device a live function's occupancy is asked about: its module's
 // context's (a library's function, bound to no context: the current one's, else 0).
 int function_device(Engine& e, CUfunction f);

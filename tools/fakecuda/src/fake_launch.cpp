@@ -4,6 +4,7 @@
 // once), then the kernel's CPU implementation, at once or queued on its
 // stream with its arguments copied.
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -45,7 +46,9 @@ CUresult do_launch(Engine& e, std::unique_lock<std::mutex>& lock, CUfunction hf,
   if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
   // A module's function belongs to the module's context (library kernels have none of their own here).
   if (f->module->ctx != nullptr && f->module->ctx != ctx) return CUDA_ERROR_INVALID_HANDLE;
-  if (block[0] * block[1] * block[2] > 1024 || grid[0] * grid[1] * grid[2] == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (std::uint64_t{block[0]} * block[1] * block[2] > 1024 || std::uint64_t{grid[0]} * grid[1] * grid[2] == 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   if (!f->params.empty() && args == nullptr) return CUDA_ERROR_INVALID_VALUE;
   // Dynamic shared memory beyond 48 KiB needs the kernel's opt-in
   // (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES), as on the real driver.
@@ -116,12 +119,14 @@ CUresult fake_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz
 }
 
 // A cooperative launch must fit on the device at once (occupancy x SMs).
-CUresult cooperative_fits(Engine& e, CUstream s, const unsigned grid[3], const unsigned block[3], unsigned shared) {
+CUresult cooperative_fits(Engine& e, CUfunction f, CUstream s, const unsigned grid[3], const unsigned block[3],
+                          unsigned shared) {
   FakeCtx* ctx = nullptr;
   if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
   if (attr(e, ctx->device, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH) == 0) return CUDA_ERROR_NOT_SUPPORTED;
-  const auto per_sm =
-      static_cast<unsigned>(resident_blocks_per_sm(e, ctx->device, block[0] * block[1] * block[2], shared));
+  const std::uint64_t threads = std::uint64_t{block[0]} * block[1] * block[2];
+  const auto per_sm = static_cast<unsigned>(resident_blocks_per_sm(
+      e, ctx->device, live_function(e, f), threads > 1024 ? 0u : static_cast<unsigned>(threads), shared));
   if (static_cast<unsigned long long>(grid[0]) * grid[1] * grid[2] >
       static_cast<unsigned long long>(per_sm) *
           static_cast<unsigned long long>(attr(e, ctx->device, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT))) {
@@ -153,7 +158,8 @@ CUresult fake_cuLaunchKernelEx(const CUlaunchConfig* c, CUfunction f, void** arg
   const unsigned block[3] = {c->blockDimX, c->blockDimY, c->blockDimZ};
   for (unsigned i = 0; i < c->numAttrs; ++i) {
     if (c->attrs[i].id != CU_LAUNCH_ATTRIBUTE_COOPERATIVE || c->attrs[i].value.cooperative == 0) continue;
-    if (const CUresult r = cooperative_fits(e, c->hStream, grid, block, c->sharedMemBytes); r != CUDA_SUCCESS) return r;
+    if (const CUresult r = cooperative_fits(e, f, c->hStream, grid, block, c->sharedMemBytes); r != CUDA_SUCCESS)
+      return r;
   }
   unsigned cluster[3] = {1, 1, 1};
   for (unsigned i = 0; i < c->numAttrs; ++i) {
@@ -170,7 +176,7 @@ CUresult fake_cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, 
   FAKE_ENTER("cuLaunchCooperativeKernel");
   const unsigned grid[3] = {gx, gy, gz};
   const unsigned block[3] = {bx, by, bz};
-  if (const CUresult r = cooperative_fits(e, s, grid, block, shared); r != CUDA_SUCCESS) return r;
+  if (const CUresult r = cooperative_fits(e, f, s, grid, block, shared); r != CUDA_SUCCESS) return r;
   return do_launch(e, lock, f, grid, block, shared, s, args);
 }
 

@@ -176,8 +176,9 @@ CUresult fake_cuFuncGetAttribute(int* value, CUfunction_attribute attribute, CUf
 
 CUresult fake_cuOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, CUfunction hf, int block_size, size_t shared) {
   FAKE_ENTER("cuOccupancyMaxActiveBlocksPerMultiprocessor");
-  if (live_function(e, hf) == nullptr || blocks == nullptr || block_size <= 0) return CUDA_ERROR_INVALID_VALUE;
-  *blocks = resident_blocks_per_sm(e, function_device(e, hf), static_cast<unsigned>(block_size), shared);
+  const FakeFunction* f = live_function(e, hf);
+  if (f == nullptr || blocks == nullptr || block_size <= 0) return CUDA_ERROR_INVALID_VALUE;
+  *blocks = resident_blocks_per_sm(e, function_device(e, hf), f, static_cast<unsigned>(block_size), shared);
   return CUDA_SUCCESS;
 }
 

@@ -62,45 +62,67 @@ CUresult fake_cuFuncSetCacheConfig(CUfunction hf, CUfunc_cache config) {
 CUresult fake_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* blocks, CUfunction hf, int block_size,
                                                                    size_t shared, unsigned flags) {
   FAKE_ENTER("cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags");
-  if (live_function(e, hf) == nullptr || blocks == nullptr || block_size <= 0 || flags > 1) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  *blocks = resident_blocks_per_sm(e, function_device(e, hf), static_cast<unsigned>(block_size), shared);
+  const FakeFunction* f = live_function(e, hf);
+  if (f == nullptr || blocks == nullptr || block_size <= 0 || flags > 1) return CUDA_ERROR_INVALID_VALUE;
+  *blocks = resident_blocks_per_sm(e, function_device(e, hf), f, static_cast<unsigned>(block_size), shared);
   return CUDA_SUCCESS;
 }
 
+// The dynamic shared memory each of `blocks` blocks may use on one SM: none
+// when that many blocks of the size cannot be resident at all.
 CUresult fake_cuOccupancyAvailableDynamicSMemPerBlock(size_t* bytes, CUfunction hf, int blocks, int block_size) {
   FAKE_ENTER("cuOccupancyAvailableDynamicSMemPerBlock");
-  if (live_function(e, hf) == nullptr || bytes == nullptr || blocks <= 0 || block_size <= 0) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  *bytes = std::min<size_t>(232448, 233472 / static_cast<size_t>(blocks) - 1024);
+  const FakeFunction* f = live_function(e, hf);
+  if (f == nullptr || bytes == nullptr || blocks <= 0 || block_size <= 0) return CUDA_ERROR_INVALID_VALUE;
+  const int device = function_device(e, hf);
+  *bytes = 0;
+  if (blocks > resident_blocks_per_sm(e, device, f, static_cast<unsigned>(block_size), 0)) return CUDA_SUCCESS;
+  const auto per_sm = static_cast<size_t>(attr(e, device, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR));
+  const auto reserve = static_cast<size_t>(attr(e, device, CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK));
+  const size_t share = per_sm / static_cast<size_t>(blocks);
+  const auto optin = static_cast<size_t>(attr(e, device, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN));
+  *bytes = share > reserve ? std::min(share - reserve, optin > 0 ? optin : share - reserve) : 0;
   return CUDA_SUCCESS;
 }
 
-// As cudaOccupancyMaxPotentialBlockSize in cuda_runtime.h: from the largest
-// block the kernel allows down in steps of a warp, the first size reaching the
-// most resident threads; the grid that fills every multiprocessor with it.
+// cudaOccupancyMaxPotentialBlockSize's loop in cuda_runtime.h: the limit
+// capped by the device's and the kernel's, tried first itself and then in
+// warp steps down; the first size with the most resident threads wins. The
+// size-to-shared-memory callback runs without the engine lock (it may call
+// the driver).
 CUresult fake_cuOccupancyMaxPotentialBlockSize(int* min_grid, int* block, CUfunction hf,
                                                CUoccupancyB2DSize shared_of_size, size_t shared, int limit) {
   FAKE_ENTER("cuOccupancyMaxPotentialBlockSize");
   FakeFunction* f = live_function(e, hf);
   if (f == nullptr || min_grid == nullptr || block == nullptr) return CUDA_ERROR_INVALID_VALUE;
   const int device = function_device(e, hf);
-  int largest = 1024;
+  const int device_limit = attr(e, device, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+  const int warp = std::max(1, attr(e, device, CU_DEVICE_ATTRIBUTE_WARP_SIZE));
+  const int occupancy_limit = attr(e, device, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
+  int function_limit = 1024;
   if (auto it = f->attributes.find(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK); it != f->attributes.end()) {
-    largest = it->second;
+    function_limit = it->second;
   }
-  if (limit > 0) largest = std::min(largest, limit);
+  if (limit <= 0) limit = device_limit;
+  limit = std::min({limit, device_limit, function_limit});
   int best_size = 0;
   int best_blocks = 0;
-  for (int size = largest / 32 * 32; size > 0; size -= 32) {
-    const size_t bytes = shared_of_size != nullptr ? shared_of_size(size) : shared;
-    const int resident = resident_blocks_per_sm(e, device, static_cast<unsigned>(size), bytes);
+  for (int aligned = (limit + warp - 1) / warp * warp; aligned > 0; aligned -= warp) {
+    const int size = std::min(aligned, limit);
+    size_t bytes = shared;
+    if (shared_of_size != nullptr) {
+      lock.unlock();
+      bytes = shared_of_size(size);
+      lock.lock();
+      f = live_function(e, hf);
+      if (f == nullptr) return CUDA_ERROR_INVALID_VALUE;  // unloaded by the callback
+    }
+    const int resident = resident_blocks_per_sm(e, device, f, static_cast<unsigned>(size), bytes);
     if (resident * size > best_blocks * best_size) {
       best_size = size;
       best_blocks = resident;
     }
+    if (best_blocks * best_size == occupancy_limit) break;
   }
   *block = best_size;
   *min_grid = best_blocks * attr(e, device, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
@@ -109,17 +131,35 @@ CUresult fake_cuOccupancyMaxPotentialBlockSize(int* min_grid, int* block, CUfunc
 
 }  // namespace
 
-int resident_blocks_per_sm(const Engine& e, int device, unsigned block_threads, size_t shared_bytes) {
-  if (block_threads == 0 || block_threads > 1024) return 0;
+int resident_blocks_per_sm(const Engine& e, int device, const FakeFunction* f, unsigned block_threads,
+                           size_t shared_bytes) {
+  int function_limit = 1024;
+  int dynamic_limit = 49152;  // without the kernel's opt-in
+  if (f != nullptr) {
+    if (auto it = f->attributes.find(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK); it != f->attributes.end()) {
+      function_limit = it->second;
+    }
+    if (auto it = f->attributes.find(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES); it != f->attributes.end()) {
+      dynamic_limit = it->second;
+    }
+  }
+  const auto block_limit =
+      static_cast<unsigned>(std::min(function_limit, attr(e, device, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)));
+  if (block_threads == 0 || block_threads > block_limit) return 0;
+  if (f != nullptr && shared_bytes > static_cast<size_t>(dynamic_limit)) return 0;
+  const auto per_sm = static_cast<size_t>(attr(e, device, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR));
+  // What the driver keeps of each block's shared memory for itself (1 KiB from sm_80 on).
+  const auto reserve = static_cast<size_t>(attr(e, device, CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK));
+  if (shared_bytes > per_sm || shared_bytes + reserve > per_sm) return 0;
   const int max_blocks = attr(e, device, CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR);
-  const auto by_blocks = static_cast<unsigned>(max_blocks > 0 ? max_blocks : 32);
-  const auto by_threads =
-      static_cast<unsigned>(attr(e, device, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)) / block_threads;
-  // Each block also holds 1 KiB the driver reserves.
-  const auto by_shared =
-      static_cast<size_t>(attr(e, device, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)) /
-      (shared_bytes + 1024);
-  return static_cast<int>(std::min<size_t>({by_blocks, by_threads, by_shared}));
+  const auto by_blocks = static_cast<size_t>(max_blocks > 0 ? max_blocks : 32);
+  // Threads are placed in whole warps.
+  const auto warp = static_cast<unsigned>(std::max(1, attr(e, device, CU_DEVICE_ATTRIBUTE_WARP_SIZE)));
+  const unsigned warps_per_sm =
+      static_cast<unsigned>(attr(e, device, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)) / warp;
+  const size_t by_threads = warps_per_sm / ((block_threads + warp - 1) / warp);
+  const size_t by_shared = shared_bytes + reserve == 0 ? by_blocks : per_sm / (shared_bytes + reserve);
+  return static_cast<int>(std::min({by_blocks, by_threads, by_shared}));
 }
 
 int function_device(Engine& e, CUfunction f) {
