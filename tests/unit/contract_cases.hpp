@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -177,6 +178,97 @@ inline std::vector<ContractResult> run_contract_cases(const drvshim::Driver& drv
     add("grid_stride launch, cooperative: fits", grid_stride_cooperative(0), "ok");
     add("grid_stride launch and one block more, cooperative", grid_stride_cooperative(1),
         "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE");
+  }
+  {
+    // Stream capture: work on a capturing stream is recorded, and the graph
+    // replays it; what a capture refuses, and what that does to it.
+    PrimaryContext p = dev.retain_primary_context();
+    const std::string ptx = fresh_ptx();
+    const Module m = Module::load(p.ref(), std::as_bytes(std::span<const char>(ptx.data(), ptx.size())));
+    const Kernel k = m.kernel("drvshim_contract_scale");
+    DeviceBuffer buf = DeviceBuffer::allocate(p.ref(), 4);
+    PinnedBuffer host = PinnedBuffer::allocate(p.ref(), 4);
+    const auto value = host.as<float>();
+    value[0] = 1.0f;
+    copy(buf.as<float>(), std::span<const float>(value));
+    Stream s = Stream::create(p.ref(), StreamFlags::blocking);
+    const auto status = [&](const StreamRef& stream) {
+      std::string text;
+      const std::string failure = code_of_failure([&] { text = to_string(capture_status(stream)); });
+      return failure == "ok" ? text : failure;
+    };
+    add("capture: a stream before", status(s.ref()), "none");
+    add("capture: begin, global mode", code_of_failure([&] { begin_capture(s.ref(), CaptureMode::global); }), "ok");
+    add("capture: a stream while it captures", status(s.ref()), "active");
+    add("capture: the legacy stream while a blocking stream captures", status(StreamRef::legacy_default(p.ref())),
+        "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT");
+    add("capture: a kernel launch", code_of_failure([&] {
+          launch(k, LaunchConfig{{1}, {1}, 0, s.ref()}, buf.address(), 2.0f);
+        }),
+        "ok");
+    add("capture: a copy to pinned memory", code_of_failure([&] { copy_async(s.ref(), value, buf.as<float>()); }),
+        "ok");
+    add("capture: an allocation in relaxed mode", code_of_failure([&] {
+          ScopedCaptureMode relaxed(drv, CaptureMode::relaxed);
+          (void)DeviceBuffer::allocate(p.ref(), 64);
+        }),
+        "ok");
+    add("capture: the capture after a relaxed allocation", status(s.ref()), "active");
+    const auto info_of = [&] {
+      std::string text;
+      const std::string failure = code_of_failure([&] {
+        const CaptureInfo info = capture_info(s.ref());
+        text = std::string(to_string(info.status)) + (info.id != 0 ? ",id" : ",no id") +
+               (info.graph != 0 ? ",graph" : ",no graph");
+      });
+      return failure == "ok" ? text : failure;
+    };
+    add("capture: the info while capturing", info_of(), "active,id,graph");
+    std::optional<Graph> graph;
+    add("capture: end", code_of_failure([&] { graph.emplace(end_capture(s.ref())); }), "ok");
+    add("capture: the launch did not run while captured", value[0] == 1.0f ? "not run" : "ran", "not run");
+    add("graph: nodes of a kernel and a copy", graph ? std::to_string(graph->node_count()) : "no graph", "2");
+    add("graph: three launches of an instantiated graph", code_of_failure([&] {
+          const GraphExec exec = graph->instantiate();
+          for (int i = 0; i < 3; ++i) exec.launch(s.ref());
+          s.ref().synchronize();
+        }),
+        "ok");
+    add("graph: the data after three launches", std::to_string(static_cast<int>(value[0])), "8");
+    // A call the capture mode forbids is refused, and ends what the capture can give.
+    begin_capture(s.ref(), CaptureMode::global);
+    add("capture: an allocation on the capturing thread, global mode",
+        code_of_failure([&] { (void)DeviceBuffer::allocate(p.ref(), 64); }), "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED");
+    add("capture: the capture after that refusal", status(s.ref()), "invalidated");
+    add("capture: the info of an invalidated capture", info_of(), "invalidated,no id,no graph");
+    add("capture: end it", code_of_failure([&] { (void)end_capture(s.ref()); }),
+        "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED");
+    begin_capture(s.ref());
+    add("capture: synchronize a capturing stream", code_of_failure([&] { s.ref().synchronize(); }),
+        "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED");
+    add("capture: the capture after a synchronize", status(s.ref()), "invalidated");
+    add("capture: end an invalidated capture", code_of_failure([&] { (void)end_capture(s.ref()); }),
+        "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED");
+    add("capture: a stream after the invalidated capture ended", status(s.ref()), "none");
+    begin_capture(s.ref());
+    std::vector<float> pageable(1, 0.0f);
+    add("capture: a copy to pageable memory",
+        code_of_failure([&] { copy_async(s.ref(), std::span<float>(pageable), buf.as<float>()); }), "ok");
+    add("capture: the capture after a pageable copy", status(s.ref()), "active");
+    std::string pageable_nodes;
+    add("capture: end after a pageable copy",
+        code_of_failure([&] { pageable_nodes = std::to_string(end_capture(s.ref()).node_count()); }), "ok");
+    add("graph: nodes of a pageable copy", pageable_nodes, "1");
+    begin_capture(s.ref());
+    add("capture: a launch on the legacy stream while a blocking stream captures", code_of_failure([&] {
+          launch(k, LaunchConfig{{1}, {1}, 0, StreamRef::legacy_default(p.ref())}, buf.address(), 1.0f);
+        }),
+        "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT");
+    add("capture: the capture after that launch", status(s.ref()), "invalidated");
+    (void)code_of_failure([&] { (void)end_capture(s.ref()); });
+    add("capture: end a stream that does not capture", code_of_failure([&] { (void)end_capture(s.ref()); }),
+        "CUDA_ERROR_ILLEGAL_STATE");
+    s.ref().synchronize();
   }
   {
     // An allocation's addresses as the current context sees them (what

@@ -108,6 +108,18 @@
     Optional)                                                                                                         \
   X(cuOccupancyAvailableDynamicSMemPerBlock, cuOccupancyAvailableDynamicSMemPerBlock, 10020, Optional)                \
   X(cuOccupancyMaxPotentialBlockSize, cuOccupancyMaxPotentialBlockSize, 6050, Optional)                               \
+  /* stream capture and graphs */                                                                                     \
+  X(cuStreamBeginCapture, cuStreamBeginCapture, 10010, Optional)                                                      \
+  X(cuStreamEndCapture, cuStreamEndCapture, 10000, Optional)                                                          \
+  X(cuStreamIsCapturing, cuStreamIsCapturing, 10000, Optional)                                                        \
+  X(cuStreamGetCaptureInfo, cuStreamGetCaptureInfo, 12030, Optional)                                                  \
+  X(cuThreadExchangeStreamCaptureMode, cuThreadExchangeStreamCaptureMode, 10010, Optional)                            \
+  X(cuGraphDestroy, cuGraphDestroy, 10000, Optional)                                                                  \
+  X(cuGraphGetNodes, cuGraphGetNodes, 10000, Optional)                                                                \
+  X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 11040, Optional)                                        \
+  X(cuGraphExecDestroy, cuGraphExecDestroy, 10000, Optional)                                                          \
+  X(cuGraphLaunch, cuGraphLaunch, 10000, Optional)                                                                    \
+  X(cuGraphUpload, cuGraphUpload, 11010, Optional)                                                                    \
   /* libraries: globals and managed variables */                                                                      \
   X(cuLibraryGetGlobal, cuLibraryGetGlobal, 12000, Optional)                                                          \
   X(cuLibraryGetManaged, cuLibraryGetManaged, 12000, Optional)                                                        \

@@ -140,6 +140,14 @@ void DriverCore::check_not_poisoned(std::uintptr_t context, const char* api) con
 }
 
 void sync_after_submit(const DriverCore& core, CUstream stream, const char* api, const std::string& objects) {
+  // Work submitted to a capturing stream was recorded, not run: there is
+  // nothing to wait for, and waiting would end the capture.
+  CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (core.has(Api::k_cuStreamIsCapturing) &&
+      DRVSHIM_CU(core, cuStreamIsCapturing, stream, &capturing) == CUDA_SUCCESS &&
+      capturing != CU_STREAM_CAPTURE_STATUS_NONE) {
+    return;
+  }
   // The whole context, not only the stream: work of any stream there that
   // fails then shows up at the operation that was submitted last.
   const CUresult r =

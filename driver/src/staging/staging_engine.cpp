@@ -22,6 +22,7 @@
 #include "staging/ring_plan.hpp"
 #include "staging/staged_copy.hpp"
 #include "staging/staging_core.hpp"
+#include "streams/capture_check.hpp"
 
 namespace drvshim {
 namespace detail {
@@ -127,6 +128,9 @@ void StagingEngine::copy_to_device_async(const DeviceSpan<std::byte>& dst, std::
                                          const StreamRef& stream) const {
   detail::check_sizes("StagingEngine::copy_to_device_async", dst.size_bytes(), src.size());
   detail::check_engine_context("StagingEngine::copy_to_device_async", *core_, dst.context(), &stream);
+  detail::refuse_if_capturing(stream, "StagingEngine::copy_to_device_async",
+                              "a graph would replay the staging engine's copies from staging blocks later copies "
+                              "reuse: capture a copy_async from pinned memory instead");
   auto& c = *core_;
   c.ensure_usable("StagingEngine::copy_to_device_async");
   if (src.empty()) return;
@@ -188,6 +192,9 @@ void StagingEngine::copy_to_host_async(std::span<std::byte> dst, const DeviceSpa
                                        const StreamRef& stream) const {
   detail::check_sizes("StagingEngine::copy_to_host_async", dst.size(), src.size_bytes());
   detail::check_engine_context("StagingEngine::copy_to_host_async", *core_, src.context(), &stream);
+  detail::refuse_if_capturing(stream, "StagingEngine::copy_to_host_async",
+                              "a graph would replay the staging engine's copies from staging blocks later copies "
+                              "reuse: capture a copy_async from pinned memory instead");
   auto& c = *core_;
   c.ensure_usable("StagingEngine::copy_to_host_async");
   if (dst.empty()) return;

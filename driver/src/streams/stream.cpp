@@ -11,6 +11,7 @@
 #include "log_internal.hpp"
 #include "seam/access.hpp"
 #include "seam/core.hpp"
+#include "streams/capture_check.hpp"
 #include "support/view_checks.hpp"
 
 namespace drvshim {
@@ -143,6 +144,12 @@ void StreamRef::launch_host_func(std::function<void()> callback) const {
   const auto& core = *detail::Access::core(context_.device());
   core.bury_spent_callbacks();
   detail::ContextScope scope(core, context_.address(), "StreamRef::launch_host_func");
+  // A captured host function runs at every launch of the graph, and this
+  // callback is freed after its first run.
+  detail::refuse_if_capturing(*this, "StreamRef::launch_host_func",
+                              "a captured host function runs at each launch of the graph, and this callback is "
+                              "freed after one run: launch it outside the capture, or capture a plain function "
+                              "with cuLaunchHostFunc through the driver");
   auto cb = std::make_unique<HostCallback>(
       HostCallback{std::move(callback), detail::Access::core(context_.device()), detail::Access::key(*this), name()});
   DRVSHIM_TRY(core, cuLaunchHostFunc, name(), native_stream(handle_), &run_host_callback, cb.get());

@@ -11,6 +11,7 @@
 #include <drvshim/error.hpp>
 #include <drvshim/event.hpp>
 #include <drvshim/export.hpp>
+#include <drvshim/graph.hpp>
 #include <drvshim/log.hpp>
 #include <drvshim/memory.hpp>
 #include <drvshim/module.hpp>

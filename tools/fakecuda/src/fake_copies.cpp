@@ -21,12 +21,7 @@ CUresult fake_memset(Engine& e, std::unique_lock<std::mutex>& lock, CUdeviceptr 
     auto* bytes = reinterpret_cast<unsigned char*>(p);
     for (size_t i = 0; i < n; ++i) std::memcpy(bytes + i * width, &value, width);
   };
-  if (async) {
-    submit_work(e, lock, queue_of(e, s, ctx), fill);
-  } else {
-    run_synchronously(e, lock, ctx, fill);
-  }
-  return CUDA_SUCCESS;
+  return async ? submit_work(e, lock, queue_of(e, s, ctx), fill) : run_synchronously(e, lock, ctx, fill);
 }
 
 CUresult fake_cuMemsetD8(CUdeviceptr d, unsigned char v, size_t n) {
@@ -70,20 +65,25 @@ CUresult fake_copy(Engine& e, std::unique_lock<std::mutex>& lock, uintptr_t dst,
   }
   if (dst == 0 || src == 0) return CUDA_ERROR_INVALID_VALUE;
   if (!async) {
-    run_synchronously(e, lock, ctx,
-                      [=] { std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n); });
-    return CUDA_SUCCESS;
+    return run_synchronously(
+        e, lock, ctx, [=] { std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n); });
   }
   FakeStream* st = queue_of(e, s, ctx);
   const bool waits = queued(st) || must_wait_implicitly(e, st);
-  if (!src_dev && !page_locked(e, src, n) && waits) {
+  // A captured copy reads its source when the graph runs (the driver takes
+  // pageable memory into a graph too), so it is not staged now.
+  const bool captured = st != nullptr && st->capture != nullptr;
+  if (!src_dev && !page_locked(e, src, n) && waits && !captured) {
     auto staged = std::make_shared<std::vector<unsigned char>>(reinterpret_cast<const unsigned char*>(src),
                                                                reinterpret_cast<const unsigned char*>(src) + n);
-    submit_work(e, lock, st, [=] { std::memcpy(reinterpret_cast<void*>(dst), staged->data(), n); });
-    return CUDA_SUCCESS;
+    return submit_work(e, lock, st, [=] { std::memcpy(reinterpret_cast<void*>(dst), staged->data(), n); });
   }
-  submit_work(e, lock, st, [=] { std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n); });
-  if (!dst_dev && !page_locked(e, dst, n) && waits) drain(e, lock, st);
+  if (const CUresult r = submit_work(
+          e, lock, st, [=] { std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n); });
+      r != CUDA_SUCCESS) {
+    return r;
+  }
+  if (!dst_dev && !page_locked(e, dst, n) && waits && !captured) drain(e, lock, st);
   return CUDA_SUCCESS;
 }
 

@@ -84,6 +84,7 @@ void reset_state(Engine& e) {
   e.quarantine.clear();
   e.quarantined = 0;
   e.registered.clear();
+  reset_graphs(e);
   for (FakeStream* st : e.streams) delete st;
   e.streams.clear();
   for (FakeStream* st : e.free_streams) delete st;

@@ -27,6 +27,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -93,9 +94,14 @@ struct HostFn {
 // One record of an event (or an internal marker): done once the stream
 // reached it. Waits keep the record they wait for, so a later re-record of
 // the event does not change what an earlier wait waits for.
+struct FakeCapture;
+
 struct RecordState {
   bool done = false;
   std::chrono::steady_clock::time_point at;
+  // Recorded on a capturing stream: a stream that waits for it joins that
+  // capture. Done when the capture ends.
+  std::shared_ptr<FakeCapture> capture;
 };
 
 // Work queued on a stream, run in order once the stream may run (not held,
@@ -110,6 +116,7 @@ struct FakeOp {
 
 struct FakeStream {
   FakeCtx* ctx = nullptr;
+  std::shared_ptr<FakeCapture> capture;  // capturing: its work goes into the capture's graph
   unsigned flags = 0;
   int priority = 0;
   bool legacy = false;       // the context's legacy default stream (handle 0 or CU_STREAM_LEGACY)
@@ -118,6 +125,31 @@ struct FakeStream {
   int running = 0;           // a host function or kernel of this stream runs now (without the engine lock)
   int fail_with = 0;         // the next query/synchronize reports this asynchronous error
   std::map<int, CUstreamAttrValue> attrs;  // cuStreamSetAttribute
+};
+
+// A graph: the work captured from streams, in the order it was submitted (a
+// valid order of the captured dependencies, which the fake runs serially).
+struct FakeGraph {
+  FakeCtx* ctx = nullptr;
+  std::vector<std::unique_ptr<FakeOp>> nodes;  // a node's handle is its op's address
+};
+
+struct FakeGraphExec {
+  FakeCtx* ctx = nullptr;
+  std::vector<FakeOp> ops;
+};
+
+// A stream capture: begun on one stream, joined by streams that wait for its
+// events, ended on the stream that began it.
+struct FakeCapture {
+  unsigned long long id = 0;
+  int mode = 0;  // CUstreamCaptureMode
+  std::thread::id thread;
+  FakeStream* origin = nullptr;
+  std::unique_ptr<FakeGraph> graph;
+  bool invalidated = false;
+  std::vector<FakeStream*> members;  // the origin and the streams that joined
+  std::vector<std::shared_ptr<RecordState>> records;
 };
 
 struct FakeEvent {
@@ -186,6 +218,9 @@ struct Engine {
   bool endless_param_info = false;  // cuFuncGetParamInfo never reports the end (a broken driver)
   std::vector<FakeStream*> free_streams;
   std::set<FakeEvent*> events;
+  std::set<FakeGraph*> graphs;
+  std::set<FakeGraphExec*> graph_execs;
+  unsigned long long next_capture_id = 1;
   std::set<FakeModule*> modules;
   std::set<FakeModule*> libraries;  // context-independent modules (cuLibraryLoadData)
   // cuLink states: the "SASS" the fake links is the PTX text itself, which its loaders parse.
@@ -302,8 +337,9 @@ void pump(Engine& e, std::unique_lock<std::mutex>& lock, const std::set<FakeStre
 void drain(Engine& e, std::unique_lock<std::mutex>& lock, FakeStream* st);
 // Queues `op` on `st` with the legacy default stream's implicit ordering, then
 // runs what may run. `st` null: the per-thread default stream (runs at once).
-void submit(Engine& e, std::unique_lock<std::mutex>& lock, FakeStream* st, FakeOp op);
-void submit_work(Engine& e, std::unique_lock<std::mutex>& lock, FakeStream* st, std::function<void()> run);
+[[nodiscard]] CUresult submit(Engine& e, std::unique_lock<std::mutex>& lock, FakeStream* st, FakeOp op);
+[[nodiscard]] CUresult submit_work(Engine& e, std::unique_lock<std::mutex>& lock, FakeStream* st,
+                                   std::function<void()> run);
 // Whether work on `st` would have to wait (held, or work already queued).
 bool queued(const FakeStream* st);
 // Whether work on `st` must wait for another stream's queued work through
@@ -313,7 +349,17 @@ bool must_wait_implicitly(Engine& e, const FakeStream* st);
 void drain_everything(Engine& e, std::unique_lock<std::mutex>& lock, FakeCtx* ctx = nullptr);
 // A synchronous operation: ordered after the legacy stream's work (and through
 // it every blocking stream's), and complete on return.
-void run_synchronously(Engine& e, std::unique_lock<std::mutex>& lock, FakeCtx* ctx, std::function<void()> run);
+[[nodiscard]] CUresult run_synchronously(Engine& e, std::unique_lock<std::mutex>& lock, FakeCtx* ctx,
+                                         std::function<void()> run);
+// CUDA_ERROR_STREAM_CAPTURE_IMPLICIT when the legacy stream's work would wait
+// for a capturing blocking stream of its context; `invalidate`: and that
+// capture is over (fake_streams.cpp).
+CUresult implicit_capture_dependency(Engine& e, FakeStream* legacy, bool invalidate);
+// Whether this thread may make a call a capture prohibits (an allocation, a
+// free): not while a capture of its own in global or thread-local mode runs,
+// nor, in global mode, while another thread's global capture runs. Returns
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED when it may not (fake_graphs.cpp).
+CUresult capture_permits_unsafe_call(Engine& e);
 // A live user stream (not a default stream), or null.
 FakeStream* user_stream(Engine& e, CUstream s);
 // The asynchronous error injected on a stream, reported once; sticky ones poison its context.
@@ -411,6 +457,9 @@ std::vector<ProcEntry> library_procs();
 std::vector<ProcEntry> launch_procs();
 std::vector<ProcEntry> runtime_support_procs();
 std::vector<ProcEntry> peer_procs();
+std::vector<ProcEntry> graph_procs();
+// Destroys every graph and executable graph (drvshim_fake_reset).
+void reset_graphs(Engine& e);
 // Why `api` cannot name an injected failure (empty: it can).
 std::string injection_problem(const std::string& api);
 // The exported names whose base the fake implements at another ABI only, comma-separated.

@@ -28,7 +28,7 @@ CUresult fake_cuStreamWaitEvent(CUstream s, CUevent ev, unsigned flags) {
     FakeOp op;
     op.kind = FakeOp::wait;
     op.state = p->latest;
-    submit(e, lock, st, std::move(op));
+    return submit(e, lock, st, std::move(op));
   }
   return CUDA_SUCCESS;
 }
@@ -76,8 +76,7 @@ CUresult fake_cuEventRecord(CUevent ev, CUstream s) {
   FakeOp op;
   op.kind = FakeOp::record;
   op.state = p->latest;
-  submit(e, lock, queue_of(e, s, ctx), std::move(op));
-  return CUDA_SUCCESS;
+  return submit(e, lock, queue_of(e, s, ctx), std::move(op));
 }
 
 CUresult fake_cuEventQuery(CUevent ev) {

@@ -87,6 +87,9 @@ CUresult do_launch(Engine& e, std::unique_lock<std::mutex>& lock, CUfunction hf,
                              {cluster != nullptr ? cluster[0] : 1u, cluster != nullptr ? cluster[1] : 1u,
                               cluster != nullptr ? cluster[2] : 1u}};
   FakeStream* st = queue_of(e, s, ctx);
+  if (st != nullptr && st->legacy) {
+    if (const CUresult r = implicit_capture_dependency(e, st, true); r != CUDA_SUCCESS) return r;
+  }
   if (!queued(st) && !must_wait_implicitly(e, st)) {
     lock.unlock();
     impl(&launch, args);
@@ -105,8 +108,7 @@ CUresult do_launch(Engine& e, std::unique_lock<std::mutex>& lock, CUfunction hf,
     for (auto& v : *values) pointers.push_back(v.data());
     impl(&launch, pointers.data());
   };
-  submit(e, lock, st, std::move(op));
-  return CUDA_SUCCESS;
+  return submit(e, lock, st, std::move(op));
 }
 
 CUresult fake_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,

@@ -89,6 +89,7 @@ CUresult free_alloc(Engine& e, std::unique_lock<std::mutex>& lock, uintptr_t p, 
 
 CUresult fake_cuMemAlloc(CUdeviceptr* dptr, size_t size) {
   FAKE_ENTER("cuMemAlloc");
+  if (const CUresult r = capture_permits_unsafe_call(e); r != CUDA_SUCCESS) return r;
   if (dptr == nullptr || size == 0) return CUDA_ERROR_INVALID_VALUE;
   FakeCtx* ctx = nullptr;
   if (const CUresult r = current(e, &ctx); r != CUDA_SUCCESS) return r;
@@ -101,6 +102,7 @@ CUresult fake_cuMemAlloc(CUdeviceptr* dptr, size_t size) {
 CUresult fake_cuMemFree(CUdeviceptr p) {
   FAKE_ENTER("cuMemFree");
   if (p == 0) return CUDA_SUCCESS;
+  if (const CUresult r = capture_permits_unsafe_call(e); r != CUDA_SUCCESS) return r;
   FakeCtx* ctx = nullptr;
   if (const CUresult r = current(e, &ctx); r != CUDA_SUCCESS) return r;
   return free_alloc(e, lock, static_cast<uintptr_t>(p), false, "cuMemFree");

@@ -143,9 +143,8 @@ CUresult fake_cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr 
   FakeCtx* s = nullptr;
   if (const CUresult r = peer_copy_contexts(e, dst, dst_ctx, src, src_ctx, n, &d, &s); r != CUDA_SUCCESS) return r;
   if (n == 0) return CUDA_SUCCESS;
-  submit_work(e, lock, queue_of(e, stream, ctx),
-              [=] { std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n); });
-  return CUDA_SUCCESS;
+  return submit_work(e, lock, queue_of(e, stream, ctx),
+                     [=] { std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n); });
 }
 
 }  // namespace

@@ -34,9 +34,9 @@ CUresult fake_cuGetProcAddress_v1_entry(const char* symbol, void** pfn, int vers
 const std::vector<ProcEntry>& proc_table() {
   static const std::vector<ProcEntry> table = [] {
     using Area = std::vector<ProcEntry> (*)();
-    const Area areas[] = {error_procs,  device_procs, context_procs,        stream_procs, event_procs,
-                          memory_procs, copy_procs,   module_procs,         launch_procs, library_procs,
-                          link_procs,   peer_procs,   runtime_support_procs};
+    const Area areas[] = {error_procs,  device_procs, context_procs,         stream_procs, event_procs,
+                          memory_procs, copy_procs,   module_procs,          launch_procs, library_procs,
+                          link_procs,   peer_procs,   runtime_support_procs, graph_procs};
     std::vector<ProcEntry> all;
     for (Area area : areas) {
       const std::vector<ProcEntry> entries = area();

@@ -41,7 +41,37 @@ void add_wait(FakeStream* st, std::shared_ptr<RecordState> state) {
   st->queue.push_back(std::move(op));
 }
 
+// Work submitted to a capturing stream becomes a node of the capture's graph;
+// records and waits inside the capture only order it, which the graph's
+// submission order already does.
+CUresult capture_op(FakeStream* st, FakeOp op) {
+  FakeCapture& c = *st->capture;
+  if (c.invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  if (op.kind == FakeOp::record) {
+    op.state->capture = st->capture;
+    c.records.push_back(op.state);
+    return CUDA_SUCCESS;
+  }
+  if (op.kind == FakeOp::wait) return CUDA_SUCCESS;
+  c.graph->nodes.push_back(std::make_unique<FakeOp>(std::move(op)));
+  return CUDA_SUCCESS;
+}
+
 }  // namespace
+
+// The legacy stream's work would wait for a blocking stream of its context
+// that is capturing: CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, and with
+// `invalidate` (work submitted, not a question asked) the capture is over.
+CUresult implicit_capture_dependency(Engine& e, FakeStream* legacy, bool invalidate) {
+  CUresult r = CUDA_SUCCESS;
+  for (FakeStream* other : e.streams) {
+    if (other->ctx != legacy->ctx || other->capture == nullptr || (other->flags & CU_STREAM_NON_BLOCKING) != 0)
+      continue;
+    if (invalidate) other->capture->invalidated = true;
+    r = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+  }
+  return r;
+}
 
 bool in_host_function() { return t_in_host_fn != 0; }
 
@@ -162,7 +192,20 @@ void drain(Engine& e, std::unique_lock<std::mutex>& lock, FakeStream* st) {
 // blocking stream waits for the legacy stream's earlier work, the legacy
 // stream for every blocking stream's), then runs what may run. `st` null:
 // the per-thread default stream, whose work runs at once.
-void submit(Engine& e, std::unique_lock<std::mutex>& lock, FakeStream* st, FakeOp op) {
+CUresult submit(Engine& e, std::unique_lock<std::mutex>& lock, FakeStream* st, FakeOp op) {
+  if (st != nullptr && st->capture != nullptr) return capture_op(st, std::move(op));
+  if (st != nullptr && op.kind == FakeOp::wait && op.state->capture != nullptr) {
+    // Waiting for an event recorded in a capture joins the capture.
+    FakeCapture& c = *op.state->capture;
+    st->capture = op.state->capture;
+    c.members.push_back(st);
+    return CUDA_SUCCESS;
+  }
+  if (st != nullptr && st->legacy) {
+    // Work on the legacy stream would wait for a capturing blocking stream:
+    // the driver refuses it and invalidates the capture.
+    if (const CUresult r = implicit_capture_dependency(e, st, true); r != CUDA_SUCCESS) return r;
+  }
   if (st == nullptr) {
     if (op.kind == FakeOp::work) {
       op.run();
@@ -181,7 +224,7 @@ void submit(Engine& e, std::unique_lock<std::mutex>& lock, FakeStream* st, FakeO
       }
       lock.lock();
     }
-    return;
+    return CUDA_SUCCESS;
   }
   if (st->legacy) {
     for (FakeStream* other : e.streams) {
@@ -195,17 +238,21 @@ void submit(Engine& e, std::unique_lock<std::mutex>& lock, FakeStream* st, FakeO
   }
   st->queue.push_back(std::move(op));
   pump(e, lock);
+  return CUDA_SUCCESS;
 }
 
-void submit_work(Engine& e, std::unique_lock<std::mutex>& lock, FakeStream* st, std::function<void()> run) {
+CUresult submit_work(Engine& e, std::unique_lock<std::mutex>& lock, FakeStream* st, std::function<void()> run) {
   FakeOp op;
   op.kind = FakeOp::work;
   op.run = std::move(run);
-  submit(e, lock, st, std::move(op));
+  return submit(e, lock, st, std::move(op));
 }
 
-// Whether work on `st` would have to wait (held, or work already queued).
-bool queued(const FakeStream* st) { return st != nullptr && (st->held || !st->queue.empty() || st->running != 0); }
+// Whether work on `st` would have to wait (held, or work already queued), or
+// does not run at all now (captured).
+bool queued(const FakeStream* st) {
+  return st != nullptr && (st->held || !st->queue.empty() || st->running != 0 || st->capture != nullptr);
+}
 
 // Whether work on `st` must wait for another stream's queued work through
 // the legacy stream's implicit ordering (see submit()).
@@ -239,10 +286,11 @@ void drain_everything(Engine& e, std::unique_lock<std::mutex>& lock, FakeCtx* ct
 
 // A synchronous operation: ordered after the legacy stream's work (and through
 // it every blocking stream's), and complete on return.
-void run_synchronously(Engine& e, std::unique_lock<std::mutex>& lock, FakeCtx* ctx, std::function<void()> run) {
+CUresult run_synchronously(Engine& e, std::unique_lock<std::mutex>& lock, FakeCtx* ctx, std::function<void()> run) {
   FakeStream* legacy = legacy_of(e, ctx);
-  submit_work(e, lock, legacy, std::move(run));
+  if (const CUresult r = submit_work(e, lock, legacy, std::move(run)); r != CUDA_SUCCESS) return r;
   drain(e, lock, legacy);
+  return CUDA_SUCCESS;
 }
 
 FakeStream* user_stream(Engine& e, CUstream s) {
@@ -319,7 +367,17 @@ CUresult fake_cuStreamSynchronize(CUstream s) {
   FAKE_ENTER("cuStreamSynchronize");
   FakeCtx* ctx = nullptr;
   if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
-  if (FakeStream* st = queue_of(e, s, ctx)) drain(e, lock, st);  // synchronising waits for the queued work
+  if (FakeStream* st = queue_of(e, s, ctx)) {
+    // Waiting for a capture's work cannot be: the driver refuses it and ends the capture.
+    if (st->capture != nullptr) {
+      st->capture->invalidated = true;
+      return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+    if (st->legacy) {
+      if (const CUresult r = implicit_capture_dependency(e, st, true); r != CUDA_SUCCESS) return r;
+    }
+    drain(e, lock, st);  // synchronising waits for the queued work
+  }
   return take_failure(user_stream(e, s));
 }
 
@@ -369,6 +427,10 @@ CUresult fake_cuStreamQuery(CUstream s) {
   FakeCtx* ctx = nullptr;
   if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
   if (const CUresult failure = take_failure(user_stream(e, s)); failure != CUDA_SUCCESS) return failure;
+  if (FakeStream* st = queue_of(e, s, ctx); st != nullptr && st->capture != nullptr) {
+    st->capture->invalidated = true;
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
   pump(e, lock);
   // A held stream stands for work still running, queued work or not.
   return queued(queue_of(e, s, ctx)) ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
@@ -382,8 +444,7 @@ CUresult fake_cuLaunchHostFunc(CUstream s, CUhostFn fn, void* data) {
   FakeOp op;
   op.kind = FakeOp::host_fn;
   op.fn = HostFn{fn, data};
-  submit(e, lock, queue_of(e, s, ctx), std::move(op));  // runs now, outside the engine lock, when the stream is idle
-  return CUDA_SUCCESS;
+  return submit(e, lock, queue_of(e, s, ctx), std::move(op));  // runs now, outside the engine lock, when idle
 }
 
 }  // namespace

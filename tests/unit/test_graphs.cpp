@@ -1,0 +1,217 @@
+// SPDX-License-Identifier: Apache-2.0
+// Stream capture and graphs against the fake: a captured sequence replayed
+// with new data at each launch, a second stream joined through an event, the
+// capture modes' rule on allocations across threads, and what drvshim refuses
+// to let a capture record (its own host callbacks, staged copies) or to
+// launch (a graph on another context's stream), each with its message.
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+#include "fixture.hpp"
+#include "vadd_ptx.hpp"
+
+using namespace drvshim;
+using namespace drvshim_test;
+
+namespace {
+
+std::span<const std::byte> bytes_of(const char* text) {
+  return std::as_bytes(std::span<const char>(text, std::strlen(text)));
+}
+
+class Graphs : public PrimaryContextTest {};
+
+TEST_F(Graphs, ACapturedSequenceRunsOnlyWhenLaunchedAndEachLaunchReadsTheDataAnew) {
+  const Module m = Module::load(ctx(), bytes_of(kVaddPtx));
+  const Kernel vadd = m.kernel("vadd");
+  constexpr unsigned n = 256;
+  auto in = PinnedBuffer::allocate(ctx(), n * sizeof(float));
+  auto out = PinnedBuffer::allocate(ctx(), n * sizeof(float));
+  auto a = DeviceBuffer::allocate(ctx(), n * sizeof(float));
+  auto c = DeviceBuffer::allocate(ctx(), n * sizeof(float));
+  const auto host_in = in.as<float>();
+  const auto host_out = out.as<float>();
+  std::iota(host_in.begin(), host_in.end(), 0.0f);
+  std::fill(host_out.begin(), host_out.end(), -1.0f);
+  const Stream s = Stream::create(ctx());
+
+  EXPECT_EQ(capture_status(s), CaptureStatus::none);
+  EXPECT_EQ(capture_info(s).id, 0u);
+  begin_capture(s, CaptureMode::thread_local_);
+  EXPECT_EQ(capture_status(s), CaptureStatus::active);
+  const CaptureInfo first = capture_info(s);
+  EXPECT_NE(first.id, 0u);
+  EXPECT_NE(first.graph, 0u);
+  EXPECT_EQ(first.dependencies, 0u);
+  copy_async(s, a.as<float>(), std::span<const float>(host_in));
+  launch(vadd, LaunchConfig::covering(n, 64, s), a.address(), a.address(), c.address(), n);
+  copy_async(s, host_out, c.as<const float>());
+  EXPECT_EQ(capture_info(s).dependencies, 1u);
+  EXPECT_EQ(capture_info(s).id, first.id);
+  const auto launches_before = drvshim_fake_launch_count();
+  Graph graph = end_capture(s);
+  EXPECT_EQ(capture_status(s), CaptureStatus::none);
+  EXPECT_EQ(drvshim_fake_launch_count(), launches_before) << "captured, not run";
+  EXPECT_EQ(host_out[n - 1], -1.0f);
+  EXPECT_EQ(graph.node_count(), 3u);
+  EXPECT_EQ(graph.context(), ctx());
+
+  const GraphExec exec = graph.instantiate();
+  graph.destroy();  // the executable graph does not need it
+  for (float scale : {1.0f, 3.0f}) {
+    for (unsigned i = 0; i < n; ++i) host_in[i] = scale * static_cast<float>(i);
+    exec.launch(s);
+    s.synchronize();
+    EXPECT_EQ(host_out[n - 1], 2.0f * scale * static_cast<float>(n - 1)) << "scale " << scale;
+  }
+  exec.upload(s);
+  EXPECT_FALSE(static_cast<bool>(graph));
+  EXPECT_EQ(expect_throw<InvalidArgumentError>([&] { (void)graph.node_count(); }).hint(), "");
+  expect_throw<InvalidArgumentError>([&] { (void)graph.instantiate(); });
+}
+
+// A stream that waits for an event recorded in a capture joins it: its work
+// is recorded into the same graph.
+TEST_F(Graphs, AStreamWaitingForACapturedEventJoinsTheCapture) {
+  const Stream origin = Stream::create(ctx());
+  const Stream side = Stream::create(ctx());
+  const Event forked = Event::create(ctx(), EventFlags::disable_timing);
+  const Event joined = Event::create(ctx(), EventFlags::disable_timing);
+  auto buf = DeviceBuffer::allocate(ctx(), 64);
+  begin_capture(origin);
+  forked.record(origin);
+  side.wait(forked);
+  EXPECT_EQ(capture_status(side), CaptureStatus::active);
+  EXPECT_EQ(capture_info(side).id, capture_info(origin).id);
+  fill_async(side, buf.as<std::uint32_t>(), 7u);
+  joined.record(side);
+  origin.wait(joined);
+  const Graph graph = end_capture(origin);
+  EXPECT_EQ(capture_status(side), CaptureStatus::none);
+  EXPECT_EQ(graph.node_count(), 1u);
+}
+
+TEST_F(Graphs, TheCaptureModesDecideWhichThreadsMayAllocate) {
+  const Stream s = Stream::create(ctx());
+  const auto allocate_on_other_thread = [&](CaptureMode mode) {
+    std::string result;
+    std::thread t([&] {
+      ScopedCaptureMode scoped(*drv_, mode);
+      try {
+        (void)DeviceBuffer::allocate(ctx(), 64);
+        result = "ok";
+      } catch (const CudaError& e) {
+        result = e.code_name();
+      }
+    });
+    t.join();
+    return result;
+  };
+  const auto refused_here = [&] {
+    return expect_throw<CudaError>([&] { (void)DeviceBuffer::allocate(ctx(), 64); }).code();
+  };
+  const auto ended_invalidated = [&] {
+    return expect_throw<CudaError>([&] { (void)end_capture(s); }).code() == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  };
+  // Global: forbidden on the capturing thread and on other threads in global
+  // mode; a refusal leaves the capture invalidated (as on the GPU).
+  begin_capture(s, CaptureMode::global);
+  EXPECT_EQ(allocate_on_other_thread(CaptureMode::thread_local_), "ok");
+  EXPECT_EQ(allocate_on_other_thread(CaptureMode::relaxed), "ok");
+  {
+    ScopedCaptureMode relaxed(*drv_, CaptureMode::relaxed);
+    (void)DeviceBuffer::allocate(ctx(), 64);
+  }
+  EXPECT_EQ(exchange_capture_mode(*drv_, CaptureMode::global), CaptureMode::global) << "the scope restored it";
+  EXPECT_EQ(capture_status(s), CaptureStatus::active);
+  EXPECT_EQ(allocate_on_other_thread(CaptureMode::global), "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED");
+  EXPECT_EQ(capture_status(s), CaptureStatus::invalidated);
+  EXPECT_TRUE(ended_invalidated());
+  begin_capture(s, CaptureMode::global);
+  EXPECT_EQ(refused_here(), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  EXPECT_TRUE(ended_invalidated());
+
+  // Thread-local: forbidden on the capturing thread only; ended there only.
+  begin_capture(s, CaptureMode::thread_local_);
+  EXPECT_EQ(allocate_on_other_thread(CaptureMode::global), "ok") << "another thread's thread-local capture";
+  CUresult ended_elsewhere = CUDA_SUCCESS;
+  std::thread([&] {
+    try {
+      (void)end_capture(s);
+    } catch (const CudaError& e) {
+      ended_elsewhere = static_cast<CUresult>(e.code());
+    }
+  }).join();
+  EXPECT_EQ(ended_elsewhere, CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
+  EXPECT_EQ(capture_status(s), CaptureStatus::active);
+  EXPECT_EQ(refused_here(), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  EXPECT_TRUE(ended_invalidated());
+
+  begin_capture(s, CaptureMode::relaxed);
+  (void)DeviceBuffer::allocate(ctx(), 64);
+  (void)end_capture(s);
+}
+
+// What drvshim refuses before the driver: a capture of a default stream, a
+// mode it does not know, a graph launched on another context's stream, and
+// the two operations a graph could not replay safely.
+TEST_F(Graphs, WhatCannotBeCapturedOrLaunchedIsRefusedByName) {
+  const auto legacy = expect_throw<InvalidArgumentError>([&] { begin_capture(StreamRef::legacy_default(ctx())); });
+  EXPECT_NE(std::string(legacy.what()).find("is a default stream"), std::string::npos) << legacy.what();
+  const Stream s = Stream::create(ctx());
+  const auto mode = expect_throw<InvalidArgumentError>([&] { begin_capture(s, static_cast<CaptureMode>(7)); });
+  EXPECT_NE(std::string(mode.what()).find("capture mode 7"), std::string::npos) << mode.what();
+
+  const PinnedPool pool(ctx());
+  const StagingEngine engine(pool);
+  auto dst = DeviceBuffer::allocate(ctx(), 1 << 20);
+  std::vector<std::byte> pageable(1 << 20);
+  begin_capture(s);
+  EXPECT_EQ(expect_throw<CudaError>([&] { begin_capture(s); }).code(), CUDA_ERROR_ILLEGAL_STATE);
+  const auto callback = expect_throw<InvalidArgumentError>([&] { s.launch_host_func([] {}); });
+  EXPECT_NE(std::string(callback.what()).find("is capturing"), std::string::npos) << callback.what();
+  EXPECT_NE(callback.hint().find("freed after one run"), std::string::npos) << callback.hint();
+  const auto staged = expect_throw<InvalidArgumentError>(
+      [&] { engine.copy_to_device_async(dst.as<std::byte>(), std::span<const std::byte>(pageable), s); });
+  EXPECT_NE(staged.hint().find("capture a copy_async from pinned memory"), std::string::npos) << staged.hint();
+  EXPECT_EQ(capture_status(s), CaptureStatus::active) << "refused before anything reached the capture";
+  Graph graph = end_capture(s);
+  EXPECT_EQ(graph.node_count(), 0u);
+
+  const GraphExec exec = graph.instantiate();
+  Context other = drv_->device(0).create_context();
+  const Stream elsewhere = Stream::create(other.ref());
+  const auto wrong = expect_throw<InvalidArgumentError>([&] { exec.launch(elsewhere); });
+  EXPECT_NE(std::string(wrong.what()).find("the graph belongs to"), std::string::npos) << wrong.what();
+  EXPECT_EQ(drvshim_fake_call_count("cuGraphLaunch"), 0u);
+  exec.launch(s);
+  EXPECT_EQ(drvshim_fake_call_count("cuGraphLaunch"), 1u);
+}
+
+// An owner adopted from a handle made elsewhere destroys it; a detached one does not.
+TEST_F(Graphs, OwnersDestroyWhatTheyHoldOnce) {
+  const Stream s = Stream::create(ctx());
+  begin_capture(s);
+  Graph graph = end_capture(s);
+  const std::uintptr_t handle = graph.detach();
+  EXPECT_EQ(drvshim_fake_call_count("cuGraphDestroy"), 0u);
+  {
+    Graph adopted = Graph::adopt(ctx(), handle);
+    GraphExec exec = adopted.instantiate();
+    exec.destroy();
+    exec.destroy();  // empty now: no second driver call
+  }
+  EXPECT_EQ(drvshim_fake_call_count("cuGraphDestroy"), 1u);
+  EXPECT_EQ(drvshim_fake_call_count("cuGraphExecDestroy"), 1u);
+  expect_throw<InvalidArgumentError>([&] { (void)Graph::adopt(ctx(), 0); });
+  drvshim_fake_fail_call("cuGraphInstantiateWithFlags", 1, CUDA_ERROR_OUT_OF_MEMORY);
+  begin_capture(s);
+  const Graph again = end_capture(s);
+  const auto failed = expect_throw<CudaError>([&] { (void)again.instantiate(); });
+  EXPECT_NE(std::string(failed.what()).find("cuGraphInstantiateWithFlags"), std::string::npos) << failed.what();
+}
+
+}  // namespace
