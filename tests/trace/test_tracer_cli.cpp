@@ -249,6 +249,25 @@ TEST(TracerCli, AnInterruptToTheWholeGroupLeavesTheTracerToWriteTheTrace) {
   EXPECT_TRUE(has_call(records_in(json), "cuInit")) << read_text(json) << read_text((dir / "err.txt").string());
 }
 
+// Two copies of SIGINT, the second while the first one's handler waits for the trace to be
+// written (as a group kill and the tracer's forward can arrive), with another thread that
+// does not block SIGINT: the records are written before the program ends.
+TEST(TracerCli, ASecondInterruptDuringTheDrainDoesNotLoseTheRecords) {
+  const fs::path dir = fresh_dir("twice");
+  const std::string json = (dir / "trace.jsonl").string();
+  Background bg(dir, {"--json", json, "-q", "--", kScenarios, "interrupt-twice"});
+  ASSERT_GT(bg.tracer, 0);
+  ASSERT_TRUE(bg.ready()) << bg.seen << read_text((dir / "err.txt").string());
+  int status = 0;
+  ASSERT_TRUE(wait_for(bg.tracer, status, std::chrono::seconds(20)));
+  bg.tracer = -1;
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGINT) << read_text((dir / "err.txt").string());
+  const std::string text = read_text(json);
+  EXPECT_TRUE(has_call(records_in(json), "cuInit")) << text;
+  EXPECT_NE(text.find("reason=signal 2"), std::string::npos) << text;
+}
+
 TEST(TracerCli, TheProgramDoesNotOutliveAKilledTracer) {
   const fs::path dir = fresh_dir("sigkill");
   const Subreaper reaper;  // the orphaned program comes to this process, which can see how it ended

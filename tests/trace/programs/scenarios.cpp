@@ -7,10 +7,13 @@
 #include <cuda.h>
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <link.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -256,6 +260,47 @@ int sleep_mode() {
   std::fflush(stdout);
   for (int i = 0; i < 600; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   return 0;
+}
+
+// Two copies of SIGINT, the second while the first one's handler waits for the records to
+// be written, with a thread that leaves SIGINT unblocked: a group kill's copy and the
+// tracer's forwarded one can arrive so. The writer cannot finish meanwhile: this thread holds
+// the loader lock its drain needs until the second copy was sent.
+pid_t g_interrupted_thread = 0;
+bool interrupted_thread_in_handler() {
+  std::ifstream status("/proc/self/task/" + std::to_string(g_interrupted_thread) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("SigBlk:", 0) == 0) return (std::stoull(line.substr(7), nullptr, 16) & (1ull << (SIGINT - 1))) != 0;
+  }
+  return false;
+}
+
+int interrupt_twice() {
+  CHECK(cuInit(0));
+  g_interrupted_thread = static_cast<pid_t>(::syscall(SYS_gettid));
+  std::printf("ready\n");
+  std::fflush(stdout);
+  std::thread([] {
+    for (;;) ::pause();
+  }).detach();
+  std::thread([] {
+    sigset_t blocked;
+    sigemptyset(&blocked);
+    sigaddset(&blocked, SIGINT);
+    ::pthread_sigmask(SIG_BLOCK, &blocked, nullptr);
+    ::dl_iterate_phdr(
+        [](dl_phdr_info*, size_t, void*) -> int {
+          ::syscall(SYS_tgkill, ::getpid(), g_interrupted_thread, SIGINT);
+          for (int i = 0; i < 50000 && !interrupted_thread_in_handler(); ++i) ::usleep(100);
+          ::kill(::getpid(), SIGINT);
+          ::usleep(50'000);
+          return 1;
+        },
+        nullptr);
+  }).detach();
+  for (int i = 0; i < 600; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  return fail("interrupt-twice: still running 60 s after the interrupts", 0);
 }
 
 // Five calls, then the image ends by `how`: exec (into "basic"), exec-clean (into "basic"
@@ -625,6 +670,7 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "basic") return basic(false);
   if (mode == "sleep") return sleep_mode();
+  if (mode == "interrupt-twice") return interrupt_twice();
   if (mode == "poll") return poll_stream();
   if (mode == "end") return argc > 2 ? end_by(argv[0], argv[2]) : fail("end: how?", 0);
   if (mode == "fork-worker") return fork_worker();

@@ -92,10 +92,17 @@ void on_fatal_signal(int sig, siginfo_t*, void*) {
     recorder::note_ending("signal", sig);
     (void)recorder::flush_now(kSignalTimeoutMs, true);
   }
-  errno = saved;
-  // SA_RESETHAND restored the default action: the signal, pending until this handler
-  // returns (or raised again by the faulting instruction), ends the process as it would have.
+  // The default action comes back only now, after the drain: restored on entry (as
+  // SA_RESETHAND does), a second copy of the signal (a group kill plus drvshim-trace's
+  // forward, a double Ctrl-C) reaching a thread that does not block it would end the process
+  // before the records were written. The signal, pending until this handler returns (or
+  // raised again by the faulting instruction), then ends the process as it would have.
+  struct sigaction default_action {};
+  default_action.sa_handler = SIG_DFL;
+  sigemptyset(&default_action.sa_mask);
+  (void)::sigaction(sig, &default_action, nullptr);
   (void)::raise(sig);
+  errno = saved;
 }
 
 }  // namespace
@@ -114,7 +121,7 @@ void install_endings() noexcept {
     struct sigaction sa {};
     sa.sa_sigaction = &on_fatal_signal;
     sigfillset(&sa.sa_mask);
-    sa.sa_flags = static_cast<int>(SA_SIGINFO | SA_RESETHAND | SA_ONSTACK | SA_RESTART);
+    sa.sa_flags = static_cast<int>(SA_SIGINFO | SA_ONSTACK | SA_RESTART);
     (void)::sigaction(sig, &sa, nullptr);
   }
 }
