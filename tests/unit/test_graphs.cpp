@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -94,6 +95,45 @@ TEST_F(Graphs, AStreamWaitingForACapturedEventJoinsTheCapture) {
   EXPECT_EQ(graph.node_count(), 1u);
 }
 
+// A fork the origin never waits for again is the driver's "unjoined"; an
+// event recorded in a capture refuses questions; a context synchronisation
+// during a capture is refused and ends it; a stream that goes away leaves
+// its capture (the one it began ends).
+TEST_F(Graphs, WhatACaptureRefusesAndHowItEnds) {
+  const Stream origin = Stream::create(ctx());
+  const Event forked = Event::create(ctx(), EventFlags::disable_timing);
+  auto buf = DeviceBuffer::allocate(ctx(), 64);
+  {
+    const Stream side = Stream::create(ctx());
+    begin_capture(origin);
+    forked.record(origin);
+    side.wait(forked);
+    fill_async(side, buf.as<std::uint32_t>(), 7u);
+    EXPECT_EQ(expect_throw<CudaError>([&] { (void)end_capture(origin); }).code(), CUDA_ERROR_STREAM_CAPTURE_UNJOINED);
+    EXPECT_EQ(capture_status(side), CaptureStatus::none);
+  }
+  EXPECT_EQ(expect_throw<CudaError>([&] { (void)forked.query(); }).code(), CUDA_ERROR_CAPTURED_EVENT);
+  forked.record(origin);
+  EXPECT_TRUE(forked.query()) << "recorded outside a capture again";
+
+  begin_capture(origin);
+  EXPECT_EQ(expect_throw<CudaError>([&] { ctx().synchronize(); }).code(), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  EXPECT_EQ(capture_status(origin), CaptureStatus::invalidated);
+  EXPECT_EQ(expect_throw<CudaError>([&] { (void)end_capture(origin); }).code(), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+
+  std::optional<Stream> first(Stream::create(ctx()));
+  const Stream joiner = Stream::create(ctx());
+  begin_capture(*first);
+  forked.record(*first);
+  joiner.wait(forked);
+  EXPECT_EQ(capture_status(joiner), CaptureStatus::active);
+  first.reset();  // the stream that began the capture goes away
+  EXPECT_EQ(capture_status(joiner), CaptureStatus::none);
+  const Stream next = Stream::create(ctx());
+  begin_capture(next);
+  EXPECT_EQ(end_capture(next).node_count(), 0u);
+}
+
 TEST_F(Graphs, TheCaptureModesDecideWhichThreadsMayAllocate) {
   const Stream s = Stream::create(ctx());
   const auto allocate_on_other_thread = [&](CaptureMode mode) {
@@ -160,7 +200,7 @@ TEST_F(Graphs, TheCaptureModesDecideWhichThreadsMayAllocate) {
 // the two operations a graph could not replay safely.
 TEST_F(Graphs, WhatCannotBeCapturedOrLaunchedIsRefusedByName) {
   const auto legacy = expect_throw<InvalidArgumentError>([&] { begin_capture(StreamRef::legacy_default(ctx())); });
-  EXPECT_NE(std::string(legacy.what()).find("is a default stream"), std::string::npos) << legacy.what();
+  EXPECT_NE(std::string(legacy.what()).find("is the legacy default stream"), std::string::npos) << legacy.what();
   const Stream s = Stream::create(ctx());
   const auto mode = expect_throw<InvalidArgumentError>([&] { begin_capture(s, static_cast<CaptureMode>(7)); });
   EXPECT_NE(std::string(mode.what()).find("capture mode 7"), std::string::npos) << mode.what();
@@ -169,6 +209,7 @@ TEST_F(Graphs, WhatCannotBeCapturedOrLaunchedIsRefusedByName) {
   const StagingEngine engine(pool);
   auto dst = DeviceBuffer::allocate(ctx(), 1 << 20);
   std::vector<std::byte> pageable(1 << 20);
+  PinnedBlock block = pool.acquire(4096);
   begin_capture(s);
   EXPECT_EQ(expect_throw<CudaError>([&] { begin_capture(s); }).code(), CUDA_ERROR_ILLEGAL_STATE);
   const auto callback = expect_throw<InvalidArgumentError>([&] { s.launch_host_func([] {}); });
@@ -177,6 +218,8 @@ TEST_F(Graphs, WhatCannotBeCapturedOrLaunchedIsRefusedByName) {
   const auto staged = expect_throw<InvalidArgumentError>(
       [&] { engine.copy_to_device_async(dst.as<std::byte>(), std::span<const std::byte>(pageable), s); });
   EXPECT_NE(staged.hint().find("capture a copy_async from pinned memory"), std::string::npos) << staged.hint();
+  const auto released = expect_throw<InvalidArgumentError>([&] { block.release_after(s); });
+  EXPECT_NE(std::string(released.what()).find("PinnedBlock::release_after"), std::string::npos) << released.what();
   EXPECT_EQ(capture_status(s), CaptureStatus::active) << "refused before anything reached the capture";
   Graph graph = end_capture(s);
   EXPECT_EQ(graph.node_count(), 0u);

@@ -21,9 +21,9 @@ class Driver;
 /// that may synchronise implicitly, such as an allocation or a free, fail with
 /// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED.
 enum class CaptureMode : int {
-  global = 0,        ///< forbidden on every thread whose own mode is global, and on the capturing thread
+  global = 0,         ///< forbidden on every thread whose own mode is global, and on the capturing thread
   thread_local_ = 1,  ///< forbidden on the capturing thread only
-  relaxed = 2,       ///< not forbidden
+  relaxed = 2,        ///< not forbidden
 };
 
 /// Whether a stream is capturing (CUstreamCaptureStatus).
@@ -138,9 +138,9 @@ class DRVSHIM_API GraphExec {
 };
 
 /// cuStreamBeginCapture: from now on, work submitted to `stream` (and to
-/// streams that wait for events recorded in it) is recorded, not run. A
-/// default stream cannot be captured in drvshim (the legacy one cannot be at
-/// all): InvalidArgumentError. Throws CudaError as the driver answers
+/// streams that wait for events recorded in it) is recorded, not run. The
+/// legacy default stream cannot be captured: InvalidArgumentError. Throws
+/// DriverTooOldError without the call, CudaError as the driver answers
 /// (CUDA_ERROR_ILLEGAL_STATE: already capturing).
 DRVSHIM_API void begin_capture(const StreamRef& stream, CaptureMode mode = CaptureMode::global);
 /// cuStreamEndCapture: the graph of what was captured. Throws CudaError

@@ -17,6 +17,7 @@
 
 #include "log_internal.hpp"
 #include "pool/pool_core.hpp"
+#include "streams/capture_check.hpp"
 
 namespace drvshim {
 
@@ -91,6 +92,12 @@ void PinnedBlock::release_after(const StreamRef& stream) {
   if (data_ == nullptr) return;
   detail::PoolCore& pool = *pool_;
   pool.refuse_if_forked("PinnedBlock::release_after");
+  // Recorded in a capture, the release event would mark the block free while
+  // a graph still copies from it at each launch.
+  detail::refuse_if_capturing(stream, "PinnedBlock::release_after",
+                              "a graph's copies from the block run at each of its launches, after the block went "
+                              "to its next owner: copy from memory the graph owns as long as it lives (a "
+                              "PinnedBuffer), or release the block after a stream that does not capture");
   // The driver records an event only on a stream of the event's own context.
   // For a stream of another context (portable blocks may serve several
   // devices), the pool keeps no event of that context: the context may end

@@ -150,8 +150,9 @@ void sync_after_submit(const DriverCore& core, CUstream stream, const char* api,
   }
   // The whole context, not only the stream: work of any stream there that
   // fails then shows up at the operation that was submitted last.
-  const CUresult r =
-      t_scoped_context != 0 ? DRVSHIM_CU(core, cuCtxSynchronize) : DRVSHIM_CU(core, cuStreamSynchronize, stream);
+  const CUresult r = t_scoped_context != 0 && core.captures.load(std::memory_order_relaxed) == 0
+                         ? DRVSHIM_CU(core, cuCtxSynchronize)
+                         : DRVSHIM_CU(core, cuStreamSynchronize, stream);
   if (r == CUDA_SUCCESS) return;
   if (is_sticky_error(static_cast<int>(r))) poison(core, static_cast<int>(r), api, 0);
   // Named on purpose: the synchronisation right after submission pins the failure on this operation.

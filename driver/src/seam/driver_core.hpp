@@ -82,6 +82,10 @@ struct DriverCore {
 
   // DRVSHIM_SYNC_EACH_OP=1 (read at load): synchronise after each submitted operation.
   bool sync_each_op = false;
+  // Captures begun through begin_capture and not yet ended: while any runs,
+  // DRVSHIM_SYNC_EACH_OP synchronises the submitted stream only (a context
+  // synchronisation during a capture ends it).
+  mutable std::atomic<int> captures{0};
 
   // Contexts poisoned by a sticky error: address -> (code, API that reported it).
   struct Poison {

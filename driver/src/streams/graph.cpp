@@ -74,24 +74,33 @@ const char* to_string(CaptureStatus status) noexcept {
 void begin_capture(const StreamRef& stream, CaptureMode mode) {
   check_mode("begin_capture", mode);
   detail::check_stream_view(stream, "begin_capture");
-  if (stream.native() <= 0x2) {
+  if (stream.native() == 0 || stream.native() == 0x1) {
     throw InvalidArgumentError(
-        "begin_capture", fmt::format("{} is a default stream", stream.name()),
-        "capture a stream you created (Stream::create): the legacy default stream cannot be captured, and work on "
-        "it would wait for every blocking stream that captures");
+        "begin_capture", fmt::format("{} is the legacy default stream", stream.name()),
+        "capture a stream you created (Stream::create) or the per-thread default stream: the legacy default "
+        "stream cannot be captured, and its work waits for every blocking stream that captures");
   }
   const auto& core = core_of(stream.context());
+  core.require_function(detail::Api::k_cuStreamBeginCapture, "begin_capture");
   detail::ContextScope scope(core, stream.context().address(), "begin_capture");
   DRVSHIM_TRY(core, cuStreamBeginCapture, fmt::format("{}, mode {}", stream.name(), to_string(mode)),
               native_stream(stream), static_cast<CUstreamCaptureMode>(mode));
+  core.captures.fetch_add(1, std::memory_order_relaxed);
 }
 
 Graph end_capture(const StreamRef& stream) {
   detail::check_stream_view(stream, "end_capture");
   const auto& core = core_of(stream.context());
+  core.require_function(detail::Api::k_cuStreamEndCapture, "end_capture");
   detail::ContextScope scope(core, stream.context().address(), "end_capture");
   CUgraph graph = nullptr;
   const CUresult r = DRVSHIM_CU(core, cuStreamEndCapture, native_stream(stream), &graph);
+  // The capture is over when the driver answers anything but "not capturing"
+  // or "another thread's".
+  if (r != CUDA_ERROR_ILLEGAL_STATE && r != CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD &&
+      core.captures.load(std::memory_order_relaxed) > 0) {
+    core.captures.fetch_sub(1, std::memory_order_relaxed);
+  }
   if (r != CUDA_SUCCESS) {
     // An invalidated capture may still hand back a graph: it is not the caller's to use.
     if (graph != nullptr) (void)DRVSHIM_CU(core, cuGraphDestroy, graph);
@@ -103,6 +112,7 @@ Graph end_capture(const StreamRef& stream) {
 CaptureStatus capture_status(const StreamRef& stream) {
   detail::check_stream_view(stream, "capture_status");
   const auto& core = core_of(stream.context());
+  core.require_function(detail::Api::k_cuStreamIsCapturing, "capture_status");
   detail::ContextScope scope(core, stream.context().address(), "capture_status");
   CUstreamCaptureStatus s = CU_STREAM_CAPTURE_STATUS_NONE;
   DRVSHIM_TRY(core, cuStreamIsCapturing, stream.name(), native_stream(stream), &s);
@@ -136,6 +146,7 @@ CaptureMode exchange_capture_mode(const Driver& driver, CaptureMode mode) {
   check_mode("exchange_capture_mode", mode);
   const auto& core = *detail::Access::core(driver);
   core.require_init("exchange_capture_mode");
+  core.require_function(detail::Api::k_cuThreadExchangeStreamCaptureMode, "exchange_capture_mode");
   auto m = static_cast<CUstreamCaptureMode>(mode);
   DRVSHIM_TRY(core, cuThreadExchangeStreamCaptureMode, fmt::format("mode {}", to_string(mode)), &m);
   return static_cast<CaptureMode>(m);
@@ -148,8 +159,8 @@ ScopedCaptureMode::~ScopedCaptureMode() {
   try {
     (void)exchange_capture_mode(*driver_, previous_);
   } catch (const Error& e) {
-    detail::logf(log::Level::error, "ScopedCaptureMode: restoring the capture mode {} failed: {}",
-                 to_string(previous_), e.what());
+    detail::logf(log::Level::error, "ScopedCaptureMode: restoring the capture mode {} failed: {}", to_string(previous_),
+                 e.what());
   }
 }
 
@@ -168,13 +179,15 @@ Graph Graph::adopt(const ContextRef& context, std::uintptr_t handle) {
 std::size_t Graph::node_count() const {
   if (!handle_.held()) throw InvalidArgumentError("Graph::node_count", "this Graph is empty (moved from or destroyed)");
   const auto& core = core_of(context());
+  core.require_function(detail::Api::k_cuGraphGetNodes, "Graph::node_count");
   std::size_t count = 0;
   DRVSHIM_TRY(core, cuGraphGetNodes, fmt::format("graph 0x{:x}", native()), native_graph(native()), nullptr, &count);
   return count;
 }
 
 GraphExec Graph::instantiate(unsigned long long flags) const {
-  if (!handle_.held()) throw InvalidArgumentError("Graph::instantiate", "this Graph is empty (moved from or destroyed)");
+  if (!handle_.held())
+    throw InvalidArgumentError("Graph::instantiate", "this Graph is empty (moved from or destroyed)");
   const auto& core = core_of(context());
   core.require_function(detail::Api::k_cuGraphInstantiateWithFlags, "Graph::instantiate");
   detail::ContextScope scope(core, context().address(), "Graph::instantiate");
@@ -196,9 +209,11 @@ GraphExec& GraphExec::operator=(GraphExec&&) noexcept = default;
 GraphExec::~GraphExec() = default;
 
 void GraphExec::launch(const StreamRef& stream) const {
-  if (!handle_.held()) throw InvalidArgumentError("GraphExec::launch", "this GraphExec is empty (moved from or destroyed)");
+  if (!handle_.held())
+    throw InvalidArgumentError("GraphExec::launch", "this GraphExec is empty (moved from or destroyed)");
   check_same_context("GraphExec::launch", context(), stream);
   const auto& core = core_of(context());
+  core.require_function(detail::Api::k_cuGraphLaunch, "GraphExec::launch");
   detail::ContextScope scope(core, context().address(), "GraphExec::launch");
   DRVSHIM_TRY(core, cuGraphLaunch, fmt::format("executable graph 0x{:x} on {}", native(), stream.name()),
               native_exec(native()), native_stream(stream));
@@ -206,7 +221,8 @@ void GraphExec::launch(const StreamRef& stream) const {
 }
 
 void GraphExec::upload(const StreamRef& stream) const {
-  if (!handle_.held()) throw InvalidArgumentError("GraphExec::upload", "this GraphExec is empty (moved from or destroyed)");
+  if (!handle_.held())
+    throw InvalidArgumentError("GraphExec::upload", "this GraphExec is empty (moved from or destroyed)");
   check_same_context("GraphExec::upload", context(), stream);
   const auto& core = core_of(context());
   core.require_function(detail::Api::k_cuGraphUpload, "GraphExec::upload");
@@ -237,7 +253,7 @@ void refuse_if_capturing(const StreamRef& stream, const char* api, const char* w
 Status GraphTraits::release(value_type& v) noexcept {
   const auto handle = std::exchange(v.handle, 0);
   const auto& core = core_of(v.context);
-  if (!core.cleanup_allowed_in(v.context.address())) return {};
+  if (!core.cleanup_allowed_in(v.context.address()) || !core.has(Api::k_cuGraphDestroy)) return {};
   const CUresult r = DRVSHIM_CU(core, cuGraphDestroy, native_graph(handle));
   core.note_result(r);
   if (r != CUDA_SUCCESS) {
@@ -251,13 +267,14 @@ void GraphTraits::release_or_throw(value_type& v) {
   const auto handle = v.handle;
   core_of(v.context).ensure_usable("Graph::destroy");
   const Status s = release(v);
-  if (!s.ok()) raise(core_of(v.context), s.code(), s.api(), fmt::format("graph 0x{:x}", handle), {}, v.context.address());
+  if (!s.ok())
+    raise(core_of(v.context), s.code(), s.api(), fmt::format("graph 0x{:x}", handle), {}, v.context.address());
 }
 
 Status GraphExecTraits::release(value_type& v) noexcept {
   const auto handle = std::exchange(v.handle, 0);
   const auto& core = core_of(v.context);
-  if (!core.cleanup_allowed_in(v.context.address())) return {};
+  if (!core.cleanup_allowed_in(v.context.address()) || !core.has(Api::k_cuGraphExecDestroy)) return {};
   const CUresult r = DRVSHIM_CU(core, cuGraphExecDestroy, native_exec(handle));
   core.note_result(r);
   if (r != CUDA_SUCCESS) {

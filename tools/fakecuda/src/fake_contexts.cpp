@@ -66,6 +66,9 @@ void purge_context(Engine& e, FakeCtx* ctx) {
   for (auto& [owner, legacy] : e.legacy_streams) {
     if (owner == ctx) reach_records(*legacy);
   }
+  for (FakeStream* st : e.streams) {
+    if (st->ctx == ctx) leave_capture(e, st);
+  }
   for (auto it = e.streams.begin(); it != e.streams.end();) {
     if ((*it)->ctx == ctx) {
       reach_records(**it);
@@ -390,6 +393,7 @@ CUresult fake_cuCtxSynchronize() {
   FAKE_ENTER("cuCtxSynchronize");
   FakeCtx* ctx = nullptr;
   if (const CUresult r = current(e, &ctx); r != CUDA_SUCCESS) return r;
+  if (const CUresult r = refuse_context_wait_during_capture(e, ctx); r != CUDA_SUCCESS) return r;
   return synchronize_context(e, lock, ctx);
 }
 
@@ -404,6 +408,7 @@ CUresult fake_cuCtxSynchronize_v2(CUcontext c) {
   } else if (ctx->sticky != 0) {
     return static_cast<CUresult>(ctx->sticky);
   }
+  if (const CUresult r = refuse_context_wait_during_capture(e, ctx); r != CUDA_SUCCESS) return r;
   return synchronize_context(e, lock, ctx);
 }
 

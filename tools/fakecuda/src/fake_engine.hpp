@@ -95,13 +95,17 @@ struct HostFn {
 // reached it. Waits keep the record they wait for, so a later re-record of
 // the event does not change what an earlier wait waits for.
 struct FakeCapture;
+struct FakeStream;
 
 struct RecordState {
   bool done = false;
   std::chrono::steady_clock::time_point at;
   // Recorded on a capturing stream: a stream that waits for it joins that
-  // capture. Done when the capture ends.
-  std::shared_ptr<FakeCapture> capture;
+  // capture (weak: the capture holds its records). Done when the capture
+  // ends; the event it belongs to stays "captured" (queries refuse it).
+  std::weak_ptr<FakeCapture> capture;
+  bool captured = false;
+  const FakeStream* recorder = nullptr;  // compared, never followed
 };
 
 // Work queued on a stream, run in order once the stream may run (not held,
@@ -148,7 +152,8 @@ struct FakeCapture {
   FakeStream* origin = nullptr;
   std::unique_ptr<FakeGraph> graph;
   bool invalidated = false;
-  std::vector<FakeStream*> members;  // the origin and the streams that joined
+  std::vector<FakeStream*> members;      // the origin and the streams that joined
+  std::set<const FakeStream*> unjoined;  // joined streams with work the origin has not waited for
   std::vector<std::shared_ptr<RecordState>> records;
 };
 
@@ -360,6 +365,16 @@ CUresult implicit_capture_dependency(Engine& e, FakeStream* legacy, bool invalid
 // nor, in global mode, while another thread's global capture runs. Returns
 // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED when it may not (fake_graphs.cpp).
 CUresult capture_permits_unsafe_call(Engine& e);
+// A stream going away (destroyed, its context destroyed) leaves its capture:
+// the capture it began ends invalidated, one it joined is invalidated.
+void leave_capture(Engine& e, FakeStream* st);
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED when a stream of `ctx` captures (a
+// context synchronisation would wait for it), which invalidates those captures.
+CUresult refuse_context_wait_during_capture(Engine& e, FakeCtx* ctx);
+// Submits a graph's work to `st` as one unit: nothing queued meanwhile by
+// another thread runs between its nodes.
+[[nodiscard]] CUresult submit_all(Engine& e, std::unique_lock<std::mutex>& lock, FakeStream* st,
+                                  const std::vector<FakeOp>& ops);
 // A live user stream (not a default stream), or null.
 FakeStream* user_stream(Engine& e, CUstream s);
 // The asynchronous error injected on a stream, reported once; sticky ones poison its context.

@@ -84,6 +84,9 @@ CUresult fake_cuEventQuery(CUevent ev) {
   FakeEvent* p = live_event(e, ev);
   if (p == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   if (p->ctx->sticky != 0) return static_cast<CUresult>(p->ctx->sticky);
+  // cuda.h: not permitted on an event last recorded in a capturing stream.
+  if (p->latest != nullptr && p->latest->captured) return CUDA_ERROR_CAPTURED_EVENT;
+  if (const CUresult r = capture_permits_unsafe_call(e); r != CUDA_SUCCESS) return r;
   pump(e, lock);
   return p->pending() ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
 }
@@ -93,6 +96,8 @@ CUresult fake_cuEventSynchronize(CUevent ev) {
   FakeEvent* p = live_event(e, ev);
   if (p == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   if (p->ctx->sticky != 0) return static_cast<CUresult>(p->ctx->sticky);
+  if (p->latest != nullptr && p->latest->captured) return CUDA_ERROR_CAPTURED_EVENT;
+  if (const CUresult r = capture_permits_unsafe_call(e); r != CUDA_SUCCESS) return r;
   if (!p->pending()) return CUDA_SUCCESS;
   // Waiting for the event waits for its stream's work up to the record.
   const auto state = p->latest;

@@ -58,6 +58,19 @@ CUresult fake_cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode) {
   return CUDA_SUCCESS;
 }
 
+// A capture's end: every member stops capturing, and its records count as
+// reached (nothing will run them).
+void finish(Engine& e, FakeCapture& c) {
+  for (FakeStream* st : e.streams) {
+    if (st->capture.get() == &c) st->capture.reset();
+  }
+  for (const auto& record : c.records) {
+    record->done = true;
+    record->at = std::chrono::steady_clock::now();
+    record->capture.reset();
+  }
+}
+
 CUresult fake_cuStreamEndCapture(CUstream s, CUgraph* out) {
   FAKE_ENTER("cuStreamEndCapture");
   if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -72,16 +85,11 @@ CUresult fake_cuStreamEndCapture(CUstream s, CUgraph* out) {
   if (c->mode != CU_STREAM_CAPTURE_MODE_RELAXED && c->thread != std::this_thread::get_id()) {
     return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
   }
-  for (FakeStream* member : c->members) {
-    if (e.streams.count(member) != 0) member->capture.reset();
-  }
-  for (const auto& record : c->records) {
-    record->done = true;
-    record->at = std::chrono::steady_clock::now();
-    record->capture.reset();
-  }
+  finish(e, *c);
   *out = nullptr;
   if (c->invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  // A stream that joined and did work the origin never waited for.
+  if (!c->unjoined.empty()) return CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
   FakeGraph* g = c->graph.release();
   e.graphs.insert(g);
   *out = reinterpret_cast<CUgraph>(g);
@@ -212,10 +220,7 @@ CUresult fake_cuGraphLaunch(CUgraphExec g, CUstream s) {
   if (ctx != p->ctx) return CUDA_ERROR_INVALID_VALUE;
   FakeStream* st = queue_of(e, s, ctx);
   const std::vector<FakeOp> ops = p->ops;  // the graph may be destroyed by a host function it runs
-  for (const FakeOp& op : ops) {
-    if (const CUresult r = submit(e, lock, st, op); r != CUDA_SUCCESS) return r;
-  }
-  return CUDA_SUCCESS;
+  return submit_all(e, lock, st, ops);
 }
 
 CUresult fake_cuGraphUpload(CUgraphExec g, CUstream s) {
@@ -241,6 +246,25 @@ CUresult capture_permits_unsafe_call(Engine& e) {
       c->invalidated = true;
       r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     }
+  }
+  return r;
+}
+
+void leave_capture(Engine& e, FakeStream* st) {
+  if (st->capture == nullptr) return;
+  const std::shared_ptr<FakeCapture> c = std::move(st->capture);
+  c->invalidated = true;
+  c->unjoined.erase(st);
+  c->members.erase(std::remove(c->members.begin(), c->members.end(), st), c->members.end());
+  if (c->origin == st) finish(e, *c);
+}
+
+CUresult refuse_context_wait_during_capture(Engine& e, FakeCtx* ctx) {
+  CUresult r = CUDA_SUCCESS;
+  for (FakeStream* st : e.streams) {
+    if (st->ctx != ctx || st->capture == nullptr) continue;
+    st->capture->invalidated = true;
+    r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   }
   return r;
 }

@@ -121,6 +121,7 @@ CUresult fake_cuMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
 
 CUresult fake_cuMemHostAlloc(void** pp, size_t size, unsigned flags) {
   FAKE_ENTER("cuMemHostAlloc");
+  if (const CUresult r = capture_permits_unsafe_call(e); r != CUDA_SUCCESS) return r;
   if (pp == nullptr || size == 0 || (flags & ~0x7u) != 0) return CUDA_ERROR_INVALID_VALUE;
   FakeCtx* ctx = nullptr;
   if (const CUresult r = current(e, &ctx); r != CUDA_SUCCESS) return r;
@@ -135,6 +136,7 @@ CUresult fake_cuMemHostAlloc(void** pp, size_t size, unsigned flags) {
 
 CUresult fake_cuMemFreeHost(void* p) {
   FAKE_ENTER("cuMemFreeHost");
+  if (const CUresult r = capture_permits_unsafe_call(e); r != CUDA_SUCCESS) return r;
   return free_alloc(e, lock, reinterpret_cast<uintptr_t>(p), true, "cuMemFreeHost");
 }
 
@@ -203,6 +205,9 @@ CUresult fake_cuMemAllocAsync(CUdeviceptr* dptr, size_t size, CUstream s) {
   if (dptr == nullptr || size == 0) return CUDA_ERROR_INVALID_VALUE;
   FakeCtx* ctx = nullptr;
   if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
+  // The driver records allocation nodes, which the fake does not model:
+  // allocating now would leave the graph writing freed memory at each launch.
+  if (FakeStream* st = queue_of(e, s, ctx); st != nullptr && st->capture != nullptr) return CUDA_ERROR_NOT_SUPPORTED;
   if (attr(e, ctx->device, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED) == 0) return CUDA_ERROR_NOT_SUPPORTED;
   uintptr_t p = 0;
   if (const CUresult r = new_alloc(e, ctx, size, AllocKind::async_pool, 0, &p); r != CUDA_SUCCESS) return r;
@@ -214,6 +219,7 @@ CUresult fake_cuMemFreeAsync(CUdeviceptr p, CUstream s) {
   FAKE_ENTER("cuMemFreeAsync");
   FakeCtx* ctx = nullptr;
   if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
+  if (FakeStream* st = queue_of(e, s, ctx); st != nullptr && st->capture != nullptr) return CUDA_ERROR_NOT_SUPPORTED;
   return free_alloc(e, lock, static_cast<uintptr_t>(p), false, "cuMemFreeAsync");
 }
 

@@ -49,10 +49,20 @@ CUresult capture_op(FakeStream* st, FakeOp op) {
   if (c.invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
   if (op.kind == FakeOp::record) {
     op.state->capture = st->capture;
+    op.state->captured = true;
+    op.state->recorder = st;
     c.records.push_back(op.state);
     return CUDA_SUCCESS;
   }
-  if (op.kind == FakeOp::wait) return CUDA_SUCCESS;
+  if (op.kind == FakeOp::wait) {
+    const auto other = op.state->capture.lock();
+    // Waiting for another live capture's event would merge two captures.
+    if (other != nullptr && other != st->capture) return CUDA_ERROR_STREAM_CAPTURE_MERGE;
+    // The waiter now depends on the recorder's work up to the record.
+    if (other != nullptr && op.state->recorder != st) c.unjoined.erase(op.state->recorder);
+    return CUDA_SUCCESS;
+  }
+  if (st != c.origin) c.unjoined.insert(st);
   c.graph->nodes.push_back(std::make_unique<FakeOp>(std::move(op)));
   return CUDA_SUCCESS;
 }
@@ -194,12 +204,14 @@ void drain(Engine& e, std::unique_lock<std::mutex>& lock, FakeStream* st) {
 // the per-thread default stream, whose work runs at once.
 CUresult submit(Engine& e, std::unique_lock<std::mutex>& lock, FakeStream* st, FakeOp op) {
   if (st != nullptr && st->capture != nullptr) return capture_op(st, std::move(op));
-  if (st != nullptr && op.kind == FakeOp::wait && op.state->capture != nullptr) {
-    // Waiting for an event recorded in a capture joins the capture.
-    FakeCapture& c = *op.state->capture;
-    st->capture = op.state->capture;
-    c.members.push_back(st);
-    return CUDA_SUCCESS;
+  if (st != nullptr && op.kind == FakeOp::wait) {
+    if (auto joined = op.state->capture.lock()) {
+      // Waiting for an event recorded in a capture joins the capture.
+      joined->members.push_back(st);
+      joined->unjoined.insert(st);
+      st->capture = std::move(joined);
+      return CUDA_SUCCESS;
+    }
   }
   if (st != nullptr && st->legacy) {
     // Work on the legacy stream would wait for a capturing blocking stream:
@@ -239,6 +251,27 @@ CUresult submit(Engine& e, std::unique_lock<std::mutex>& lock, FakeStream* st, F
   st->queue.push_back(std::move(op));
   pump(e, lock);
   return CUDA_SUCCESS;
+}
+
+CUresult submit_all(Engine& e, std::unique_lock<std::mutex>& lock, FakeStream* st, const std::vector<FakeOp>& ops) {
+  if (st == nullptr || st->capture != nullptr) {
+    for (const FakeOp& op : ops) {
+      if (const CUresult r = submit(e, lock, st, op); r != CUDA_SUCCESS) return r;
+    }
+    return CUDA_SUCCESS;
+  }
+  // Held while the nodes are queued, so none runs (and drops the lock for a
+  // host node) before the last is in the queue.
+  const bool was_held = st->held;
+  st->held = true;
+  CUresult r = CUDA_SUCCESS;
+  for (const FakeOp& op : ops) {
+    r = submit(e, lock, st, op);
+    if (r != CUDA_SUCCESS) break;
+  }
+  st->held = was_held;
+  pump(e, lock);
+  return r;
 }
 
 CUresult submit_work(Engine& e, std::unique_lock<std::mutex>& lock, FakeStream* st, std::function<void()> run) {
@@ -349,6 +382,7 @@ CUresult fake_cuStreamDestroy(CUstream s) {
     misuse(e, "cuStreamDestroy of a destroyed or unknown stream");
     return CUDA_ERROR_INVALID_HANDLE;
   }
+  leave_capture(e, st);
   // As the driver: destroying a stream with pending work returns at once; the
   // work still completes (here: right away, before the stream is gone).
   st->held = false;
