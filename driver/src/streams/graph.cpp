@@ -249,49 +249,52 @@ void refuse_if_capturing(const StreamRef& stream, const char* api, const char* w
   }
 }
 
-// Neither cuGraphDestroy nor cuGraphExecDestroy needs a current context.
-Status GraphTraits::release(value_type& v) noexcept {
-  const auto handle = std::exchange(v.handle, 0);
-  const auto& core = core_of(v.context);
-  if (!core.cleanup_allowed_in(v.context.address()) || !core.has(Api::k_cuGraphDestroy)) return {};
-  const CUresult r = DRVSHIM_CU(core, cuGraphDestroy, native_graph(handle));
+namespace {
+
+// Both owners release the same way: no current context needed, a failure
+// logged by the no-throw path and raised by the throwing one, naming `what`.
+template <Api id, class Destroy>
+Status release_handle(const ContextRef& context, std::uintptr_t& slot, Destroy destroy) noexcept {
+  const auto handle = std::exchange(slot, 0);
+  const auto& core = core_of(context);
+  if (!core.cleanup_allowed_in(context.address()) || !core.has(id)) return {};
+  const CUresult r = destroy(core, handle);
   core.note_result(r);
   if (r != CUDA_SUCCESS) {
-    logf(log::Level::warn, "cuGraphDestroy(0x{:x}) failed with {} ({})", handle, result_name(static_cast<int>(r)),
+    logf(log::Level::warn, "{}(0x{:x}) failed with {} ({})", api_name(id), handle, result_name(static_cast<int>(r)),
          static_cast<int>(r));
   }
-  return Status("cuGraphDestroy", static_cast<int>(r));
+  return Status(api_name(id), static_cast<int>(r));
 }
 
-void GraphTraits::release_or_throw(value_type& v) {
+template <class Traits>
+void release_or_raise(typename Traits::value_type& v, const char* api, const char* what) {
   const auto handle = v.handle;
-  core_of(v.context).ensure_usable("Graph::destroy");
-  const Status s = release(v);
-  if (!s.ok())
-    raise(core_of(v.context), s.code(), s.api(), fmt::format("graph 0x{:x}", handle), {}, v.context.address());
+  core_of(v.context).ensure_usable(api);
+  const Status s = Traits::release(v);
+  if (!s.ok()) {
+    raise(core_of(v.context), s.code(), s.api(), fmt::format("{} 0x{:x}", what, handle), {}, v.context.address());
+  }
 }
+
+}  // namespace
+
+Status GraphTraits::release(value_type& v) noexcept {
+  return release_handle<Api::k_cuGraphDestroy>(v.context, v.handle, [](const DriverCore& core, std::uintptr_t h) {
+    return DRVSHIM_CU(core, cuGraphDestroy, native_graph(h));
+  });
+}
+
+void GraphTraits::release_or_throw(value_type& v) { release_or_raise<GraphTraits>(v, "Graph::destroy", "graph"); }
 
 Status GraphExecTraits::release(value_type& v) noexcept {
-  const auto handle = std::exchange(v.handle, 0);
-  const auto& core = core_of(v.context);
-  if (!core.cleanup_allowed_in(v.context.address()) || !core.has(Api::k_cuGraphExecDestroy)) return {};
-  const CUresult r = DRVSHIM_CU(core, cuGraphExecDestroy, native_exec(handle));
-  core.note_result(r);
-  if (r != CUDA_SUCCESS) {
-    logf(log::Level::warn, "cuGraphExecDestroy(0x{:x}) failed with {} ({})", handle, result_name(static_cast<int>(r)),
-         static_cast<int>(r));
-  }
-  return Status("cuGraphExecDestroy", static_cast<int>(r));
+  return release_handle<Api::k_cuGraphExecDestroy>(v.context, v.handle, [](const DriverCore& core, std::uintptr_t h) {
+    return DRVSHIM_CU(core, cuGraphExecDestroy, native_exec(h));
+  });
 }
 
 void GraphExecTraits::release_or_throw(value_type& v) {
-  const auto handle = v.handle;
-  core_of(v.context).ensure_usable("GraphExec::destroy");
-  const Status s = release(v);
-  if (!s.ok()) {
-    raise(core_of(v.context), s.code(), s.api(), fmt::format("executable graph 0x{:x}", handle), {},
-          v.context.address());
-  }
+  release_or_raise<GraphExecTraits>(v, "GraphExec::destroy", "executable graph");
 }
 
 }  // namespace detail
