@@ -7,6 +7,8 @@
 #include <drvshim/drvshim.hpp>
 
 #include <chrono>
+#include <cstdint>
+#include <cstring>
 #include <functional>
 #include <optional>
 #include <span>
@@ -224,10 +226,27 @@ inline std::vector<ContractResult> run_contract_cases(const drvshim::Driver& drv
       return failure == "ok" ? text : failure;
     };
     add("capture: the info while capturing", info_of(), "active,id,graph");
+    std::uintptr_t last_dependency = 0;
+    add("capture: the node the next operation depends on", code_of_failure([&] {
+          const CaptureInfo info = capture_info(s.ref());
+          if (info.dependencies == 1 && info.native_dependencies != nullptr) {
+            // The array holds CUgraphNode values: pointers, read as their bytes.
+            std::memcpy(&last_dependency, info.native_dependencies, sizeof last_dependency);
+          }
+        }),
+        "ok");
     std::optional<Graph> graph;
     add("capture: end", code_of_failure([&] { graph.emplace(end_capture(s.ref())); }), "ok");
     add("capture: the launch did not run while captured", value[0] == 1.0f ? "not run" : "ran", "not run");
     add("graph: nodes of a kernel and a copy", graph ? std::to_string(graph->node_count()) : "no graph", "2");
+    std::string last_node = "no graph";
+    if (graph) {
+      (void)code_of_failure([&] {
+        const std::vector<std::uintptr_t> nodes = graph->nodes();
+        last_node = !nodes.empty() && nodes.back() == last_dependency ? "the capture's dependency" : "another node";
+      });
+    }
+    add("graph: its last node", last_node, "the capture's dependency");
     add("graph: three launches of an instantiated graph", code_of_failure([&] {
           const GraphExec exec = graph->instantiate();
           for (int i = 0; i < 3; ++i) exec.launch(s.ref());
@@ -269,6 +288,13 @@ inline std::vector<ContractResult> run_contract_cases(const drvshim::Driver& drv
     add("capture: end a stream that does not capture", code_of_failure([&] { (void)end_capture(s.ref()); }),
         "CUDA_ERROR_ILLEGAL_STATE");
     s.ref().synchronize();
+    std::string ids = "failed";
+    (void)code_of_failure([&] {
+      const Stream other = Stream::create(p.ref());
+      const std::uint64_t a = s.ref().id(), b = other.id(), legacy = StreamRef::legacy_default(p.ref()).id();
+      ids = a != b && a == s.ref().id() && legacy != a && legacy != b ? "distinct, stable" : "not distinct";
+    });
+    add("stream ids: two streams and the legacy stream", ids, "distinct, stable");
   }
   {
     // An allocation's addresses as the current context sees them (what

@@ -87,6 +87,7 @@ class FakeDriverTest : public ::testing::Test {
     EXPECT_EQ(drvshim_fake_live_registrations(), 0) << "a host registration leaked";
     EXPECT_EQ(drvshim_fake_live_streams(), 0) << "a stream leaked";
     EXPECT_EQ(drvshim_fake_live_events(), 0) << "an event leaked";
+    EXPECT_EQ(drvshim_fake_live_graphs(), 0) << "a graph or executable graph leaked";
     EXPECT_EQ(drvshim_fake_live_modules(), 0) << "a module leaked";
     // Every device of the profile (the count ends where the fake answers -1).
     for (int d = 0; d < kMaxDevices; ++d) {

@@ -258,3 +258,51 @@ TEST_F(Graphs, OwnersDestroyWhatTheyHoldOnce) {
 }
 
 }  // namespace
+
+namespace {
+
+// The driver's own handles, for layers that hand them on: the nodes of a
+// graph in order, the capture's dependency array (the last node), and an
+// executable graph adopted from its handle.
+TEST_F(Graphs, NodesDependenciesAndAdoptedExecutableGraphsAreTheDriversHandles) {
+  auto buf = DeviceBuffer::allocate(ctx(), 256);
+  const Stream s = Stream::create(ctx());
+  begin_capture(s);
+  EXPECT_EQ(capture_info(s).native_dependencies, nullptr) << "nothing captured yet";
+  fill_async(s, buf.as<std::uint8_t>(), std::uint8_t{1});
+  fill_async(s, buf.as<std::uint8_t>(), std::uint8_t{2});
+  const CaptureInfo info = capture_info(s);
+  ASSERT_EQ(info.dependencies, 1u);
+  ASSERT_NE(info.native_dependencies, nullptr);
+  const auto last = reinterpret_cast<std::uintptr_t>(*static_cast<const CUgraphNode*>(info.native_dependencies));
+  Graph graph = end_capture(s);
+  const std::vector<std::uintptr_t> nodes = graph.nodes();
+  ASSERT_EQ(nodes.size(), 2u);
+  EXPECT_EQ(nodes.back(), last) << "the capture's dependency is the graph's last node";
+  EXPECT_EQ(nodes.size(), graph.node_count());
+
+  GraphExec made = graph.instantiate();
+  GraphExec adopted = GraphExec::adopt(ctx(), made.detach());
+  adopted.launch(s);
+  s.synchronize();
+  adopted.destroy();
+  EXPECT_FALSE(adopted);
+  EXPECT_THROW((void)GraphExec::adopt(ctx(), 0), InvalidArgumentError);
+  graph.destroy();
+  EXPECT_THROW((void)graph.nodes(), InvalidArgumentError);
+}
+
+// cuStreamGetId: one id per stream, the same at every question; the
+// default streams have their own.
+TEST_F(Graphs, StreamsHaveDistinctStableIds) {
+  const Stream a = Stream::create(ctx());
+  const Stream b = Stream::create(ctx());
+  EXPECT_NE(a.id(), b.id());
+  EXPECT_EQ(a.id(), a.id());
+  const std::uint64_t legacy = StreamRef::legacy_default(ctx()).id();
+  const std::uint64_t per_thread = StreamRef::per_thread_default(ctx()).id();
+  EXPECT_NE(legacy, per_thread);
+  EXPECT_NE(legacy, a.id());
+}
+
+}  // namespace

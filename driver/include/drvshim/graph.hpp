@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <new>
+#include <vector>
 
 namespace drvshim {
 
@@ -42,6 +43,12 @@ struct CaptureInfo {
   std::uint64_t id = 0;          ///< unique per capture in the process; 0 when not capturing
   std::uintptr_t graph = 0;      ///< the graph being built (CUgraph; the capture owns it); 0 when not capturing
   std::size_t dependencies = 0;  ///< the nodes the next captured operation will depend on
+  /// The driver's array of those nodes (`dependencies` CUgraphNode values)
+  /// and of their edges (CUgraphEdgeData, or null when every edge is the
+  /// default one): owned by the capture, valid until the next operation on
+  /// the stream or the end of the capture. For layers that hand them on.
+  const void* native_dependencies = nullptr;
+  const void* native_edges = nullptr;
 };
 
 class GraphExec;
@@ -90,6 +97,9 @@ class DRVSHIM_API Graph {
   /// The number of nodes (cuGraphGetNodes). Throws InvalidArgumentError when
   /// empty, CudaError as the driver answers.
   std::size_t node_count() const;
+  /// The nodes (CUgraphNode values, in the driver's order; cuGraphGetNodes).
+  /// Throws as node_count().
+  std::vector<std::uintptr_t> nodes() const;
   /// cuGraphInstantiateWithFlags (CUDA 11.4+; flags as CUgraphInstantiate_flags,
   /// 0 for none). The executable graph is independent of this one: the graph
   /// may be destroyed or changed afterwards. Throws DriverTooOldError without
@@ -110,6 +120,10 @@ class DRVSHIM_API Graph {
 /// An executable graph (move-only owner; cuGraphExecDestroy).
 class DRVSHIM_API GraphExec {
  public:
+  /// Takes ownership of an executable graph made elsewhere whose work belongs
+  /// to `context`. Throws InvalidArgumentError for a null handle.
+  [[nodiscard]] static GraphExec adopt(const ContextRef& context, std::uintptr_t handle);
+
   GraphExec(GraphExec&&) noexcept;
   GraphExec& operator=(GraphExec&&) noexcept;
   GraphExec(const GraphExec&) = delete;

@@ -103,6 +103,10 @@ class DRVSHIM_API StreamRef {
   /// create. DriverTooOldError without them (CUDA 5.5).
   StreamFlags flags() const;
   int priority() const;
+  /// The stream's unique id in the process (cuStreamGetId, CUDA 12.0+; the
+  /// default streams have ids of their own per context). Throws
+  /// DriverTooOldError without the call, CudaError as the driver answers.
+  std::uint64_t id() const;
 
   /// Waits until all work queued on the stream is done (cuStreamSynchronize).
   /// An error caused by earlier work is a CudaError marked asynchronous
@@ -205,6 +209,7 @@ class DRVSHIM_API Stream {
   std::uintptr_t native() const { return ref().native(); }
   ContextRef context() const { return ref().context(); }
   std::string name() const { return ref().name(); }
+  std::uint64_t id() const { return ref().id(); }
   void synchronize() const { ref().synchronize(); }
   StreamStatus query() const { return ref().query(); }
   bool ready() const { return ref().ready(); }

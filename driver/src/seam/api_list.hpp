@@ -137,6 +137,7 @@
   X(cuStreamGetCtx, cuStreamGetCtx, 9020, Optional)                                                                   \
   X(cuStreamGetFlags, cuStreamGetFlags, 5050, Optional)                                                               \
   X(cuStreamGetPriority, cuStreamGetPriority, 5050, Optional)                                                         \
+  X(cuStreamGetId, cuStreamGetId, 12000, Optional)                                                                    \
   /* memory: pitched and 2D, managed-memory hints */                                                                  \
   X(cuMemAllocPitch, cuMemAllocPitch, 3020, Optional)                                                                 \
   X(cuMemcpy2D, cuMemcpy2D, 3020, Optional)                                                                           \

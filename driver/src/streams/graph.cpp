@@ -4,7 +4,9 @@
 #include <drvshim/driver.hpp>
 #include <drvshim/graph.hpp>
 
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "devices/context_scope.hpp"
 #include "log_internal.hpp"
@@ -138,6 +140,8 @@ CaptureInfo capture_info(const StreamRef& stream) {
     info.id = id;
     info.graph = reinterpret_cast<std::uintptr_t>(graph);
     info.dependencies = count;
+    info.native_dependencies = count != 0 ? static_cast<const void*>(deps) : nullptr;
+    info.native_edges = count != 0 ? static_cast<const void*>(edges) : nullptr;
   }
   return info;
 }
@@ -185,6 +189,30 @@ std::size_t Graph::node_count() const {
   return count;
 }
 
+std::vector<std::uintptr_t> Graph::nodes() const {
+  if (!handle_.held()) throw InvalidArgumentError("Graph::nodes", "this Graph is empty (moved from or destroyed)");
+  const auto& core = core_of(context());
+  core.require_function(detail::Api::k_cuGraphGetNodes, "Graph::nodes");
+  const std::string what = fmt::format("graph 0x{:x}", native());
+  // Another thread may add nodes between the two questions: ask until the
+  // count holds still.
+  std::vector<CUgraphNode> nodes;
+  for (;;) {
+    std::size_t count = 0;
+    DRVSHIM_TRY(core, cuGraphGetNodes, what, native_graph(native()), nullptr, &count);
+    nodes.assign(count + 1, nullptr);
+    std::size_t got = nodes.size();
+    DRVSHIM_TRY(core, cuGraphGetNodes, what, native_graph(native()), nodes.data(), &got);
+    if (got <= count) {
+      nodes.resize(got);
+      break;
+    }
+  }
+  std::vector<std::uintptr_t> out;
+  out.reserve(nodes.size());
+  for (CUgraphNode n : nodes) out.push_back(reinterpret_cast<std::uintptr_t>(n));
+  return out;
+}
 GraphExec Graph::instantiate(unsigned long long flags) const {
   if (!handle_.held())
     throw InvalidArgumentError("Graph::instantiate", "this Graph is empty (moved from or destroyed)");
@@ -205,6 +233,10 @@ Status Graph::destroy(std::nothrow_t) noexcept { return handle_.release(std::not
 
 GraphExec::GraphExec(ContextRef context, std::uintptr_t handle) noexcept : handle_({std::move(context), handle}) {}
 GraphExec::GraphExec(GraphExec&&) noexcept = default;
+GraphExec GraphExec::adopt(const ContextRef& context, std::uintptr_t handle) {
+  if (handle == 0) throw InvalidArgumentError("GraphExec::adopt", "a null executable graph handle");
+  return GraphExec(context, handle);
+}
 GraphExec& GraphExec::operator=(GraphExec&&) noexcept = default;
 GraphExec::~GraphExec() = default;
 

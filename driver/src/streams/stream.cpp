@@ -243,6 +243,15 @@ int StreamRef::priority() const {
   return priority;
 }
 
+std::uint64_t StreamRef::id() const {
+  const auto& core = *detail::Access::core(context_.device());
+  core.require_function(detail::Api::k_cuStreamGetId, "StreamRef::id");
+  detail::ContextScope scope(core, context_.address(), "StreamRef::id");
+  unsigned long long id = 0;
+  DRVSHIM_TRY(core, cuStreamGetId, name(), reinterpret_cast<CUstream>(handle_), &id);
+  return id;
+}
+
 StreamRef StreamRef::wrap(const ContextRef& context, std::uintptr_t handle) noexcept {
   if (handle == 0 || handle == 0x1) return legacy_default(context);
   if (handle == 0x2) return per_thread_default(context);

@@ -129,6 +129,7 @@ struct FakeStream {
   int running = 0;           // a host function or kernel of this stream runs now (without the engine lock)
   int fail_with = 0;         // the next query/synchronize reports this asynchronous error
   std::map<int, CUstreamAttrValue> attrs;  // cuStreamSetAttribute
+  unsigned long long id = 0;               // cuStreamGetId: given at the first question, unique in the process
 };
 
 // A graph: the work captured from streams, in the order it was submitted (a
@@ -226,6 +227,7 @@ struct Engine {
   std::set<FakeGraph*> graphs;
   std::set<FakeGraphExec*> graph_execs;
   unsigned long long next_capture_id = 1;
+  unsigned long long next_stream_id = 1;
   std::set<FakeModule*> modules;
   std::set<FakeModule*> libraries;  // context-independent modules (cuLibraryLoadData)
   // cuLink states: the "SASS" the fake links is the PTX text itself, which its loaders parse.

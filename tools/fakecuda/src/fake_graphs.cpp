@@ -30,6 +30,16 @@ FakeGraph* live_graph(Engine& e, CUgraph g) {
   return e.graphs.count(p) != 0 ? p : nullptr;
 }
 
+// A graph the program owns, or the one a capture in progress is building
+// (which may be read, not destroyed).
+FakeGraph* readable_graph(Engine& e, CUgraph g) {
+  if (FakeGraph* p = live_graph(e, g)) return p;
+  for (FakeCapture* c : live_captures(e)) {
+    if (reinterpret_cast<CUgraph>(c->graph.get()) == g) return c->graph.get();
+  }
+  return nullptr;
+}
+
 FakeGraphExec* live_exec(Engine& e, CUgraphExec g) {
   auto* p = reinterpret_cast<FakeGraphExec*>(g);
   return e.graph_execs.count(p) != 0 ? p : nullptr;
@@ -171,7 +181,7 @@ CUresult fake_cuGraphDestroy(CUgraph g) {
 
 CUresult fake_cuGraphGetNodes(CUgraph g, CUgraphNode* nodes, size_t* count) {
   FAKE_ENTER("cuGraphGetNodes");
-  FakeGraph* p = live_graph(e, g);
+  FakeGraph* p = readable_graph(e, g);
   if (p == nullptr || count == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (nodes != nullptr) {
     // As cuda.h: at most *count handles; the rest of a longer array is set to null.

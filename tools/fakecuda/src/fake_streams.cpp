@@ -456,6 +456,21 @@ CUresult fake_cuStreamGetPriority(CUstream s, int* priority) {
   return CUDA_SUCCESS;
 }
 
+// Ids are handed out at the first question; the per-thread default stream
+// has one per thread and context.
+CUresult fake_cuStreamGetId(CUstream s, unsigned long long* id) {
+  FAKE_ENTER("cuStreamGetId");
+  if (id == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  FakeCtx* ctx = nullptr;
+  if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
+  FakeStream* st = queue_of(e, s, ctx);
+  thread_local std::map<FakeCtx*, unsigned long long> per_thread;
+  unsigned long long& slot = st != nullptr ? st->id : per_thread[ctx];
+  if (slot == 0) slot = e.next_stream_id++;
+  *id = slot;
+  return CUDA_SUCCESS;
+}
+
 CUresult fake_cuStreamQuery(CUstream s) {
   FAKE_ENTER("cuStreamQuery");
   FakeCtx* ctx = nullptr;
@@ -494,6 +509,7 @@ std::vector<ProcEntry> stream_procs() {
       {"cuStreamGetCtx", 12050, erase_fn(&fake_cuStreamGetCtx_v2)},
       {"cuStreamGetFlags", 5050, erase_fn(&fake_cuStreamGetFlags)},
       {"cuStreamGetPriority", 5050, erase_fn(&fake_cuStreamGetPriority)},
+      {"cuStreamGetId", 12000, erase_fn(&fake_cuStreamGetId)},
       {"cuLaunchHostFunc", 10000, erase_fn(&fake_cuLaunchHostFunc)},
   };
 }
