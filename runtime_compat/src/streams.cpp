@@ -190,6 +190,15 @@ cudaError_t get_device(const char* api, cudaStream_t stream, int* device, Defaul
   });
 }
 
+cudaError_t get_id(const char* api, cudaStream_t stream, unsigned long long* id, DefaultStream zero) {
+  if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
+  if (id == nullptr) return null_argument(api, "streamId");
+  return guarded(api, [&] {
+    *id = stream_of(stream, zero, api).id();
+    return cudaSuccess;
+  });
+}
+
 cudaError_t set_attribute(const char* api, cudaStream_t stream, cudaStreamAttrID id, const cudaStreamAttrValue* value,
                           DefaultStream zero) {
   if (value == nullptr) return null_argument(api, "value");
@@ -367,6 +376,14 @@ DRVSHIM_CUDART cudaError_t cudaStreamGetDevice(cudaStream_t s, int* device) {
 DRVSHIM_CUDART cudaError_t cudaStreamGetDevice_ptsz(cudaStream_t s, int* device) {
   if (const cudaError_t failed = initialise("cudaStreamGetDevice_ptsz")) return failed;
   return get_device("cudaStreamGetDevice", s, device, kPerThread);
+}
+DRVSHIM_CUDART cudaError_t cudaStreamGetId(cudaStream_t s, unsigned long long* id) {
+  if (const cudaError_t failed = initialise("cudaStreamGetId")) return failed;
+  return get_id("cudaStreamGetId", s, id, kLegacy);
+}
+DRVSHIM_CUDART cudaError_t cudaStreamGetId_ptsz(cudaStream_t s, unsigned long long* id) {
+  if (const cudaError_t failed = initialise("cudaStreamGetId_ptsz")) return failed;
+  return get_id("cudaStreamGetId", s, id, kPerThread);
 }
 DRVSHIM_CUDART cudaError_t cudaStreamSetAttribute(cudaStream_t s, cudaStreamAttrID id, const cudaStreamAttrValue* v) {
   if (const cudaError_t failed = initialise("cudaStreamSetAttribute")) return failed;

@@ -69,14 +69,12 @@ DRVSHIM_CUDART cudaError_t cudaGraphClone(cudaGraph_t *pGraphClone, cudaGraph_t 
 DRVSHIM_CUDART cudaError_t cudaGraphConditionalHandleCreate(cudaGraphConditionalHandle *pHandle_out, cudaGraph_t graph, unsigned int defaultLaunchValue, unsigned int flags) { return not_supported("cudaGraphConditionalHandleCreate"); }
 DRVSHIM_CUDART cudaError_t cudaGraphCreate(cudaGraph_t *pGraph, unsigned int flags) { return not_supported("cudaGraphCreate"); }
 DRVSHIM_CUDART cudaError_t cudaGraphDebugDotPrint(cudaGraph_t graph, const char *path, unsigned int flags) { return not_supported("cudaGraphDebugDotPrint"); }
-DRVSHIM_CUDART cudaError_t cudaGraphDestroy(cudaGraph_t graph) { return not_supported("cudaGraphDestroy"); }
 DRVSHIM_CUDART cudaError_t cudaGraphDestroyNode(cudaGraphNode_t node) { return not_supported("cudaGraphDestroyNode"); }
 DRVSHIM_CUDART cudaError_t cudaGraphEventRecordNodeGetEvent(cudaGraphNode_t node, cudaEvent_t *event_out) { return not_supported("cudaGraphEventRecordNodeGetEvent"); }
 DRVSHIM_CUDART cudaError_t cudaGraphEventRecordNodeSetEvent(cudaGraphNode_t node, cudaEvent_t event) { return not_supported("cudaGraphEventRecordNodeSetEvent"); }
 DRVSHIM_CUDART cudaError_t cudaGraphEventWaitNodeGetEvent(cudaGraphNode_t node, cudaEvent_t *event_out) { return not_supported("cudaGraphEventWaitNodeGetEvent"); }
 DRVSHIM_CUDART cudaError_t cudaGraphEventWaitNodeSetEvent(cudaGraphNode_t node, cudaEvent_t event) { return not_supported("cudaGraphEventWaitNodeSetEvent"); }
 DRVSHIM_CUDART cudaError_t cudaGraphExecChildGraphNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, cudaGraph_t childGraph) { return not_supported("cudaGraphExecChildGraphNodeSetParams"); }
-DRVSHIM_CUDART cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec) { return not_supported("cudaGraphExecDestroy"); }
 DRVSHIM_CUDART cudaError_t cudaGraphExecEventRecordNodeSetEvent(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode, cudaEvent_t event) { return not_supported("cudaGraphExecEventRecordNodeSetEvent"); }
 DRVSHIM_CUDART cudaError_t cudaGraphExecEventWaitNodeSetEvent(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode, cudaEvent_t event) { return not_supported("cudaGraphExecEventWaitNodeSetEvent"); }
 DRVSHIM_CUDART cudaError_t cudaGraphExecExternalSemaphoresSignalNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode, const struct cudaExternalSemaphoreSignalNodeParams *nodeParams) { return not_supported("cudaGraphExecExternalSemaphoresSignalNodeSetParams"); }
@@ -96,12 +94,9 @@ DRVSHIM_CUDART cudaError_t cudaGraphExternalSemaphoresSignalNodeSetParams(cudaGr
 DRVSHIM_CUDART cudaError_t cudaGraphExternalSemaphoresWaitNodeGetParams(cudaGraphNode_t hNode, struct cudaExternalSemaphoreWaitNodeParams *params_out) { return not_supported("cudaGraphExternalSemaphoresWaitNodeGetParams"); }
 DRVSHIM_CUDART cudaError_t cudaGraphExternalSemaphoresWaitNodeSetParams(cudaGraphNode_t hNode, const struct cudaExternalSemaphoreWaitNodeParams *nodeParams) { return not_supported("cudaGraphExternalSemaphoresWaitNodeSetParams"); }
 DRVSHIM_CUDART cudaError_t cudaGraphGetEdges(cudaGraph_t graph, cudaGraphNode_t *from, cudaGraphNode_t *to, cudaGraphEdgeData *edgeData, size_t *numEdges) { return not_supported("cudaGraphGetEdges"); }
-DRVSHIM_CUDART cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t *numNodes) { return not_supported("cudaGraphGetNodes"); }
 DRVSHIM_CUDART cudaError_t cudaGraphGetRootNodes(cudaGraph_t graph, cudaGraphNode_t *pRootNodes, size_t *pNumRootNodes) { return not_supported("cudaGraphGetRootNodes"); }
 DRVSHIM_CUDART cudaError_t cudaGraphHostNodeGetParams(cudaGraphNode_t node, struct cudaHostNodeParams *pNodeParams) { return not_supported("cudaGraphHostNodeGetParams"); }
 DRVSHIM_CUDART cudaError_t cudaGraphHostNodeSetParams(cudaGraphNode_t node, const struct cudaHostNodeParams *pNodeParams) { return not_supported("cudaGraphHostNodeSetParams"); }
-DRVSHIM_CUDART cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, unsigned long long flags) { return not_supported("cudaGraphInstantiate"); }
-DRVSHIM_CUDART cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, unsigned long long flags) { return not_supported("cudaGraphInstantiateWithFlags"); }
 DRVSHIM_CUDART cudaError_t cudaGraphInstantiateWithParams(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, cudaGraphInstantiateParams *instantiateParams) { return not_supported("cudaGraphInstantiateWithParams"); }
 DRVSHIM_CUDART cudaError_t cudaGraphInstantiateWithParams_ptsz(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, cudaGraphInstantiateParams *instantiateParams) { return not_supported("cudaGraphInstantiateWithParams_ptsz"); }
 DRVSHIM_CUDART cudaError_t cudaGraphKernelNodeCopyAttributes(cudaGraphNode_t hDst, cudaGraphNode_t hSrc) { return not_supported("cudaGraphKernelNodeCopyAttributes"); }
@@ -109,8 +104,6 @@ DRVSHIM_CUDART cudaError_t cudaGraphKernelNodeGetAttribute(cudaGraphNode_t hNode
 DRVSHIM_CUDART cudaError_t cudaGraphKernelNodeGetParams(cudaGraphNode_t node, struct cudaKernelNodeParams *pNodeParams) { return not_supported("cudaGraphKernelNodeGetParams"); }
 DRVSHIM_CUDART cudaError_t cudaGraphKernelNodeSetAttribute(cudaGraphNode_t hNode, cudaKernelNodeAttrID attr, const cudaKernelNodeAttrValue *value) { return not_supported("cudaGraphKernelNodeSetAttribute"); }
 DRVSHIM_CUDART cudaError_t cudaGraphKernelNodeSetParams(cudaGraphNode_t node, const struct cudaKernelNodeParams *pNodeParams) { return not_supported("cudaGraphKernelNodeSetParams"); }
-DRVSHIM_CUDART cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) { return not_supported("cudaGraphLaunch"); }
-DRVSHIM_CUDART cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream) { return not_supported("cudaGraphLaunch_ptsz"); }
 DRVSHIM_CUDART cudaError_t cudaGraphMemAllocNodeGetParams(cudaGraphNode_t node, struct cudaMemAllocNodeParams *params_out) { return not_supported("cudaGraphMemAllocNodeGetParams"); }
 DRVSHIM_CUDART cudaError_t cudaGraphMemFreeNodeGetParams(cudaGraphNode_t node, void *dptr_out) { return not_supported("cudaGraphMemFreeNodeGetParams"); }
 DRVSHIM_CUDART cudaError_t cudaGraphMemcpyNodeGetParams(cudaGraphNode_t node, struct cudaMemcpy3DParms *pNodeParams) { return not_supported("cudaGraphMemcpyNodeGetParams"); }
@@ -130,8 +123,6 @@ DRVSHIM_CUDART cudaError_t cudaGraphNodeSetParams(cudaGraphNode_t node, struct c
 DRVSHIM_CUDART cudaError_t cudaGraphReleaseUserObject(cudaGraph_t graph, cudaUserObject_t object, unsigned int count) { return not_supported("cudaGraphReleaseUserObject"); }
 DRVSHIM_CUDART cudaError_t cudaGraphRemoveDependencies(cudaGraph_t graph, const cudaGraphNode_t *from, const cudaGraphNode_t *to, const cudaGraphEdgeData *edgeData, size_t numDependencies) { return not_supported("cudaGraphRemoveDependencies"); }
 DRVSHIM_CUDART cudaError_t cudaGraphRetainUserObject(cudaGraph_t graph, cudaUserObject_t object, unsigned int count, unsigned int flags) { return not_supported("cudaGraphRetainUserObject"); }
-DRVSHIM_CUDART cudaError_t cudaGraphUpload(cudaGraphExec_t graphExec, cudaStream_t stream) { return not_supported("cudaGraphUpload"); }
-DRVSHIM_CUDART cudaError_t cudaGraphUpload_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream) { return not_supported("cudaGraphUpload_ptsz"); }
 DRVSHIM_CUDART cudaError_t cudaGraphicsMapResources(int count, cudaGraphicsResource_t *resources, cudaStream_t stream) { return not_supported("cudaGraphicsMapResources"); }
 DRVSHIM_CUDART cudaError_t cudaGraphicsResourceGetMappedMipmappedArray(cudaMipmappedArray_t *mipmappedArray, cudaGraphicsResource_t resource) { return not_supported("cudaGraphicsResourceGetMappedMipmappedArray"); }
 DRVSHIM_CUDART cudaError_t cudaGraphicsResourceGetMappedPointer(void **devPtr, size_t *size, cudaGraphicsResource_t resource) { return not_supported("cudaGraphicsResourceGetMappedPointer"); }
@@ -232,23 +223,12 @@ DRVSHIM_CUDART cudaError_t cudaOccupancyMaxPotentialClusterSize(int *clusterSize
 DRVSHIM_CUDART cudaError_t cudaSetValidDevices(int *device_arr, int len) { return not_supported("cudaSetValidDevices"); }
 DRVSHIM_CUDART cudaError_t cudaSignalExternalSemaphoresAsync(const cudaExternalSemaphore_t *extSemArray, const struct cudaExternalSemaphoreSignalParams *paramsArray, unsigned int numExtSems, cudaStream_t stream) { return not_supported("cudaSignalExternalSemaphoresAsync"); }
 DRVSHIM_CUDART cudaError_t cudaSignalExternalSemaphoresAsync_ptsz(const cudaExternalSemaphore_t *extSemArray, const struct cudaExternalSemaphoreSignalParams *paramsArray, unsigned int numExtSems, cudaStream_t stream) { return not_supported("cudaSignalExternalSemaphoresAsync_ptsz"); }
-DRVSHIM_CUDART cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode) { return not_supported("cudaStreamBeginCapture"); }
 DRVSHIM_CUDART cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t *dependencies, const cudaGraphEdgeData *dependencyData, size_t numDependencies, enum cudaStreamCaptureMode mode) { return not_supported("cudaStreamBeginCaptureToGraph"); }
 DRVSHIM_CUDART cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t *dependencies, const cudaGraphEdgeData *dependencyData, size_t numDependencies, enum cudaStreamCaptureMode mode) { return not_supported("cudaStreamBeginCaptureToGraph_ptsz"); }
-DRVSHIM_CUDART cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cudaStreamCaptureMode mode) { return not_supported("cudaStreamBeginCapture_ptsz"); }
 DRVSHIM_CUDART cudaError_t cudaStreamCopyAttributes(cudaStream_t dst, cudaStream_t src) { return not_supported("cudaStreamCopyAttributes"); }
 DRVSHIM_CUDART cudaError_t cudaStreamCopyAttributes_ptsz(cudaStream_t dst, cudaStream_t src) { return not_supported("cudaStreamCopyAttributes_ptsz"); }
-DRVSHIM_CUDART cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph) { return not_supported("cudaStreamEndCapture"); }
-DRVSHIM_CUDART cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t *pGraph) { return not_supported("cudaStreamEndCapture_ptsz"); }
-DRVSHIM_CUDART cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStreamCaptureStatus *captureStatus_out, unsigned long long *id_out, cudaGraph_t *graph_out, const cudaGraphNode_t **dependencies_out, const cudaGraphEdgeData **edgeData_out, size_t *numDependencies_out) { return not_supported("cudaStreamGetCaptureInfo"); }
-DRVSHIM_CUDART cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus *captureStatus_out, unsigned long long *id_out, cudaGraph_t *graph_out, const cudaGraphNode_t **dependencies_out, const cudaGraphEdgeData **edgeData_out, size_t *numDependencies_out) { return not_supported("cudaStreamGetCaptureInfo_ptsz"); }
-DRVSHIM_CUDART cudaError_t cudaStreamGetId(cudaStream_t hStream, unsigned long long *streamId) { return not_supported("cudaStreamGetId"); }
-DRVSHIM_CUDART cudaError_t cudaStreamGetId_ptsz(cudaStream_t hStream, unsigned long long *streamId) { return not_supported("cudaStreamGetId_ptsz"); }
-DRVSHIM_CUDART cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus *pCaptureStatus) { return not_supported("cudaStreamIsCapturing"); }
-DRVSHIM_CUDART cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus *pCaptureStatus) { return not_supported("cudaStreamIsCapturing_ptsz"); }
 DRVSHIM_CUDART cudaError_t cudaStreamUpdateCaptureDependencies(cudaStream_t stream, cudaGraphNode_t *dependencies, const cudaGraphEdgeData *dependencyData, size_t numDependencies, unsigned int flags) { return not_supported("cudaStreamUpdateCaptureDependencies"); }
 DRVSHIM_CUDART cudaError_t cudaStreamUpdateCaptureDependencies_ptsz(cudaStream_t stream, cudaGraphNode_t *dependencies, const cudaGraphEdgeData *dependencyData, size_t numDependencies, unsigned int flags) { return not_supported("cudaStreamUpdateCaptureDependencies_ptsz"); }
-DRVSHIM_CUDART cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode) { return not_supported("cudaThreadExchangeStreamCaptureMode"); }
 DRVSHIM_CUDART cudaError_t cudaUserObjectCreate(cudaUserObject_t *object_out, void *ptr, cudaHostFn_t destroy, unsigned int initialRefcount, unsigned int flags) { return not_supported("cudaUserObjectCreate"); }
 DRVSHIM_CUDART cudaError_t cudaUserObjectRelease(cudaUserObject_t object, unsigned int count) { return not_supported("cudaUserObjectRelease"); }
 DRVSHIM_CUDART cudaError_t cudaUserObjectRetain(cudaUserObject_t object, unsigned int count) { return not_supported("cudaUserObjectRetain"); }

@@ -30,7 +30,7 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SCENARIOS = ["main", "thread", "sticky", "hostfn", "drvctx", "fresh", "nodev", "nodriver"]
+SCENARIOS = ["main", "thread", "sticky", "hostfn", "drvctx", "fresh", "capture", "nodev", "nodriver"]
 
 
 def comparable(rest):

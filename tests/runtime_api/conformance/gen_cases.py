@@ -118,15 +118,44 @@ VALID = {
     "cudaCreateChannelDesc": {"x": "32", "y": "0", "z": "0", "w": "0", "f": "cudaChannelFormatKindFloat"},
     "cudaDeviceGetPCIBusId": {"len": "64"},
     "cudaDeviceGetByPCIBusId": {"pciBusId": "f.busid"},
+    "cudaStreamBeginCapture": {"stream": "f.capture_stream"},
+    "cudaStreamEndCapture": {"stream": "f.capturing()"},
+    "cudaStreamIsCapturing": {"stream": "f.capturing()"},
+    "cudaStreamGetCaptureInfo": {"stream": "f.capturing()"},
+    "cudaGraphGetNodes": {"nodes": "f.nodes", "numNodes": "f.node_capacity(4)"},
+    "cudaGraphLaunch": {"stream": "f.stream"},
+    "cudaGraphUpload": {"stream": "f.stream"},
 }
+
+# Cases beyond one argument at a time: (function, name, setup, {argument: expression}).
+EXTRA = [
+    # The legacy stream while a blocking stream captures: its work would depend on the capture.
+    ("cudaStreamIsCapturing", "legacy_while_blocking_captures", "f.capturing_blocking();",
+     {"stream": "cudaStreamLegacy"}),
+    ("cudaStreamGetCaptureInfo", "legacy_while_blocking_captures", "f.capturing_blocking();",
+     {"stream": "cudaStreamLegacy"}),
+    ("cudaStreamEndCapture", "invalidated", "f.capturing(); cudaMalloc(&f.spare, 256);", {"stream": "f.capture_stream"}),
+    ("cudaStreamEndCapture", "other_thread", "f.capturing_on_other_thread();", {"stream": "f.capture_stream"}),
+    ("cudaStreamBeginCapture", "twice", "f.capturing();", {"stream": "f.capture_stream"}),
+    ("cudaGraphGetNodes", "count_only", "", {"nodes": "nullptr"}),
+    ("cudaGraphGetNodes", "capacity0", "", {"numNodes": "f.node_capacity(0)"}),
+    ("cudaGraphLaunch", "capturing_stream", "f.capturing();", {"stream": "f.capture_stream"}),
+]
 
 # Arguments a successful call releases: the fixture forgets them so that it
 # does not release them a second time.
 CONSUMES = {"cudaFree": "devPtr", "cudaFreeAsync": "devPtr", "cudaFreeHost": "ptr", "cudaHostUnregister": "ptr",
-            "cudaStreamDestroy": "stream", "cudaEventDestroy": "event"}
+            "cudaStreamDestroy": "stream", "cudaEventDestroy": "event", "cudaGraphDestroy": "graph",
+            "cudaGraphExecDestroy": "graphExec"}
+
+# Output arguments that a successful call hands to the program to release.
+RELEASES = {("cudaStreamEndCapture", "pGraph"): "f.keep_graph(o_pGraph);",
+            ("cudaGraphInstantiate", "pGraphExec"): "f.keep_exec(o_pGraphExec);",
+            ("cudaGraphInstantiateWithFlags", "pGraphExec"): "f.keep_exec(o_pGraphExec);"}
 
 # Output arguments whose values differ between runs of the same program.
-VARYING = {("cudaMemGetInfo", "free"), ("cudaEventElapsedTime", "ms")}
+VARYING = {("cudaMemGetInfo", "free"), ("cudaEventElapsedTime", "ms"), ("cudaStreamGetCaptureInfo", "id_out"),
+           ("cudaStreamGetId", "streamId")}
 
 
 def strip_comments(text):
@@ -223,16 +252,36 @@ def param_spec(fn, ptype, pname, enums, flags, doc):
     # Output arguments: a local prefilled with the sentinel, or null.
     out_printers = {"int*": "out_value", "unsigned int*": "out_value", "size_t*": "out_value",
                     "float*": "out_value", "cudaStream_t*": "out_set", "cudaEvent_t*": "out_set",
-                    "cudaKernel_t*": "out_set", "cudaDeviceProp*": "out_props",
+                    "cudaKernel_t*": "out_set", "cudaDeviceProp*": "out_props", "unsigned long long*": "out_value",
+                    "cudaGraph_t*": "out_set", "cudaGraphExec_t*": "out_set",
                     "cudaFuncAttributes*": "out_func_attrs", "cudaPointerAttributes*": "out_pointer_attrs",
                     "char**": "out_string"}
     is_const = ptype.startswith("const ")
+    if fn == "cudaThreadExchangeStreamCaptureMode":
+        # In and out: the mode to set, then the one it replaced.
+        return Param("f.mode_in(cudaStreamCaptureModeRelaxed)",
+                     [("null", "nullptr")] + [(label, f"f.mode_in({e})")
+                                              for label, e in enum_variants(enums, "cudaStreamCaptureMode")
+                                              if e != "cudaStreamCaptureModeRelaxed"])
     if base == "void**" and pname != "args":
         return Param("&o_" + pname, [("null", "nullptr")], ("void*", "out_set"))
     if base == "char**" and is_const:
         return Param("&o_" + pname, [("null", "nullptr")], ("const char*", "out_string"))
     if base.endswith("*") and base[:-1] in enums and not is_const:
         return Param("&o_" + pname, [("null", "nullptr")], (ptype[:-1].replace("const ", ""), "out_value"))
+    if base in ("cudaGraphNode_t**", "cudaGraphEdgeData**") and is_const:
+        return Param("&o_" + pname, [("null", "nullptr")], (ptype[:-1], "out_set"))
+    if base == "cudaGraphNode_t*" and not is_const:
+        return Param(valid, [("null", "nullptr")])
+    if base == "size_t*" and valid is not None:  # in and out
+        return Param(valid, [("null", "nullptr")])
+    if base == "cudaGraph_t":
+        return Param(valid or "f.graph", [("null", "static_cast<cudaGraph_t>(nullptr)")])
+    if base == "cudaGraphExec_t":
+        return Param(valid or "f.graph_exec", [("null", "static_cast<cudaGraphExec_t>(nullptr)")])
+    if base == "unsigned long long" and "flags" in pname.lower():
+        members = [(n, n) for n, _ in enums.get("cudaGraphInstantiateFlags", [])]
+        return Param(valid or "0", members + [("bit30", "(1ull << 30)")])
     if base == "cudaLaunchAttributeValue*" and not is_const:
         return Param("&o_" + pname, [("null", "nullptr")], ("cudaLaunchAttributeValue", "out_bytes"))
     if base in out_printers and not is_const:
@@ -343,6 +392,10 @@ def generate(include_dir, runtime_src):
                 variants.append((f"{n}={label}", i, expr, ""))
         if fn == "cudaLaunchKernelExC":
             variants += [(name, None, None, setup) for name, setup in launch_attribute_cases(enums)]
+        names = [n for _, n, _ in specs]
+        for efn, ename, esetup, overrides in EXTRA:
+            if efn == fn:
+                variants.append((ename, {names.index(k): v for k, v in overrides.items()}, None, esetup))
         if fn in ("cudaGetLastError", "cudaPeekAtLastError"):
             # After a failed call, so there is something to return.
             variants.append(("after_failure", None, None, "cudaSetDevice(-1);"))
@@ -354,7 +407,10 @@ def generate(include_dir, runtime_src):
             for i, (t, n, s) in enumerate(specs):
                 if s.out is not None:
                     lines.append(f"{s.out[0]} o_{n}; conf::prefill(o_{n});")
-                args.append(expr if i == index else s.valid)
+                if isinstance(index, dict):
+                    args.append(index.get(i, s.valid))
+                else:
+                    args.append(expr if i == index else s.valid)
             call = f"{fn}({', '.join(args)})"
             if ret == "cudaError_t":
                 lines.append(f"const cudaError_t r = {call};")
@@ -371,6 +427,14 @@ def generate(include_dir, runtime_src):
                         lines.append(f'conf::out_bytes("{n}", &o_{n}, sizeof o_{n});')
                     else:
                         lines.append(f'conf::{s.out[1]}("{n}", o_{n});')
+            for t, n, s in specs:
+                if (fn, n) in RELEASES and ret == "cudaError_t":
+                    lines.append(f"if (r == cudaSuccess) {RELEASES[(fn, n)]}")
+            if fn == "cudaThreadExchangeStreamCaptureMode":
+                lines.append('conf::out_value("mode", f.mode);')
+            if fn == "cudaGraphGetNodes":
+                lines.append('conf::out_value("numNodes", f.num_nodes);')
+                lines.append('for (int i = 0; i < 4; ++i) conf::out_set(("nodes" + std::to_string(i)).c_str(), f.nodes[i]);')
             if fn == "cudaDeviceGetPCIBusId":
                 lines.append('f.buf[sizeof f.buf - 1] = 0; conf::out_text("buf", f.buf);')
             consumed = CONSUMES.get(fn)

@@ -18,6 +18,8 @@
 //   hostfn   each case inside a host function queued with cudaLaunchHostFunc
 //   drvctx   a context from cuCtxCreate current while the fixture is made and the case runs
 //   fresh    the case is the program's first Runtime call
+//   capture  while the calling thread captures a stream in global mode (the
+//            output adds whether the capture survived the case)
 //
 // Every case makes its own fixture (memory, streams, events) and releases it
 // afterwards, so one case cannot change the next one's arguments. Before each
@@ -29,11 +31,13 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -254,6 +258,22 @@ struct Fixture {
   cudaLaunchAttributeValue attr_value{};
   cudaDeviceProp prop{};
   char buf[128] = {};
+  bool made = false;
+  cudaStream_t capture_stream = nullptr;    // non-blocking; captures only when a case asks (capturing())
+  cudaStream_t blocking_capture = nullptr;  // `stream` while capturing_blocking() made it capture
+  cudaGraph_t graph = nullptr;              // captured: one memset node
+  cudaGraphExec_t graph_exec = nullptr;     // `graph` instantiated
+  std::vector<cudaGraph_t> graphs;          // handed out by the cases, destroyed by release()
+  std::vector<cudaGraphExec_t> execs;
+  cudaGraphNode_t nodes[4] = {};
+  size_t num_nodes = 0;
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeGlobal;
+  void* spare = nullptr;
+  // A capture another thread began (and ends when release() asks).
+  std::thread capture_thread;
+  std::mutex capture_mutex;
+  std::condition_variable capture_cv;
+  int capture_phase = 0;  // 1: began, 2: asked to end
 
   void make() {
     cudaGetDeviceCount(&count);
@@ -291,6 +311,12 @@ struct Fixture {
       drv_event = e;
     }
     cudaDeviceGetPCIBusId(busid, sizeof busid, 0);
+    cudaStreamCreateWithFlags(&capture_stream, cudaStreamNonBlocking);
+    cudaStreamBeginCapture(capture_stream, cudaStreamCaptureModeGlobal);
+    cudaMemsetAsync(dev, 0, 256, capture_stream);
+    cudaStreamEndCapture(capture_stream, &graph);
+    if (graph != nullptr) cudaGraphInstantiate(&graph_exec, graph, 0);
+    made = true;
     arg0 = static_cast<int*>(dev);
     cfg.gridDim = dim3(1);
     cfg.blockDim = dim3(32);
@@ -309,7 +335,87 @@ struct Fixture {
     cfg.attrs = &attr;
     cfg.numAttrs = 1;
   }
+  // capture_stream, capturing in global mode on this thread (nullptr in a
+  // fixture that was not made).
+  cudaStream_t capturing() {
+    if (!made) return nullptr;
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(capture_stream, &st) == cudaSuccess && st == cudaStreamCaptureStatusNone) {
+      cudaStreamBeginCapture(capture_stream, cudaStreamCaptureModeGlobal);
+    }
+    return capture_stream;
+  }
+  // `stream` (blocking), capturing in global mode on this thread.
+  cudaStream_t capturing_blocking() {
+    if (!made) return nullptr;
+    if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess) blocking_capture = stream;
+    return stream;
+  }
+  // capture_stream, capturing in global mode on another thread that lives until release().
+  void capturing_on_other_thread() {
+    if (!made || capture_thread.joinable()) return;
+    capture_thread = std::thread([this] {
+      cudaStreamBeginCapture(capture_stream, cudaStreamCaptureModeGlobal);
+      std::unique_lock<std::mutex> lock(capture_mutex);
+      capture_phase = 1;
+      capture_cv.notify_all();
+      capture_cv.wait(lock, [this] { return capture_phase == 2; });
+      cudaGraph_t g = nullptr;
+      if (cudaStreamEndCapture(capture_stream, &g) == cudaSuccess && g != nullptr) cudaGraphDestroy(g);
+      cudaGetLastError();
+    });
+    std::unique_lock<std::mutex> lock(capture_mutex);
+    capture_cv.wait(lock, [this] { return capture_phase == 1; });
+  }
+  void keep_graph(cudaGraph_t g) {
+    if (g != nullptr) graphs.push_back(g);
+  }
+  void keep_exec(cudaGraphExec_t x) {
+    if (x != nullptr) execs.push_back(x);
+  }
+  size_t* node_capacity(size_t n) {
+    num_nodes = n;
+    std::memset(static_cast<void*>(nodes), kSentinel, sizeof nodes);
+    return &num_nodes;
+  }
+  cudaStreamCaptureMode* mode_in(cudaStreamCaptureMode m) {
+    mode = m;
+    return &mode;
+  }
+  // Ends every capture a case left on this thread's fixture streams, and the
+  // thread's capture mode back to global.
+  void end_captures() {
+    if (capture_thread.joinable()) {
+      {
+        std::lock_guard<std::mutex> lock(capture_mutex);
+        capture_phase = 2;
+      }
+      capture_cv.notify_all();
+      capture_thread.join();
+    }
+    for (cudaStream_t s : {capture_stream, stream, stream_nb, drv_stream, cudaStreamPerThread}) {
+      cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+      if (!made || cudaStreamIsCapturing(s, &st) != cudaSuccess || st == cudaStreamCaptureStatusNone) continue;
+      cudaGraph_t g = nullptr;
+      if (cudaStreamEndCapture(s, &g) == cudaSuccess && g != nullptr) cudaGraphDestroy(g);
+    }
+    blocking_capture = nullptr;
+    cudaStreamCaptureMode global = cudaStreamCaptureModeGlobal;
+    cudaThreadExchangeStreamCaptureMode(&global);
+    cudaGetLastError();
+  }
+  ~Fixture() {
+    if (capture_thread.joinable()) {  // a fixture not released (the sticky scenario's)
+      {
+        std::lock_guard<std::mutex> lock(capture_mutex);
+        capture_phase = 2;
+      }
+      capture_cv.notify_all();
+      capture_thread.join();
+    }
+  }
   void release() {
+    end_captures();
     Driver& d = driver();
     // cudaSetDevice would replace a context the scenario made current.
     if (g_user_context == nullptr) cudaSetDevice(0);
@@ -330,6 +436,12 @@ struct Fixture {
     cudaEventDestroy(event_end);
     cudaEventDestroy(event_notiming);
     cudaEventDestroy(event_unrecorded);
+    for (cudaGraphExec_t x : execs) cudaGraphExecDestroy(x);
+    for (cudaGraph_t g : graphs) cudaGraphDestroy(g);
+    if (graph_exec != nullptr) cudaGraphExecDestroy(graph_exec);
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    if (capture_stream != nullptr) cudaStreamDestroy(capture_stream);
+    if (spare != nullptr) cudaFree(spare);
     if (d.ok) {
       if (drv_dev != 0) d.mem_free(drv_dev);
       if (drv_host != nullptr) d.mem_free_host(drv_host);
@@ -469,6 +581,7 @@ inline int run_cases(const std::vector<Case>& all, const char* scenario, const c
       std::thread t([&] {
         c.run(f);
         finish(c);
+        f.end_captures();  // a global-mode capture ends on the thread that began it
       });
       t.join();
     } else if (sc == "hostfn") {
@@ -489,6 +602,15 @@ inline int run_cases(const std::vector<Case>& all, const char* scenario, const c
       cudaStreamSynchronize(s);
       cudaStreamDestroy(s);
       cudaGetLastError();
+    } else if (sc == "capture") {
+      // The case runs while this thread captures capture_stream in global
+      // mode; afterwards, whether the capture survived it.
+      f.capturing();
+      c.run(f);
+      cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+      const cudaError_t q = cudaStreamIsCapturing(f.capture_stream, &st);
+      put("capture=" + (q == cudaSuccess ? std::to_string(static_cast<int>(st)) : "err" + err(q)));
+      finish(c);
     } else {
       c.run(f);
       finish(c);
@@ -524,15 +646,16 @@ inline int main_of(const std::vector<Case>& all, int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(stderr,
                  "usage: %s --list | --count | --count-each | SCENARIO FUNCTION [FIRST]\n"
-                 "  SCENARIO: main, thread, sticky, hostfn, drvctx or fresh\n",
+                 "  SCENARIO: main, thread, sticky, hostfn, drvctx, fresh or capture\n",
                  argv[0]);
     return 2;
   }
-  const char* scenarios[] = {"main", "thread", "sticky", "hostfn", "drvctx", "fresh"};
+  const char* scenarios[] = {"main", "thread", "sticky", "hostfn", "drvctx", "fresh", "capture"};
   bool known = false;
   for (const char* s : scenarios) known = known || std::strcmp(s, argv[1]) == 0;
   if (!known) {
-    std::fprintf(stderr, "unknown scenario \"%s\"; accepted: main, thread, sticky, hostfn, drvctx, fresh\n", argv[1]);
+    std::fprintf(stderr, "unknown scenario \"%s\"; accepted: main, thread, sticky, hostfn, drvctx, fresh, capture\n",
+                 argv[1]);
     return 2;
   }
   return run_cases(all, argv[1], argv[2], argc > 3 ? std::atoi(argv[3]) : 0);

@@ -27,7 +27,7 @@ import os
 import subprocess
 import sys
 
-SCENARIOS = ["main", "thread", "sticky", "hostfn", "drvctx", "fresh", "nodev", "nodriver"]
+SCENARIOS = ["main", "thread", "sticky", "hostfn", "drvctx", "fresh", "capture", "nodev", "nodriver"]
 # The scenarios that are the program's fresh one in another environment.
 FRESH = ("fresh", "nodev", "nodriver")
 
