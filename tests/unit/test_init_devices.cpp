@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Explicit initialisation and devices.
 #include <atomic>
+#include <cstring>
 #include <thread>
 
 #include "fixture.hpp"
@@ -63,6 +64,37 @@ TEST_F(Init, EachLoadedDriverInitialisesExplicitly) {
   EXPECT_FALSE(b.initialized()) << "init state belongs to the Driver object, not to a hidden global";
   Driver copy = a;
   EXPECT_TRUE(copy.initialized());
+}
+
+// cuGetProcAddress for programs: the driver's own function, callable; a
+// name it does not know is a status, not an error; a version above the
+// driver's is the driver's error.
+TEST_F(Init, EntryPointsAreTheDriversOwnFunctions) {
+  Driver drv = load_and_init();
+  const EntryPoint version = drv.entry_point("cuDriverGetVersion", 12000);
+  ASSERT_EQ(version.status, EntryPointStatus::found);
+  ASSERT_NE(version.function, nullptr);
+  using GetVersion = CUresult (*)(int*);
+  GetVersion get = nullptr;
+  std::memcpy(&get, &version.function, sizeof get);
+  int v = 0;
+  EXPECT_EQ(get(&v), CUDA_SUCCESS);
+  EXPECT_EQ(v, drv.version());
+  const EntryPoint missing = drv.entry_point("cuNoSuchFunction", 12000);
+  EXPECT_EQ(missing.status, EntryPointStatus::not_found);
+  EXPECT_EQ(missing.function, nullptr);
+  EXPECT_STREQ(to_string(missing.status), "not found");
+  EXPECT_EQ(drv.entry_point("cuMemAllocAsync", 11000).status, EntryPointStatus::version_not_sufficient)
+      << "cuMemAllocAsync is from CUDA 11.2";
+  EXPECT_EQ(drv.entry_point("cuMemcpyAsync", 12000, 2).status, EntryPointStatus::found) << "the per-thread variant";
+  try {
+    (void)drv.entry_point("cuMemAlloc", 99000);
+    ADD_FAILURE() << "a version above the driver's";
+  } catch (const CudaError& e) {
+    EXPECT_EQ(e.code(), CUDA_ERROR_INVALID_VALUE);
+  }
+  EXPECT_THROW((void)drv.entry_point("", 12000), InvalidArgumentError);
+  EXPECT_THROW((void)drv.entry_point("cuMemAlloc", 12000, 4), InvalidArgumentError);
 }
 
 class Devices : public FakeDriverTest {};

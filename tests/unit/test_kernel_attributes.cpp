@@ -83,6 +83,31 @@ TEST_F(KernelAttributes, NonPortableClusterSizesNeedTheirOptIn) {
   launch(k, config, buf.address());
 }
 
+// cuOccupancyMaxActiveClusters: the device's resident blocks in whole
+// clusters of the config's size; a size is required, and one above the
+// portable 8 blocks needs the kernel's opt-in.
+TEST_F(KernelAttributes, ResidentClustersAreCountedForTheConfigsClusterSize) {
+  const Kernel k = module_->kernel("big_shared");
+  const int sms = ctx().device().sm_count();
+  LaunchConfig cfg{{1}, {1024}};
+  cfg.cluster = Dim3{2};
+  EXPECT_EQ(max_active_clusters(k, cfg), 2 * sms / 2) << "two 1024-thread blocks per SM, two blocks per cluster";
+  cfg.cluster = Dim3{2, 2};
+  EXPECT_EQ(max_active_clusters(k, cfg), 2 * sms / 4);
+  cfg.cluster = Dim3{16};
+  try {
+    (void)max_active_clusters(k, cfg);
+    ADD_FAILURE() << "a non-portable cluster size without the opt-in";
+  } catch (const CudaError& e) {
+    EXPECT_EQ(e.code(), CUDA_ERROR_INVALID_CLUSTER_SIZE);
+    EXPECT_NE(std::string(e.what()).find("cuOccupancyMaxActiveClusters"), std::string::npos) << e.what();
+  }
+  k.set_attribute(FunctionAttribute::non_portable_cluster_size_allowed, 1);
+  EXPECT_EQ(max_active_clusters(k, cfg), 2 * sms / 16);
+  cfg.cluster.reset();
+  EXPECT_THROW((void)max_active_clusters(k, cfg), CudaError) << "no cluster size: the driver refuses";
+}
+
 TEST_F(KernelAttributes, LibrariesSetKernelAttributesPerDevice) {
   auto lib = Library::load(*drv_, bytes_of(kPtx));
   lib.set_kernel_attribute("big_shared", FunctionAttribute::max_dynamic_shared_size_bytes, 65536, ctx().device());

@@ -52,6 +52,20 @@ struct MissingFunction {
 /// A Driver is a shared handle: copies refer to the same loaded library, which
 /// stays loaded while any copy or any object created from it (Device,
 /// PrimaryContext, ...) lives. Thread-safe.
+/// Whether the driver has a function by a name, at a version (CUdriverProcAddressQueryResult).
+enum class EntryPointStatus : int {
+  found = 0,
+  not_found = 1,               ///< no function of that name
+  version_not_sufficient = 2,  ///< the function exists, but not at the version asked for
+};
+DRVSHIM_API const char* to_string(EntryPointStatus status) noexcept;
+
+/// What Driver::entry_point found: the function, or null and why not.
+struct EntryPoint {
+  void* function = nullptr;
+  EntryPointStatus status = EntryPointStatus::not_found;
+};
+
 class DRVSHIM_API Driver {
  public:
   /// Loads the driver library with dlopen(RTLD_NOW|RTLD_LOCAL), reads
@@ -99,6 +113,17 @@ class DRVSHIM_API Driver {
   Device device(int ordinal) const;
   /// All devices, in ordinal order.
   std::vector<Device> devices() const;
+
+  /// The driver's own function `name` (a base name such as "cuMemAlloc") at
+  /// the ABI of CUDA version `cuda_version` (1000*major + 10*minor), for
+  /// programs that call the driver directly: cuGetProcAddress with `flags`
+  /// 0 (default), 1 (the legacy default stream's variant) or 2 (the
+  /// per-thread default stream's). The call bypasses drvshim: nothing it does
+  /// is traced or checked. A name the driver does not know is no error: the
+  /// status says why the function is null. Throws InvalidArgumentError for
+  /// an empty name or other flags, CudaError as the driver answers
+  /// (CUDA_ERROR_INVALID_VALUE for a version newer than the driver's).
+  EntryPoint entry_point(std::string_view name, int cuda_version, std::uint64_t flags = 0) const;
 
   /// The calling thread's current context (cuCtxGetCurrent), as an opaque
   /// address; 0 when none. Throws MissingStepError before init().

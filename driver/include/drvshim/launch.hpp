@@ -108,6 +108,15 @@ struct LaunchConfig {
 /// a block over the kernel's limit.
 DRVSHIM_API void launch_raw(const Kernel& kernel, const LaunchConfig& config, void** args);
 
+/// How many clusters of `config`'s cluster size can be resident on the
+/// device at once, each with `config`'s block and shared memory
+/// (cuOccupancyMaxActiveClusters, CUDA 11.7+). The cluster size is
+/// config.cluster, or the kernel's own where it was compiled with one; the
+/// grid is ignored. Throws DriverTooOldError without the call, CudaError as
+/// the driver answers (CUDA_ERROR_INVALID_CLUSTER_SIZE: no cluster size, or
+/// one above 8 blocks without Kernel's non_portable_cluster_size_allowed).
+DRVSHIM_API int max_active_clusters(const Kernel& kernel, const LaunchConfig& config);
+
 namespace detail {
 DRVSHIM_API void check_launch_args(const Kernel& kernel, std::span<const std::size_t> sizes, bool require_checked);
 }  // namespace detail

@@ -23,6 +23,70 @@ namespace {
 using detail::core_of;
 using detail::fn;
 
+// A LaunchConfig as the driver's CUlaunchConfig: the cluster and cooperative
+// attributes first, then the caller's, in storage of its own (a launch takes
+// a handful; more than fit inline come from the heap). Not copyable: the
+// config points into it.
+class NativeConfig {
+ public:
+  NativeConfig(const Kernel& kernel, const LaunchConfig& config, CUstream stream, const char* api) {
+    const std::size_t count = (config.cluster ? 1u : 0u) + (config.cooperative ? 1u : 0u) + config.attributes.size();
+    CUlaunchAttribute* attrs = inline_;
+    if (count > kInline) {
+      heap_.resize(count);
+      attrs = heap_.data();
+    }
+    std::size_t n = 0;
+    if (config.cluster) {
+      attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+      attrs[n].value.clusterDim.x = config.cluster->x;
+      attrs[n].value.clusterDim.y = config.cluster->y;
+      attrs[n].value.clusterDim.z = config.cluster->z;
+      ++n;
+    }
+    if (config.cooperative) {
+      attrs[n].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+      attrs[n].value.cooperative = 1;
+      ++n;
+    }
+    for (const LaunchAttribute& a : config.attributes) {
+      if (a.id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION || a.id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE) {
+        // The driver's answer to two of one attribute is not documented.
+        throw InvalidArgumentError(
+            api,
+            fmt::format("kernel {}: launch attribute {} is LaunchConfig's own", kernel.name(),
+                        a.id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE ? "cooperative (2)" : "cluster dimension (4)"),
+            "set LaunchConfig::cluster or LaunchConfig::cooperative instead");
+      }
+      // Copied as a number: the driver answers for ids no enumerator names,
+      // and converting such a value to the enum is undefined behaviour.
+      static_assert(sizeof attrs[n].id == sizeof a.id);
+      std::memcpy(&attrs[n].id, &a.id, sizeof a.id);
+      std::memcpy(&attrs[n].value, a.value.data(), sizeof attrs[n].value);
+      ++n;
+    }
+    lc_.gridDimX = config.grid.x;
+    lc_.gridDimY = config.grid.y;
+    lc_.gridDimZ = config.grid.z;
+    lc_.blockDimX = config.block.x;
+    lc_.blockDimY = config.block.y;
+    lc_.blockDimZ = config.block.z;
+    lc_.sharedMemBytes = config.shared_bytes;
+    lc_.hStream = stream;
+    lc_.attrs = attrs;
+    lc_.numAttrs = static_cast<unsigned>(n);
+  }
+  NativeConfig(const NativeConfig&) = delete;
+  NativeConfig& operator=(const NativeConfig&) = delete;
+  const CUlaunchConfig* get() const noexcept { return &lc_; }
+
+ private:
+  static constexpr std::size_t kInline = 8;
+  CUlaunchAttribute inline_[kInline]{};
+  std::vector<CUlaunchAttribute> heap_;
+  CUlaunchConfig lc_{};
+};
+
 }  // namespace
 
 static_assert(sizeof(LaunchAttribute) == sizeof(CUlaunchAttribute) &&
@@ -225,57 +289,8 @@ void launch_raw(const Kernel& kernel, const LaunchConfig& config, void** args) {
   if (config.cluster || !config.attributes.empty()) {
     core.require_function(detail::Api::k_cuLaunchKernelEx,
                           config.cluster ? "launch with cluster dimensions" : "launch with launch attributes");
-    // A launch takes a handful of attributes; more than fit here come from the heap.
-    constexpr std::size_t kInline = 8;
-    CUlaunchAttribute inline_attrs[kInline]{};
-    std::vector<CUlaunchAttribute> heap_attrs;
-    const std::size_t count = (config.cluster ? 1u : 0u) + (config.cooperative ? 1u : 0u) + config.attributes.size();
-    CUlaunchAttribute* attrs = inline_attrs;
-    if (count > kInline) {
-      heap_attrs.resize(count);
-      attrs = heap_attrs.data();
-    }
-    std::size_t n = 0;
-    if (config.cluster) {
-      attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-      attrs[n].value.clusterDim.x = config.cluster->x;
-      attrs[n].value.clusterDim.y = config.cluster->y;
-      attrs[n].value.clusterDim.z = config.cluster->z;
-      ++n;
-    }
-    if (config.cooperative) {
-      attrs[n].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
-      attrs[n].value.cooperative = 1;
-      ++n;
-    }
-    for (const LaunchAttribute& a : config.attributes) {
-      if (a.id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION || a.id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE) {
-        // The driver's answer to two of one attribute is not documented.
-        throw InvalidArgumentError(
-            "launch",
-            fmt::format("kernel {}: launch attribute {} is LaunchConfig's own", kernel.name(),
-                        a.id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE ? "cooperative (2)" : "cluster dimension (4)"),
-            "set LaunchConfig::cluster or LaunchConfig::cooperative instead");
-      }
-      // Copied as a number: the driver answers for ids no enumerator names,
-      // and converting such a value to the enum is undefined behaviour.
-      static_assert(sizeof attrs[n].id == sizeof a.id);
-      std::memcpy(&attrs[n].id, &a.id, sizeof a.id);
-      std::memcpy(&attrs[n].value, a.value.data(), sizeof attrs[n].value);
-      ++n;
-    }
-    CUlaunchConfig lc{};
-    lc.gridDimX = config.grid.x;
-    lc.gridDimY = config.grid.y;
-    lc.gridDimZ = config.grid.z;
-    lc.blockDimX = config.block.x;
-    lc.blockDimY = config.block.y;
-    lc.blockDimZ = config.block.z;
-    lc.sharedMemBytes = config.shared_bytes;
-    lc.hStream = cu_stream;
-    lc.attrs = attrs;
-    lc.numAttrs = static_cast<unsigned>(n);
-    DRVSHIM_TRY(core, cuLaunchKernelEx, objects(), &lc, fn(kernel), args, nullptr);
+    const NativeConfig native(kernel, config, cu_stream, "launch");
+    DRVSHIM_TRY(core, cuLaunchKernelEx, objects(), native.get(), fn(kernel), args, nullptr);
   } else if (config.cooperative) {
     core.require_function(detail::Api::k_cuLaunchCooperativeKernel, "cooperative launch");
     DRVSHIM_TRY(core, cuLaunchCooperativeKernel, objects(), fn(kernel), config.grid.x, config.grid.y, config.grid.z,
@@ -285,6 +300,22 @@ void launch_raw(const Kernel& kernel, const LaunchConfig& config, void** args) {
                 config.block.x, config.block.y, config.block.z, config.shared_bytes, cu_stream, args, nullptr);
   }
   detail::after_submit(core, cu_stream, "launch", objects);
+}
+
+int max_active_clusters(const Kernel& kernel, const LaunchConfig& config) {
+  const ContextRef& ctx = kernel.context();
+  const auto& core = core_of(ctx);
+  core.require_function(detail::Api::k_cuOccupancyMaxActiveClusters, "max_active_clusters");
+  if (config.stream) detail::check_stream_view(*config.stream, "max_active_clusters");
+  const auto cu_stream = config.stream ? reinterpret_cast<CUstream>(config.stream->native()) : CU_STREAM_LEGACY;
+  detail::ContextScope scope(core, ctx.address(), "max_active_clusters");
+  const NativeConfig native(kernel, config, cu_stream, "max_active_clusters");
+  int clusters = 0;
+  DRVSHIM_TRY(core, cuOccupancyMaxActiveClusters,
+              fmt::format("kernel {}, block {}x{}x{}, {} shared bytes", kernel.name(), config.block.x, config.block.y,
+                          config.block.z, config.shared_bytes),
+              &clusters, fn(kernel), native.get());
+  return clusters;
 }
 
 }  // namespace drvshim

@@ -108,6 +108,7 @@
     Optional)                                                                                                         \
   X(cuOccupancyAvailableDynamicSMemPerBlock, cuOccupancyAvailableDynamicSMemPerBlock, 10020, Optional)                \
   X(cuOccupancyMaxPotentialBlockSize, cuOccupancyMaxPotentialBlockSize, 6050, Optional)                               \
+  X(cuOccupancyMaxActiveClusters, cuOccupancyMaxActiveClusters, 11070, Optional)                                      \
   /* stream capture and graphs */                                                                                     \
   X(cuStreamBeginCapture, cuStreamBeginCapture, 10010, Optional)                                                      \
   X(cuStreamEndCapture, cuStreamEndCapture, 10000, Optional)                                                          \

@@ -373,6 +373,8 @@ Driver Driver::load(const LoadOptions& options) {
                             "drvshim resolves every function through cuGetProcAddress (CUDA 11.3 and later)");
   }
   core->resolver = v2 != nullptr ? "cuGetProcAddress_v2" : "cuGetProcAddress";
+  core->get_proc_v2 = reinterpret_cast<AnyFn>(v2);
+  core->get_proc_v1 = reinterpret_cast<AnyFn>(v1);
   resolve_table(*core, v2, v1);
   trace::mark("resolve-table",
               fmt::format("{}: {}/{} resolved, driver {}", core->resolver, core->resolved, kApiCount, core->version));
@@ -458,6 +460,50 @@ std::uintptr_t Driver::current_context() const {
   CUcontext ctx = nullptr;
   DRVSHIM_TRY(*core_, cuCtxGetCurrent, std::string(), &ctx);
   return reinterpret_cast<std::uintptr_t>(ctx);
+}
+
+const char* to_string(EntryPointStatus status) noexcept {
+  switch (status) {
+    case EntryPointStatus::found: return "found";
+    case EntryPointStatus::not_found: return "not found";
+    case EntryPointStatus::version_not_sufficient: return "version not sufficient";
+  }
+  return "unknown";
+}
+
+EntryPoint Driver::entry_point(std::string_view name, int cuda_version, std::uint64_t flags) const {
+  if (name.empty()) throw InvalidArgumentError("Driver::entry_point", "an empty symbol name");
+  if (flags > CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) {
+    throw InvalidArgumentError("Driver::entry_point", fmt::format("flags 0x{:x}", flags),
+                               "0 (default), 1 (legacy default stream) or 2 (per-thread default stream)");
+  }
+  const std::string symbol_name(name);
+  void* p = nullptr;
+  CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;
+  const std::int64_t t0 = detail::trace_now_ns();
+  CUresult r = CUDA_SUCCESS;
+  if (core_->get_proc_v2 != nullptr) {
+    r = reinterpret_cast<PFN_cuGetProcAddress_v12000>(core_->get_proc_v2)(symbol_name.c_str(), &p, cuda_version, flags,
+                                                                          &status);
+  } else {
+    r = reinterpret_cast<PFN_cuGetProcAddress_v11030>(core_->get_proc_v1)(symbol_name.c_str(), &p, cuda_version, flags);
+    if (r == CUDA_ERROR_NOT_FOUND) {  // the 11.3 form's answer for an unknown symbol
+      r = CUDA_SUCCESS;
+      status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    }
+  }
+  const std::string args = fmt::format("\"{}\", version {}, flags {}", symbol_name, cuda_version, flags);
+  detail::trace_record_call(core_->resolver.c_str(), t0, detail::trace_now_ns() - t0, args, static_cast<int>(r), 0);
+  core_->note_result(r);
+  if (r != CUDA_SUCCESS) detail::raise(*core_, static_cast<int>(r), core_->resolver.c_str(), args);
+  EntryPoint out;
+  switch (status) {
+    case CU_GET_PROC_ADDRESS_SUCCESS: out.status = EntryPointStatus::found; break;
+    case CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT: out.status = EntryPointStatus::version_not_sufficient; break;
+    default: out.status = EntryPointStatus::not_found; break;
+  }
+  out.function = out.status == EntryPointStatus::found ? p : nullptr;
+  return out;
 }
 
 }  // namespace drvshim

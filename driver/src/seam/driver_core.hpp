@@ -60,6 +60,10 @@ struct DriverCore {
   std::string requested_path;
   std::string loaded_path;
   std::string resolver;
+  // The resolver itself (cuGetProcAddress_v2, else the 11.3 form), kept for
+  // programs that ask the driver for its functions by name.
+  AnyFn get_proc_v2 = nullptr;
+  AnyFn get_proc_v1 = nullptr;
   int version = 0;
   std::array<AnyFn, kApiCount> slots{};
   std::vector<MissingFunction> missing;

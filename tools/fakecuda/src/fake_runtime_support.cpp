@@ -129,6 +129,36 @@ CUresult fake_cuOccupancyMaxPotentialBlockSize(int* min_grid, int* block, CUfunc
   return CUDA_SUCCESS;
 }
 
+// How many clusters of the config's size can be resident at once: the
+// device's resident blocks divided into whole clusters. A cluster above the
+// portable 8 blocks needs the kernel's opt-in (16 at most); a config without
+// a cluster size is refused, as the driver refuses one for a kernel with no
+// size of its own. (The real answer also depends on how SMs group into GPCs;
+// the fake's device has no GPCs.)
+CUresult fake_cuOccupancyMaxActiveClusters(int* clusters, CUfunction hf, const CUlaunchConfig* c) {
+  FAKE_ENTER("cuOccupancyMaxActiveClusters");
+  FakeFunction* f = live_function(e, hf);
+  if (f == nullptr || clusters == nullptr || c == nullptr || (c->numAttrs != 0 && c->attrs == nullptr)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  unsigned size = 0;
+  for (unsigned i = 0; i < c->numAttrs; ++i) {
+    if (c->attrs[i].id != CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) continue;
+    const auto& d = c->attrs[i].value.clusterDim;
+    size = d.x * d.y * d.z;
+  }
+  if (size == 0) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+  const auto it = f->attributes.find(CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED);
+  const bool opted_in = it != f->attributes.end() && it->second == 1;
+  if (size > (opted_in ? 16u : 8u)) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+  const std::uint64_t threads = std::uint64_t{c->blockDimX} * c->blockDimY * c->blockDimZ;
+  if (threads == 0 || threads > 1024) return CUDA_ERROR_INVALID_VALUE;
+  const int device = function_device(e, hf);
+  const int per_sm = resident_blocks_per_sm(e, device, f, static_cast<unsigned>(threads), c->sharedMemBytes);
+  *clusters = per_sm * attr(e, device, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT) / static_cast<int>(size);
+  return CUDA_SUCCESS;
+}
+
 }  // namespace
 
 int resident_blocks_per_sm(const Engine& e, int device, const FakeFunction* f, unsigned block_threads,
@@ -482,6 +512,7 @@ std::vector<ProcEntry> runtime_support_procs() {
       {"cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", 7000,
        erase_fn(&fake_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags)},
       {"cuOccupancyMaxPotentialBlockSize", 6050, erase_fn(&fake_cuOccupancyMaxPotentialBlockSize)},
+      {"cuOccupancyMaxActiveClusters", 11070, erase_fn(&fake_cuOccupancyMaxActiveClusters)},
       {"cuOccupancyAvailableDynamicSMemPerBlock", 10020, erase_fn(&fake_cuOccupancyAvailableDynamicSMemPerBlock)},
       {"cuLibraryGetGlobal", 12000, erase_fn(&fake_cuLibraryGetGlobal)},
       {"cuLibraryGetManaged", 12000, erase_fn(&fake_cuLibraryGetManaged)},
