@@ -395,3 +395,48 @@ DRVSHIM_CUDART cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(size_t* byt
     return cudaSuccess;
   });
 }
+
+// cudaOccupancyMaxActiveClusters: the launch configuration's cluster size,
+// block and shared memory, as a launch would pass them (the grid and the
+// stream do not matter to the answer).
+DRVSHIM_CUDART cudaError_t cudaOccupancyMaxActiveClusters(int* clusters, const void* func,
+                                                          const cudaLaunchConfig_t* config) {
+  constexpr const char* api = "cudaOccupancyMaxActiveClusters";
+  if (const cudaError_t failed = initialise(api)) return failed;
+  if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
+  if (func == nullptr) return unknown_function(api, func);
+  if (const cudaError_t e = enter(api, Prologue::sticky); e != cudaSuccess) return e;
+  KernelHandle* k = kernel_for(func);
+  if (k == nullptr) return unknown_function(api, func);
+  if (clusters == nullptr) return null_argument(api, "numClusters");
+  if (config == nullptr) return null_argument(api, "launchConfig");
+  if (config->numAttrs != 0 && config->attrs == nullptr) {
+    return fail(cudaErrorInvalidValue,
+                fmt::format("{}: launchConfig->attrs is null with numAttrs {}", api, config->numAttrs));
+  }
+  return guarded(api, [&] {
+    LaunchConfig lc;
+    lc.grid = Dim3{config->gridDim.x, config->gridDim.y, config->gridDim.z};
+    lc.block = Dim3{config->blockDim.x, config->blockDim.y, config->blockDim.z};
+    lc.shared_bytes = static_cast<unsigned>(std::min<std::size_t>(config->dynamicSmemBytes, UINT_MAX));
+    std::vector<LaunchAttribute> others;
+    for (unsigned i = 0; i < config->numAttrs; ++i) {
+      const cudaLaunchAttribute& a = config->attrs[i];
+      int id = 0;  // read as a number: the program may pass one no enumerator names
+      std::memcpy(&id, &a.id, sizeof id);
+      if (id == cudaLaunchAttributeClusterDimension) {
+        lc.cluster = Dim3{a.val.clusterDim.x, a.val.clusterDim.y, a.val.clusterDim.z};
+      } else if (id == cudaLaunchAttributeCooperative) {
+        lc.cooperative = a.val.cooperative != 0;
+      } else if (id != cudaLaunchAttributeIgnore) {
+        LaunchAttribute& out = others.emplace_back();
+        out.id = id;
+        std::memcpy(out.value.data(), &a.val, sizeof a.val);
+      }
+    }
+    lc.attributes = others;
+    const Bound b = bind_here(*k, api);
+    *clusters = max_active_clusters(b.kernel, lc);
+    return cudaSuccess;
+  });
+}

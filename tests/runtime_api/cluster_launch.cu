@@ -2,7 +2,8 @@
 // Thread-block clusters (compute capability 9.0): a launch with
 // cudaLaunchKernelEx and a cluster-dimension attribute, and a cluster above
 // the portable size, refused until the kernel opts in with
-// cudaFuncAttributeNonPortableClusterSizeAllowed.
+// cudaFuncAttributeNonPortableClusterSizeAllowed; how many clusters of each
+// size can be resident at once (cudaOccupancyMaxActiveClusters).
 #include <cooperative_groups.h>
 
 #include "helper_samples.cuh"
@@ -41,15 +42,23 @@ int main(int argc, char** argv) {
   int wrong = 0;
   for (int b = 0; b < blocks; ++b) wrong += host[b] != b % 2;
   std::printf("clusters of 2: block ranks %d %d %d %d ..., %d wrong\n", host[0], host[1], host[2], host[3], wrong);
+  int resident = 0;
+  checkCudaErrors(cudaOccupancyMaxActiveClusters(&resident, cluster_ranks, &config));
+  std::printf("clusters of 2 resident at once: %s\n", resident > 0 ? "some" : "none");
   attribute[0].val.clusterDim.x = 16;
   const cudaError_t refused = cudaLaunchKernelEx(&config, cluster_ranks, ranks);
   std::printf("clusters of 16 without the opt-in: %s\n", cudaGetErrorName(refused));
+  (void)cudaGetLastError();
+  const cudaError_t occupancy_refused = cudaOccupancyMaxActiveClusters(&resident, cluster_ranks, &config);
+  std::printf("occupancy of clusters of 16 without the opt-in: %s\n", cudaGetErrorName(occupancy_refused));
   (void)cudaGetLastError();
   checkCudaErrors(cudaFuncSetAttribute(cluster_ranks, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   checkCudaErrors(cudaLaunchKernelEx(&config, cluster_ranks, ranks));
   checkCudaErrors(cudaMemcpy(host, ranks, sizeof host, cudaMemcpyDeviceToHost));
   for (int b = 0; b < blocks; ++b) wrong += host[b] != b % 16;
   std::printf("clusters of 16 with it: block 15 has rank %d\n", host[15]);
+  checkCudaErrors(cudaOccupancyMaxActiveClusters(&resident, cluster_ranks, &config));
+  std::printf("clusters of 16 resident at once: %s\n", resident > 0 ? "some" : "none");
   checkCudaErrors(cudaFree(ranks));
   if (wrong != 0 || refused == cudaSuccess) {
     std::fprintf(stderr, "WRONG RESULT\n");

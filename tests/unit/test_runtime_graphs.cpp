@@ -280,4 +280,50 @@ TEST_F(RuntimeGraphs, StreamIdsAreDistinctAndStable) {
   });
 }
 
+// The driver's functions by name, as PyTorch and CUTLASS ask for them: the
+// pointer is libcuda's and callable; an unknown name is an answer, not an
+// error; a version above the driver's is refused and leaves the pointer.
+TEST_F(RuntimeGraphs, DriverEntryPointsAreTheDriversFunctions) {
+  on_thread([] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSymbolNotFound;
+    ASSERT_EQ(cudaGetDriverEntryPointByVersion("cuDriverGetVersion", &fn, 12000, cudaEnableDefault, &status),
+              cudaSuccess);
+    EXPECT_EQ(status, cudaDriverEntryPointSuccess);
+    ASSERT_NE(fn, nullptr);
+    using GetVersion = int (*)(int*);
+    GetVersion get = nullptr;
+    std::memcpy(&get, &fn, sizeof get);
+    int version = 0;
+    EXPECT_EQ(get(&version), 0);
+    int runtime_view = 0;
+    EXPECT_EQ(cudaDriverGetVersion(&runtime_view), cudaSuccess);
+    EXPECT_EQ(version, runtime_view);
+
+    ASSERT_EQ(cudaGetDriverEntryPointByVersion("cuNoSuchFunction", &fn, 12000, cudaEnableDefault, &status),
+              cudaSuccess);
+    EXPECT_EQ(fn, nullptr);
+    EXPECT_EQ(status, cudaDriverEntryPointSymbolNotFound);
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "an unknown name is no error";
+    ASSERT_EQ(cudaGetDriverEntryPointByVersion("cuMemAllocAsync", &fn, 11000, cudaEnableDefault, &status), cudaSuccess);
+    EXPECT_EQ(status, cudaDriverEntryPointVersionNotSufficent);
+
+    void* kept = reinterpret_cast<void*>(0x1234);
+    EXPECT_EQ(cudaGetDriverEntryPointByVersion("cuMemAlloc", &kept, 99000, cudaEnableDefault, nullptr),
+              cudaErrorInvalidValue);
+    EXPECT_EQ(kept, reinterpret_cast<void*>(0x1234)) << "left as it was";
+    EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+    EXPECT_EQ(cudaGetDriverEntryPointByVersion("cuMemAlloc", &fn, 12000, 4, nullptr), cudaErrorInvalidValue);
+    EXPECT_NE(rt::last_error_detail().find("cudaEnablePerThreadDefaultStream (2)"), std::string::npos)
+        << rt::last_error_detail();
+    EXPECT_EQ(cudaGetDriverEntryPointByVersion(nullptr, &fn, 12000, 0, nullptr), cudaErrorInvalidValue);
+    EXPECT_EQ(cudaGetDriverEntryPointByVersion("cuMemAlloc", nullptr, 12000, 0, nullptr), cudaErrorInvalidValue);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    ASSERT_EQ(cudaGetDriverEntryPoint("cuMemAlloc", &fn, cudaEnableDefault, &status), cudaSuccess);
+#pragma GCC diagnostic pop
+    EXPECT_NE(fn, nullptr) << "at the runtime's own version";
+  });
+}
+
 }  // namespace

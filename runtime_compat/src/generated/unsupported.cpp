@@ -36,10 +36,6 @@ DRVSHIM_CUDART cudaError_t cudaExternalMemoryGetMappedMipmappedArray(cudaMipmapp
 DRVSHIM_CUDART cudaError_t cudaFreeArray(cudaArray_t array) { return not_supported("cudaFreeArray"); }
 DRVSHIM_CUDART cudaError_t cudaFreeMipmappedArray(cudaMipmappedArray_t mipmappedArray) { return not_supported("cudaFreeMipmappedArray"); }
 DRVSHIM_CUDART cudaError_t cudaGetChannelDesc(struct cudaChannelFormatDesc *desc, cudaArray_const_t array) { return not_supported("cudaGetChannelDesc"); }
-DRVSHIM_CUDART cudaError_t cudaGetDriverEntryPoint(const char *symbol, void **funcPtr, unsigned long long flags, enum cudaDriverEntryPointQueryResult *driverStatus) { return not_supported("cudaGetDriverEntryPoint"); }
-DRVSHIM_CUDART cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr, unsigned int cudaVersion, unsigned long long flags, enum cudaDriverEntryPointQueryResult *driverStatus) { return not_supported("cudaGetDriverEntryPointByVersion"); }
-DRVSHIM_CUDART cudaError_t cudaGetDriverEntryPointByVersion_ptsz(const char *symbol, void **funcPtr, unsigned int cudaVersion, unsigned long long flags, enum cudaDriverEntryPointQueryResult *driverStatus) { return not_supported("cudaGetDriverEntryPointByVersion_ptsz"); }
-DRVSHIM_CUDART cudaError_t cudaGetDriverEntryPoint_ptsz(const char *symbol, void **funcPtr, unsigned long long flags, enum cudaDriverEntryPointQueryResult *driverStatus) { return not_supported("cudaGetDriverEntryPoint_ptsz"); }
 DRVSHIM_CUDART cudaError_t cudaGetExportTable(const void **ppExportTable, const cudaUUID_t *pExportTableId) { return not_supported("cudaGetExportTable"); }
 DRVSHIM_CUDART cudaError_t cudaGetFuncBySymbol(cudaFunction_t* functionPtr, const void* symbolPtr) { return not_supported("cudaGetFuncBySymbol"); }
 DRVSHIM_CUDART cudaError_t cudaGetMipmappedArrayLevel(cudaArray_t *levelArray, cudaMipmappedArray_const_t mipmappedArray, unsigned int level) { return not_supported("cudaGetMipmappedArrayLevel"); }
@@ -218,7 +214,6 @@ DRVSHIM_CUDART cudaError_t cudaMemset3DAsync_ptsz(struct cudaPitchedPtr pitchedD
 DRVSHIM_CUDART cudaError_t cudaMemset3D_ptds(struct cudaPitchedPtr pitchedDevPtr, int value, struct cudaExtent extent) { return not_supported("cudaMemset3D_ptds"); }
 DRVSHIM_CUDART cudaError_t cudaMipmappedArrayGetMemoryRequirements(struct cudaArrayMemoryRequirements *memoryRequirements, cudaMipmappedArray_t mipmap, int device) { return not_supported("cudaMipmappedArrayGetMemoryRequirements"); }
 DRVSHIM_CUDART cudaError_t cudaMipmappedArrayGetSparseProperties(struct cudaArraySparseProperties *sparseProperties, cudaMipmappedArray_t mipmap) { return not_supported("cudaMipmappedArrayGetSparseProperties"); }
-DRVSHIM_CUDART cudaError_t cudaOccupancyMaxActiveClusters(int *numClusters, const void *func, const cudaLaunchConfig_t *launchConfig) { return not_supported("cudaOccupancyMaxActiveClusters"); }
 DRVSHIM_CUDART cudaError_t cudaOccupancyMaxPotentialClusterSize(int *clusterSize, const void *func, const cudaLaunchConfig_t *launchConfig) { return not_supported("cudaOccupancyMaxPotentialClusterSize"); }
 DRVSHIM_CUDART cudaError_t cudaSetValidDevices(int *device_arr, int len) { return not_supported("cudaSetValidDevices"); }
 DRVSHIM_CUDART cudaError_t cudaSignalExternalSemaphoresAsync(const cudaExternalSemaphore_t *extSemArray, const struct cudaExternalSemaphoreSignalParams *paramsArray, unsigned int numExtSems, cudaStream_t stream) { return not_supported("cudaSignalExternalSemaphoresAsync"); }

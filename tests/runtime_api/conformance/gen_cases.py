@@ -124,6 +124,9 @@ VALID = {
     "cudaStreamGetCaptureInfo": {"stream": "f.capturing()"},
     "cudaGraphGetNodes": {"nodes": "f.nodes", "numNodes": "f.node_capacity(4)"},
     "cudaGraphLaunch": {"stream": "f.stream"},
+    "cudaGetDriverEntryPoint": {"symbol": '"cuMemAlloc"'},
+    "cudaGetDriverEntryPointByVersion": {"symbol": '"cuMemAlloc"', "cudaVersion": "12000"},
+    "cudaOccupancyMaxActiveClusters": {"launchConfig": "f.cluster_config(2)"},
     "cudaGraphUpload": {"stream": "f.stream"},
 }
 
@@ -140,6 +143,18 @@ EXTRA = [
     ("cudaGraphGetNodes", "count_only", "", {"nodes": "nullptr"}),
     ("cudaGraphGetNodes", "capacity0", "", {"numNodes": "f.node_capacity(0)"}),
     ("cudaGraphLaunch", "capturing_stream", "f.capturing();", {"stream": "f.capture_stream"}),
+    # A name the driver does not know, and versions around the driver's.
+    ("cudaGetDriverEntryPoint", "unknown_symbol", "", {"symbol": '"cuNoSuchFunction"'}),
+    ("cudaGetDriverEntryPointByVersion", "unknown_symbol", "", {"symbol": '"cuNoSuchFunction"'}),
+    ("cudaGetDriverEntryPointByVersion", "version_too_old", "", {"symbol": '"cuMemAllocAsync"', "cudaVersion": "11000"}),
+    ("cudaGetDriverEntryPointByVersion", "version_above_driver", "", {"cudaVersion": "99000"}),
+    ("cudaGetDriverEntryPointByVersion", "version_0", "", {"cudaVersion": "0"}),
+    ("cudaGetDriverEntryPointByVersion", "ptsz_symbol", "", {"symbol": '"cuMemcpyAsync"', "flags": "2"}),
+    # Cluster sizes: none, portable, above the portable size, with a cooperative launch.
+    ("cudaOccupancyMaxActiveClusters", "no_cluster", "", {"launchConfig": "f.cluster_config(0)"}),
+    ("cudaOccupancyMaxActiveClusters", "cluster8", "", {"launchConfig": "f.cluster_config(8)"}),
+    ("cudaOccupancyMaxActiveClusters", "cluster16", "", {"launchConfig": "f.cluster_config(16)"}),
+    ("cudaOccupancyMaxActiveClusters", "cluster3", "", {"launchConfig": "f.cluster_config(3)"}),
 ]
 
 # Arguments a successful call releases: the fixture forgets them so that it
@@ -280,7 +295,9 @@ def param_spec(fn, ptype, pname, enums, flags, doc):
     if base == "cudaGraphExec_t":
         return Param(valid or "f.graph_exec", [("null", "static_cast<cudaGraphExec_t>(nullptr)")])
     if base == "unsigned long long" and "flags" in pname.lower():
-        members = [(n, n) for n, _ in enums.get("cudaGraphInstantiateFlags", [])]
+        ename = "cudaGetDriverEntryPointFlags" if fn.startswith("cudaGetDriverEntryPoint") else \
+            "cudaGraphInstantiateFlags"
+        members = [(n, n) for n, _ in enums.get(ename, []) if n != valid]
         return Param(valid or "0", members + [("bit30", "(1ull << 30)")])
     if base == "cudaLaunchAttributeValue*" and not is_const:
         return Param("&o_" + pname, [("null", "nullptr")], ("cudaLaunchAttributeValue", "out_bytes"))
@@ -306,7 +323,7 @@ def param_spec(fn, ptype, pname, enums, flags, doc):
         v = valid or "f.event"
         return Param(v, [e for e in EVENTS if e[1] != v])
     if base == "cudaLaunchConfig_t*":
-        return Param("&f.cfg", [("null", "nullptr")])
+        return Param(valid or "&f.cfg", [("null", "nullptr")])
     if base == "cudaLaunchAttributeValue*":
         return Param("&f.attr_value", [("null", "nullptr")])
     if base == "cudaDeviceProp*":

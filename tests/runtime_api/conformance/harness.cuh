@@ -378,6 +378,19 @@ struct Fixture {
     std::memset(static_cast<void*>(nodes), kSentinel, sizeof nodes);
     return &num_nodes;
   }
+  // `cfg` with a cluster of `size` blocks in x (none for 0).
+  cudaLaunchConfig_t* cluster_config(unsigned size) {
+    cfg.attrs = nullptr;
+    cfg.numAttrs = 0;
+    if (size != 0) {
+      cudaLaunchAttributeValue v{};
+      v.clusterDim.x = size;
+      v.clusterDim.y = 1;
+      v.clusterDim.z = 1;
+      with_attribute(cudaLaunchAttributeClusterDimension, v);
+    }
+    return &cfg;
+  }
   cudaStreamCaptureMode* mode_in(cudaStreamCaptureMode m) {
     mode = m;
     return &mode;
