@@ -125,6 +125,11 @@ class DRVSHIM_API StreamRef {
   /// the heap, freed after it runs). The callback must not call CUDA; an
   /// exception it throws is caught, logged, and reported by the next
   /// synchronize() of this stream; it never terminates the process.
+  /// On a capturing stream the capture records it and the graph runs it at
+  /// each launch: the closure then lives as long as the graph and every
+  /// executable graph made from it (a user object of the graph,
+  /// cuUserObjectCreate, CUDA 11.3+; DriverTooOldError without it), and is
+  /// destroyed outside the driver's thread after they are gone.
   void launch_host_func(std::function<void()> callback) const;
   /// cuStreamSetAttribute / cuStreamGetAttribute (CUDA 11.0+; DriverTooOldError without them).
   void set_attribute(StreamAttribute attribute, const StreamAttributeValue& value) const;

@@ -121,6 +121,9 @@
   X(cuGraphExecDestroy, cuGraphExecDestroy, 10000, Optional)                                                          \
   X(cuGraphLaunch, cuGraphLaunch, 10000, Optional)                                                                    \
   X(cuGraphUpload, cuGraphUpload, 11010, Optional)                                                                    \
+  X(cuUserObjectCreate, cuUserObjectCreate, 11030, Optional)                                                          \
+  X(cuUserObjectRelease, cuUserObjectRelease, 11030, Optional)                                                        \
+  X(cuGraphRetainUserObject, cuGraphRetainUserObject, 11030, Optional)                                                \
   /* libraries: globals and managed variables */                                                                      \
   X(cuLibraryGetGlobal, cuLibraryGetGlobal, 12000, Optional)                                                          \
   X(cuLibraryGetManaged, cuLibraryGetManaged, 12000, Optional)                                                        \

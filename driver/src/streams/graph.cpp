@@ -97,10 +97,12 @@ Graph end_capture(const StreamRef& stream) {
   detail::ContextScope scope(core, stream.context().address(), "end_capture");
   CUgraph graph = nullptr;
   const CUresult r = DRVSHIM_CU(core, cuStreamEndCapture, native_stream(stream), &graph);
-  // The capture is over when the driver answers anything but "not capturing"
-  // or "another thread's".
-  if (r != CUDA_ERROR_ILLEGAL_STATE && r != CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD &&
-      core.captures.load(std::memory_order_relaxed) > 0) {
+  // The capture is over when it gave a graph or ended broken (invalidated,
+  // unjoined); a refusal (not capturing, another thread's, unmatched) leaves
+  // it running.
+  const bool ended =
+      r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED || r == CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
+  if (ended && core.captures.load(std::memory_order_relaxed) > 0) {
     core.captures.fetch_sub(1, std::memory_order_relaxed);
   }
   if (r != CUDA_SUCCESS) {

@@ -11,7 +11,6 @@
 #include "log_internal.hpp"
 #include "seam/access.hpp"
 #include "seam/core.hpp"
-#include "streams/capture_check.hpp"
 #include "support/view_checks.hpp"
 
 namespace drvshim {
@@ -106,6 +105,48 @@ void run_host_callback(void* data) noexcept {
   }
 }
 
+// A host function a capture recorded: a graph runs it at each of its
+// launches, so it stays; the graph's user object destroys it with the graph.
+void run_captured_host_callback(void* data) noexcept {
+  auto* cb = static_cast<HostCallback*>(data);
+  detail::HostFunctionScope inside;
+  std::string error;
+  try {
+    cb->fn();
+    return;
+  } catch (const std::exception& e) {
+    error = e.what();
+  } catch (...) {
+    error = "an exception not derived from std::exception";
+  }
+  detail::logf(log::Level::error, "a host callback captured on {} threw: {}", cb->stream_name, error);
+  try {
+    std::lock_guard<std::mutex> lock(cb->core->callback_mutex);
+    auto& slot = cb->core->callback_errors[cb->stream];
+    if (slot.empty()) slot = std::move(error);
+  } catch (...) {
+  }
+}
+
+// The user object's destructor: runs on a driver thread once the graph and
+// every executable graph made from it are gone.
+void destroy_captured_host_callback(void* data) noexcept {
+  std::unique_ptr<HostCallback> cb(static_cast<HostCallback*>(data));
+  retire_closure(*cb);
+}
+
+// The graph a capture on `stream` is building, or null when the stream is
+// not capturing (or its capture was invalidated: the launch then fails).
+CUgraph capturing_graph(const detail::DriverCore& core, CUstream stream, const std::string& name) {
+  if (!core.has(detail::Api::k_cuStreamGetCaptureInfo) || stream == nullptr || stream == CU_STREAM_LEGACY) {
+    return nullptr;
+  }
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUgraph graph = nullptr;
+  DRVSHIM_TRY(core, cuStreamGetCaptureInfo, name, stream, &status, nullptr, &graph, nullptr, nullptr, nullptr);
+  return status == CU_STREAM_CAPTURE_STATUS_ACTIVE ? graph : nullptr;
+}
+
 }  // namespace
 
 void StreamRef::synchronize() const {
@@ -144,14 +185,29 @@ void StreamRef::launch_host_func(std::function<void()> callback) const {
   const auto& core = *detail::Access::core(context_.device());
   core.bury_spent_callbacks();
   detail::ContextScope scope(core, context_.address(), "StreamRef::launch_host_func");
-  // A captured host function runs at every launch of the graph, and this
-  // callback is freed after its first run.
-  detail::refuse_if_capturing(*this, "StreamRef::launch_host_func",
-                              "a captured host function runs at each launch of the graph, and this callback is "
-                              "freed after one run: launch it outside the capture, or capture a plain function "
-                              "with cuLaunchHostFunc through the driver");
+  const CUgraph graph = capturing_graph(core, native_stream(handle_), name());
   auto cb = std::make_unique<HostCallback>(
       HostCallback{std::move(callback), detail::Access::core(context_.device()), detail::Access::key(*this), name()});
+  if (graph != nullptr) {
+    // A capture records the call, and the graph runs it at every launch: the
+    // callback lives as long as the graph, whose user object owns it.
+    core.require_function(detail::Api::k_cuUserObjectCreate, "StreamRef::launch_host_func on a capturing stream");
+    core.require_function(detail::Api::k_cuGraphRetainUserObject, "StreamRef::launch_host_func on a capturing stream");
+    HostCallback* raw = cb.get();
+    CUuserObject owner = nullptr;
+    DRVSHIM_TRY(core, cuUserObjectCreate, name(), &owner, raw, &destroy_captured_host_callback, 1u,
+                static_cast<unsigned>(CU_USER_OBJECT_NO_DESTRUCTOR_SYNC));
+    (void)cb.release();  // the user object owns it now
+    const CUresult moved =
+        DRVSHIM_CU(core, cuGraphRetainUserObject, graph, owner, 1u, static_cast<unsigned>(CU_GRAPH_USER_OBJECT_MOVE));
+    if (moved != CUDA_SUCCESS) {
+      (void)DRVSHIM_CU(core, cuUserObjectRelease, owner, 1u);  // destroys the callback
+      detail::raise(core, static_cast<int>(moved), "cuGraphRetainUserObject", name());
+    }
+    // From here the graph owns the callback, also when the launch is refused.
+    DRVSHIM_TRY(core, cuLaunchHostFunc, name(), native_stream(handle_), &run_captured_host_callback, raw);
+    return;
+  }
   DRVSHIM_TRY(core, cuLaunchHostFunc, name(), native_stream(handle_), &run_host_callback, cb.get());
   (void)cb.release();  // the driver owns the call now; run_host_callback frees it
   detail::after_submit(core, native_stream(handle_), "cuLaunchHostFunc", [this] { return name(); });

@@ -249,7 +249,7 @@ int drvshim_fake_live_graphs(void) {
   ensure_profile_from_env();
   Engine& e = engine();
   std::lock_guard<std::mutex> lock(e.mutex);
-  return static_cast<int>(e.graphs.size() + e.graph_execs.size());
+  return static_cast<int>(e.graphs.size() + e.graph_execs.size() + e.user_objects.size());
 }
 
 void drvshim_fake_register_kernel(const char* name, drvshim_fake_kernel_fn fn) {

@@ -134,14 +134,31 @@ struct FakeStream {
 
 // A graph: the work captured from streams, in the order it was submitted (a
 // valid order of the captured dependencies, which the fake runs serially).
+// A user object (cuUserObjectCreate): its destructor runs when the last
+// reference goes, whoever held it (the program, a graph, an executable graph,
+// a launch still queued). It must not call the driver, as under CUDA.
+struct FakeUserObject {
+  void* ptr = nullptr;
+  CUhostFn destroy = nullptr;
+  FakeUserObject() = default;
+  FakeUserObject(const FakeUserObject&) = delete;
+  FakeUserObject& operator=(const FakeUserObject&) = delete;
+  ~FakeUserObject() {
+    if (destroy != nullptr) destroy(ptr);
+  }
+};
+using UserObjectRefs = std::vector<std::shared_ptr<FakeUserObject>>;  // one entry per reference
+
 struct FakeGraph {
   FakeCtx* ctx = nullptr;
   std::vector<std::unique_ptr<FakeOp>> nodes;  // a node's handle is its op's address
+  UserObjectRefs user_objects;                 // cuGraphRetainUserObject
 };
 
 struct FakeGraphExec {
   FakeCtx* ctx = nullptr;
   std::vector<FakeOp> ops;
+  UserObjectRefs user_objects;  // the graph's, at instantiation
 };
 
 // A stream capture: begun on one stream, joined by streams that wait for its
@@ -156,6 +173,7 @@ struct FakeCapture {
   std::vector<FakeStream*> members;      // the origin and the streams that joined
   std::set<const FakeStream*> unjoined;  // joined streams with work the origin has not waited for
   std::vector<std::shared_ptr<RecordState>> records;
+  CUgraphNode last_node = nullptr;  // the dependency array cuStreamGetCaptureInfo hands out
 };
 
 struct FakeEvent {
@@ -226,6 +244,7 @@ struct Engine {
   std::set<FakeEvent*> events;
   std::set<FakeGraph*> graphs;
   std::set<FakeGraphExec*> graph_execs;
+  std::map<FakeUserObject*, UserObjectRefs> user_objects;  // the references the program holds
   unsigned long long next_capture_id = 1;
   unsigned long long next_stream_id = 1;
   std::set<FakeModule*> modules;

@@ -149,9 +149,11 @@ CUresult fake_cuStreamGetCaptureInfo_v3(CUstream s, CUstreamCaptureStatus* statu
   FakeCapture& c = *st->capture;
   if (id != nullptr) *id = c.id;
   if (graph != nullptr) *graph = reinterpret_cast<CUgraph>(c.graph.get());
-  static thread_local CUgraphNode last = nullptr;
-  last = c.graph->nodes.empty() ? nullptr : reinterpret_cast<CUgraphNode>(c.graph->nodes.back().get());
-  if (deps != nullptr) *deps = last != nullptr ? &last : nullptr;
+  // The array belongs to the capture, as the driver's does: asking about
+  // another stream does not change it.
+  c.last_node = c.graph->nodes.empty() ? nullptr : reinterpret_cast<CUgraphNode>(c.graph->nodes.back().get());
+  const CUgraphNode last = c.last_node;
+  if (deps != nullptr) *deps = last != nullptr ? &c.last_node : nullptr;
   if (edges != nullptr) *edges = nullptr;
   if (count != nullptr) *count = last != nullptr ? 1 : 0;
   return CUDA_SUCCESS;
@@ -197,13 +199,15 @@ CUresult fake_cuGraphInstantiateWithFlags(CUgraphExec* out, CUgraph g, unsigned 
   FAKE_ENTER("cuGraphInstantiateWithFlags");
   FakeGraph* p = live_graph(e, g);
   if (out == nullptr || p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  // CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD needs a stream: cuGraphInstantiateWithParams only.
   constexpr unsigned long long known = CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH |
-                                       CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD | CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH |
+                                       CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH |
                                        CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY;
   if ((flags & ~known) != 0) return CUDA_ERROR_INVALID_VALUE;
   auto* x = new FakeGraphExec;
   x->ctx = p->ctx;
   for (const auto& node : p->nodes) x->ops.push_back(*node);
+  x->user_objects = p->user_objects;
   e.graph_execs.insert(x);
   *out = reinterpret_cast<CUgraphExec>(x);
   return CUDA_SUCCESS;
@@ -229,8 +233,64 @@ CUresult fake_cuGraphLaunch(CUgraphExec g, CUstream s) {
   if (const CUresult r = stream_ctx(e, s, &ctx); r != CUDA_SUCCESS) return r;
   if (ctx != p->ctx) return CUDA_ERROR_INVALID_VALUE;
   FakeStream* st = queue_of(e, s, ctx);
-  const std::vector<FakeOp> ops = p->ops;  // the graph may be destroyed by a host function it runs
+  std::vector<FakeOp> ops = p->ops;  // the graph may be destroyed by a host function it runs
+  if (!p->user_objects.empty()) {
+    // The launch keeps the user objects alive until its last operation ran,
+    // also when the executable graph is destroyed before that.
+    FakeOp keep;
+    keep.kind = FakeOp::work;
+    keep.run = [refs = p->user_objects] {};
+    ops.push_back(std::move(keep));
+  }
   return submit_all(e, lock, st, ops);
+}
+
+CUresult fake_cuUserObjectCreate(CUuserObject* out, void* ptr, CUhostFn destroy, unsigned initial, unsigned flags) {
+  FAKE_ENTER("cuUserObjectCreate");
+  // CUDA requires the flag: the destructor is never waited for.
+  if (out == nullptr || destroy == nullptr || initial == 0 || flags != CU_USER_OBJECT_NO_DESTRUCTOR_SYNC) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  auto object = std::make_shared<FakeUserObject>();
+  object->ptr = ptr;
+  object->destroy = destroy;
+  e.user_objects[object.get()].assign(initial, object);
+  *out = reinterpret_cast<CUuserObject>(object.get());
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuUserObjectRelease(CUuserObject o, unsigned count) {
+  FAKE_ENTER("cuUserObjectRelease");
+  const auto it = e.user_objects.find(reinterpret_cast<FakeUserObject*>(o));
+  if (it == e.user_objects.end() || count == 0 || count > it->second.size()) {
+    misuse(e, "cuUserObjectRelease of more references than the program holds");
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  it->second.resize(it->second.size() - count);
+  if (it->second.empty()) e.user_objects.erase(it);  // the destructor runs if nothing else holds it
+  return CUDA_SUCCESS;
+}
+
+// A graph takes `count` references: copies of the program's, or (MOVE) the
+// program's own. The graph a capture is building may take them too.
+CUresult fake_cuGraphRetainUserObject(CUgraph g, CUuserObject o, unsigned count, unsigned flags) {
+  FAKE_ENTER("cuGraphRetainUserObject");
+  FakeGraph* graph = readable_graph(e, g);
+  const auto it = e.user_objects.find(reinterpret_cast<FakeUserObject*>(o));
+  if (graph == nullptr || it == e.user_objects.end() || count == 0 || flags > CU_GRAPH_USER_OBJECT_MOVE) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (flags == CU_GRAPH_USER_OBJECT_MOVE) {
+    if (count > it->second.size()) return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i < count; ++i) {
+      graph->user_objects.push_back(std::move(it->second.back()));
+      it->second.pop_back();
+    }
+    if (it->second.empty()) e.user_objects.erase(it);
+  } else {
+    for (unsigned i = 0; i < count; ++i) graph->user_objects.push_back(it->second.front());
+  }
+  return CUDA_SUCCESS;
 }
 
 CUresult fake_cuGraphUpload(CUgraphExec g, CUstream s) {
@@ -284,6 +344,7 @@ void reset_graphs(Engine& e) {
   e.graphs.clear();
   for (FakeGraphExec* x : e.graph_execs) delete x;
   e.graph_execs.clear();
+  e.user_objects.clear();
   e.next_capture_id = 1;
 }
 
@@ -300,6 +361,9 @@ std::vector<ProcEntry> graph_procs() {
       {"cuGraphExecDestroy", 10000, erase_fn(&fake_cuGraphExecDestroy)},
       {"cuGraphLaunch", 10000, erase_fn(&fake_cuGraphLaunch)},
       {"cuGraphUpload", 11010, erase_fn(&fake_cuGraphUpload)},
+      {"cuUserObjectCreate", 11030, erase_fn(&fake_cuUserObjectCreate)},
+      {"cuUserObjectRelease", 11030, erase_fn(&fake_cuUserObjectRelease)},
+      {"cuGraphRetainUserObject", 11030, erase_fn(&fake_cuGraphRetainUserObject)},
   };
 }
 

@@ -141,7 +141,8 @@ DRVSHIM_FAKE_API void drvshim_fake_legacy_stream_hold(void* context, int on);
  * every later call in it returns the code. */
 DRVSHIM_FAKE_API void drvshim_fake_stream_fail(void* stream, int code);
 DRVSHIM_FAKE_API int drvshim_fake_live_events(void);
-// Graphs (from cuStreamEndCapture) and executable graphs not yet destroyed.
+// Graphs (from cuStreamEndCapture), executable graphs not yet destroyed, and
+// user objects the program still holds references to.
 DRVSHIM_FAKE_API int drvshim_fake_live_graphs(void);
 /* Handle recycling: a created stream gets the handle of the last destroyed
  * one, as a real driver may, so caches keyed by handle can be tested (reset: off). */
