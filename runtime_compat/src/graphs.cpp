@@ -85,10 +85,9 @@ cudaError_t end_capture(const char* api, cudaStream_t stream, cudaGraph_t* graph
       Graph g = drvshim::end_capture(stream_of(stream, zero, api));
       *graph = reinterpret_cast<cudaGraph_t>(g.detach());
     } catch (const drvshim::Error& e) {
-      // An invalidated capture is over and gives no graph: the program reads null.
-      if (e.kind() == ErrorKind::cuda && e.code() == static_cast<int>(cudaErrorStreamCaptureInvalidated)) {
-        *graph = nullptr;  // the driver's code and the runtime's are the same number
-      }
+      // The driver writes null whenever it gives no graph (an invalidated or
+      // unjoined capture, a stream that does not capture): so does the runtime.
+      if (e.kind() == ErrorKind::cuda) *graph = nullptr;
       throw;
     }
     return cudaSuccess;
@@ -278,6 +277,8 @@ DRVSHIM_CUDART cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
   if (const cudaError_t failed = initialise(api)) return failed;
   if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
   if (graph == nullptr) return null_argument(api, "graph");
+  // As the other destroys: after a fault, the device's sticky error.
+  if (const cudaError_t e = enter(api, Prologue::sticky); e != cudaSuccess) return e;
   return guarded(api, [&] {
     Graph::adopt(context(api), reinterpret_cast<std::uintptr_t>(graph)).destroy();
     return cudaSuccess;
@@ -288,6 +289,8 @@ DRVSHIM_CUDART cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
   if (const cudaError_t failed = initialise(api)) return failed;
   if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
   if (exec == nullptr) return null_argument(api, "graphExec");
+  // As the other destroys: after a fault, the device's sticky error.
+  if (const cudaError_t e = enter(api, Prologue::sticky); e != cudaSuccess) return e;
   return guarded(api, [&] {
     GraphExec::adopt(context(api), reinterpret_cast<std::uintptr_t>(exec)).destroy();
     return cudaSuccess;

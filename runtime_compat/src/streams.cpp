@@ -127,11 +127,18 @@ cudaError_t add_callback(const char* api, cudaStream_t stream, cudaStreamCallbac
   if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
   if (flags != 0) return fail(cudaErrorInvalidValue, fmt::format("{}: flags must be 0", api));
   return guarded(api, [&] {
+    const StreamRef s = stream_of(stream, zero, api);
+    // A stream callback runs exactly once, so a capture cannot record it (a
+    // host function can: cudaLaunchHostFunc).
+    if (driver(api).has_function("cuStreamIsCapturing") && capture_status(s) != CaptureStatus::none) {
+      return fail(cudaErrorStreamCaptureUnsupported,
+                  fmt::format("{}: {} is capturing, and a stream callback runs exactly once; use cudaLaunchHostFunc, "
+                              "which a capture records",
+                              api, s.name()));
+    }
     // Runs on the driver's thread once the stream's earlier work is done,
     // with the handle the program passed and the stream's status.
-    stream_of(stream, zero, api).launch_host_func([callback, stream, user_data] {
-      callback(stream, cudaSuccess, user_data);
-    });
+    s.launch_host_func([callback, stream, user_data] { callback(stream, cudaSuccess, user_data); });
     return cudaSuccess;
   });
 }

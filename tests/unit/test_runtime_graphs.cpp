@@ -3,6 +3,7 @@
 // a capture records and a launch replays, the thread's capture mode, the
 // capture's info, node lists, handles made by the driver API, and the
 // answers to bad input.
+#include <atomic>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -323,6 +324,37 @@ TEST_F(RuntimeGraphs, DriverEntryPointsAreTheDriversFunctions) {
     ASSERT_EQ(cudaGetDriverEntryPoint("cuMemAlloc", &fn, cudaEnableDefault, &status), cudaSuccess);
 #pragma GCC diagnostic pop
     EXPECT_NE(fn, nullptr) << "at the runtime's own version";
+  });
+}
+
+// A host function is captured and runs at each replay; a stream callback,
+// which runs exactly once, is refused during a capture.
+TEST_F(RuntimeGraphs, HostFunctionsAreCapturedAndStreamCallbacksRefused) {
+  on_thread([] {
+    cudaStream_t s = nullptr;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    static std::atomic<int> runs{0};
+    runs = 0;
+    ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+    ASSERT_EQ(cudaLaunchHostFunc(
+                  s, [](void*) { runs.fetch_add(1); }, nullptr),
+              cudaSuccess);
+    EXPECT_EQ(cudaStreamAddCallback(
+                  s, [](cudaStream_t, cudaError_t, void*) {}, nullptr, 0),
+              cudaErrorStreamCaptureUnsupported);
+    EXPECT_NE(rt::last_error_detail().find("use cudaLaunchHostFunc"), std::string::npos) << rt::last_error_detail();
+    cudaGraph_t graph = nullptr;
+    ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+    EXPECT_EQ(runs.load(), 0) << "captured, not run";
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+    ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    EXPECT_EQ(runs.load(), 2);
+    EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
+    EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+    EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
   });
 }
 

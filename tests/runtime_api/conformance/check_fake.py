@@ -34,10 +34,15 @@ SCENARIOS = ["main", "thread", "sticky", "hostfn", "drvctx", "fresh", "capture",
 
 
 def comparable(rest):
-    """The parts compared here: ret=, the last-error sequence, the driver state."""
+    """The parts compared here: ret=, whether a capture survived the case (the
+    capture scenario), the last-error sequence, the driver state."""
     parts = rest.split(" | ")
     ret = re.match(r"(ret=\S+)", parts[0].strip()) if parts else None
-    return " ".join([ret.group(1) if ret else parts[0].strip()] + [p.strip() for p in parts[1:]])
+    head = [ret.group(1) if ret else parts[0].strip()]
+    capture = re.search(r"(capture=\S+)", parts[0]) if parts else None
+    if capture:
+        head.append(capture.group(1))
+    return " ".join(head + [p.strip() for p in parts[1:]])
 
 
 def load(path):

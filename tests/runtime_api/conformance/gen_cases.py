@@ -40,7 +40,8 @@ MEMORY = [("null", "nullptr"), ("dev", "f.dev"), ("interior", "static_cast<char*
           ("drv_dev", "reinterpret_cast<void*>(f.drv_dev)"), ("drv_host", "f.drv_host")]
 STREAMS = [("0", "static_cast<cudaStream_t>(nullptr)"), ("legacy", "cudaStreamLegacy"),
            ("per_thread", "cudaStreamPerThread"), ("stream", "f.stream"), ("nonblocking", "f.stream_nb"),
-           ("drv_stream", "f.drv_stream")]
+           ("drv_stream", "f.drv_stream"), ("capturing", "f.capturing()"),
+           ("blocking_capturing", "f.capturing_blocking()")]
 EVENTS = [("null", "static_cast<cudaEvent_t>(nullptr)"), ("event", "f.event"), ("notiming", "f.event_notiming"),
           ("unrecorded", "f.event_unrecorded"), ("drv_event", "f.drv_event")]
 FUNCS = [("null", "nullptr"), ("kernel", "reinterpret_cast<const void*>(&conf::conf_noop)"),
@@ -122,7 +123,7 @@ VALID = {
     "cudaStreamEndCapture": {"stream": "f.capturing()"},
     "cudaStreamIsCapturing": {"stream": "f.capturing()"},
     "cudaStreamGetCaptureInfo": {"stream": "f.capturing()"},
-    "cudaGraphGetNodes": {"nodes": "f.nodes", "numNodes": "f.node_capacity(4)"},
+    "cudaGraphGetNodes": {"nodes": "f.node_array()", "numNodes": "f.node_capacity(4)"},
     "cudaGraphLaunch": {"stream": "f.stream"},
     "cudaGetDriverEntryPoint": {"symbol": '"cuMemAlloc"'},
     "cudaGetDriverEntryPointByVersion": {"symbol": '"cuMemAlloc"', "cudaVersion": "12000"},
@@ -140,7 +141,6 @@ EXTRA = [
     ("cudaStreamEndCapture", "invalidated", "f.capturing(); cudaMalloc(&f.spare, 256);", {"stream": "f.capture_stream"}),
     ("cudaStreamEndCapture", "other_thread", "f.capturing_on_other_thread();", {"stream": "f.capture_stream"}),
     ("cudaStreamBeginCapture", "twice", "f.capturing();", {"stream": "f.capture_stream"}),
-    ("cudaGraphGetNodes", "count_only", "", {"nodes": "nullptr"}),
     ("cudaGraphGetNodes", "capacity0", "", {"numNodes": "f.node_capacity(0)"}),
     ("cudaGraphLaunch", "capturing_stream", "f.capturing();", {"stream": "f.capture_stream"}),
     # A name the driver does not know, and versions around the driver's.

@@ -265,7 +265,7 @@ struct Fixture {
   cudaGraphExec_t graph_exec = nullptr;     // `graph` instantiated
   std::vector<cudaGraph_t> graphs;          // handed out by the cases, destroyed by release()
   std::vector<cudaGraphExec_t> execs;
-  cudaGraphNode_t nodes[4] = {};
+  cudaGraphNode_t nodes[4] = {};  // filled with the sentinel by node_array()
   size_t num_nodes = 0;
   cudaStreamCaptureMode mode = cudaStreamCaptureModeGlobal;
   void* spare = nullptr;
@@ -373,9 +373,14 @@ struct Fixture {
   void keep_exec(cudaGraphExec_t x) {
     if (x != nullptr) execs.push_back(x);
   }
+  // The node array and its capacity, each filled with the sentinel when
+  // taken (a case that passes only one still shows what was written to it).
+  cudaGraphNode_t* node_array() {
+    std::memset(static_cast<void*>(nodes), kSentinel, sizeof nodes);
+    return nodes;
+  }
   size_t* node_capacity(size_t n) {
     num_nodes = n;
-    std::memset(static_cast<void*>(nodes), kSentinel, sizeof nodes);
     return &num_nodes;
   }
   // `cfg` with a cluster of `size` blocks in x (none for 0).
