@@ -269,6 +269,34 @@ cudaError_t malloc_async(const char* api, void** ptr, std::size_t bytes, cudaStr
   });
 }
 
+// The context an allocation belongs to.
+ContextRef allocation_context(const DeviceAllocation& a) {
+  return std::visit(
+      [](const auto& owner) -> ContextRef {
+        if constexpr (std::is_same_v<std::decay_t<decltype(owner)>, AsyncDeviceBuffer>) {
+          return owner.stream().context();
+        } else {
+          return owner.context();
+        }
+      },
+      a.owner);
+}
+
+// Frees by address while the removed record still owns the memory: when the
+// driver refuses (during a capture, say), the memory is still allocated, so
+// the record goes back and a later free can succeed; on success the owner
+// gives the memory up, which is freed.
+template <class Free>
+void free_keeping_record_on_failure(std::uintptr_t address, const std::shared_ptr<DeviceAllocation>& a, Free&& free) {
+  try {
+    free();
+  } catch (...) {
+    registries().device_memory.add(address, a);
+    throw;
+  }
+  std::visit([](auto& owner) { (void)owner.detach(); }, a->owner);
+}
+
 cudaError_t free_async(const char* api, void* ptr, cudaStream_t stream, DefaultStream zero) {
   if (const cudaError_t e = enter(api, Prologue::device_sticky); e != cudaSuccess) return e;
   return guarded(api, [&] {
@@ -288,11 +316,15 @@ cudaError_t free_async(const char* api, void* ptr, cudaStream_t stream, DefaultS
       free_device_memory(s, reinterpret_cast<std::uintptr_t>(ptr));
       return cudaSuccess;
     }
-    if (auto* async = std::get_if<AsyncDeviceBuffer>(&a->owner)) {
-      async->free(s);  // ordered on `s`
-    } else {
-      s.synchronize();  // other kinds are freed once the stream's work is done
-    }
+    const auto address = reinterpret_cast<std::uintptr_t>(ptr);
+    free_keeping_record_on_failure(address, a, [&] {
+      if (std::holds_alternative<AsyncDeviceBuffer>(a->owner)) {
+        free_device_memory(s, address);  // ordered on `s`
+      } else {
+        s.synchronize();  // other kinds are freed once the stream's work is done
+        free_device_memory(allocation_context(*a), address);
+      }
+    });
     return cudaSuccess;
   });
 }
@@ -345,7 +377,13 @@ DRVSHIM_CUDART cudaError_t cudaFree(void* ptr) {
     if (const cudaError_t sticky = sticky_error(a->device); sticky != cudaSuccess) {
       return fail(sticky, fmt::format("cudaFree: device {} has a sticky error", a->device));
     }
-    std::visit([](auto& owner) { owner.free(); }, a->owner);  // may throw the driver's error
+    free_keeping_record_on_failure(address, a, [&] {
+      if (const auto* async = std::get_if<AsyncDeviceBuffer>(&a->owner)) {
+        free_device_memory(async->stream(), address);  // ordered where it was allocated, as its owner frees it
+      } else {
+        free_device_memory(allocation_context(*a), address);
+      }
+    });
     return cudaSuccess;
   });
 }
@@ -399,7 +437,13 @@ DRVSHIM_CUDART cudaError_t cudaFreeHost(void* ptr) {
     if (const cudaError_t sticky = sticky_error(h->device); sticky != cudaSuccess) {
       return fail(sticky, fmt::format("cudaFreeHost: device {} has a sticky error", h->device));
     }
-    h->owner.free();
+    try {
+      free_host_memory(h->owner.context(), ptr);
+    } catch (...) {
+      registries().host_memory.add(reinterpret_cast<std::uintptr_t>(ptr), h);  // still allocated: still the runtime's
+      throw;
+    }
+    (void)h->owner.detach();
     return cudaSuccess;
   });
 }

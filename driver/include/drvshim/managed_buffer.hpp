@@ -56,6 +56,7 @@ class DRVSHIM_API ManagedBuffer {
   DevicePtr address() const noexcept { return handle_.get().address; }
   void* data() const noexcept { return reinterpret_cast<void*>(handle_.get().address); }
   std::size_t size() const noexcept { return handle_.get().bytes; }
+  const ContextRef& context() const noexcept { return handle_.get().context; }
   /// A typed view of the whole buffer. Throws InvalidArgumentError when the
   /// size is not a multiple of sizeof(T) or the owner is empty.
   template <class T>
