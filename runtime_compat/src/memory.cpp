@@ -263,6 +263,13 @@ cudaError_t malloc_async(const char* api, void** ptr, std::size_t bytes, cudaStr
     const StreamRef s = stream_of(stream, zero, api);
     if (bytes == 0) return cudaSuccess;
     auto buffer = AsyncDeviceBuffer::allocate(s, bytes);
+    if (s.native() > 0x1 && capture_status(s) != CaptureStatus::none) {
+      // Captured: a node of the graph, whose memory exists only while the
+      // graph runs (and the graph frees it or the program does, in or after
+      // the graph). The runtime keeps no record that could free it later.
+      *ptr = reinterpret_cast<void*>(buffer.detach());
+      return cudaSuccess;
+    }
     const DevicePtr address = buffer.address();
     record_device(ptr, s.context(), address, bytes, std::move(buffer));
     return cudaSuccess;
