@@ -102,6 +102,33 @@ cudaError_t launch_by_function(const char* api, const void* func, const LaunchRe
   return launch(api, k, r, args, zero, *here);
 }
 
+// A launch configuration's attributes: the cluster and cooperative ones into
+// their fields, ignored ones dropped, every other as given into the slot
+// `next()` hands out (the driver answers for it).
+template <class Next>
+void split_attributes(const cudaLaunchConfig_t& config, std::optional<Dim3>& cluster, bool& cooperative, Next&& next) {
+  for (unsigned i = 0; i < config.numAttrs; ++i) {
+    const cudaLaunchAttribute& a = config.attrs[i];
+    // Read as a number: a program may pass one no enumerator names, and
+    // loading such a value as the enum is undefined behaviour.
+    int id = 0;
+    static_assert(sizeof a.id == sizeof id);
+    std::memcpy(&id, &a.id, sizeof id);
+    switch (id) {
+      case cudaLaunchAttributeCooperative: cooperative = a.val.cooperative != 0; break;
+      case cudaLaunchAttributeClusterDimension:
+        cluster = Dim3{a.val.clusterDim.x, a.val.clusterDim.y, a.val.clusterDim.z};
+        break;
+      case cudaLaunchAttributeIgnore: break;
+      default: {
+        LaunchAttribute& out = next();
+        out.id = id;
+        std::memcpy(out.value.data(), &a.val, sizeof a.val);
+      }
+    }
+  }
+}
+
 cudaError_t launch_ex(const char* api, const cudaLaunchConfig_t* config, const void* func, void** args,
                       DefaultStream zero) {
   if (config == nullptr) return null_argument(api, "config");
@@ -124,26 +151,7 @@ cudaError_t launch_ex(const char* api, const cudaLaunchConfig_t* config, const v
     ++n;
     return heap_others.emplace_back();
   };
-  for (unsigned i = 0; i < config->numAttrs; ++i) {
-    const cudaLaunchAttribute& a = config->attrs[i];
-    // Read as a number: a program may pass one no enumerator names, and
-    // loading such a value as the enum is undefined behaviour.
-    int id = 0;
-    static_assert(sizeof a.id == sizeof id);
-    std::memcpy(&id, &a.id, sizeof id);
-    switch (id) {
-      case cudaLaunchAttributeCooperative: r.cooperative = a.val.cooperative != 0; break;
-      case cudaLaunchAttributeClusterDimension:
-        r.cluster = Dim3{a.val.clusterDim.x, a.val.clusterDim.y, a.val.clusterDim.z};
-        break;
-      case cudaLaunchAttributeIgnore: break;
-      default: {
-        LaunchAttribute& out = next();
-        out.id = id;
-        std::memcpy(out.value.data(), &a.val, sizeof a.val);
-      }
-    }
-  }
+  split_attributes(*config, r.cluster, r.cooperative, next);
   r.attributes = heap_others.empty() ? std::span<const LaunchAttribute>(inline_others.data(), n)
                                      : std::span<const LaunchAttribute>(heap_others);
   return launch_by_function(api, func, r, args, zero);
@@ -420,20 +428,7 @@ DRVSHIM_CUDART cudaError_t cudaOccupancyMaxActiveClusters(int* clusters, const v
     lc.block = Dim3{config->blockDim.x, config->blockDim.y, config->blockDim.z};
     lc.shared_bytes = static_cast<unsigned>(std::min<std::size_t>(config->dynamicSmemBytes, UINT_MAX));
     std::vector<LaunchAttribute> others;
-    for (unsigned i = 0; i < config->numAttrs; ++i) {
-      const cudaLaunchAttribute& a = config->attrs[i];
-      int id = 0;  // read as a number: the program may pass one no enumerator names
-      std::memcpy(&id, &a.id, sizeof id);
-      if (id == cudaLaunchAttributeClusterDimension) {
-        lc.cluster = Dim3{a.val.clusterDim.x, a.val.clusterDim.y, a.val.clusterDim.z};
-      } else if (id == cudaLaunchAttributeCooperative) {
-        lc.cooperative = a.val.cooperative != 0;
-      } else if (id != cudaLaunchAttributeIgnore) {
-        LaunchAttribute& out = others.emplace_back();
-        out.id = id;
-        std::memcpy(out.value.data(), &a.val, sizeof a.val);
-      }
-    }
+    split_attributes(*config, lc.cluster, lc.cooperative, [&]() -> LaunchAttribute& { return others.emplace_back(); });
     lc.attributes = others;
     const Bound b = bind_here(*k, api);
     *clusters = max_active_clusters(b.kernel, lc);

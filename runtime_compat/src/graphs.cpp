@@ -167,6 +167,19 @@ cudaError_t submit(const char* api, cudaGraphExec_t exec, cudaStream_t stream, S
   });
 }
 
+// cudaGraphDestroy and cudaGraphExecDestroy: the program's handle, adopted to be destroyed.
+template <class Owner, class Handle>
+cudaError_t destroy(const char* api, Handle handle, const char* argument) {
+  if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
+  if (handle == nullptr) return null_argument(api, argument);
+  // As the other destroys: after a fault, the device's sticky error.
+  if (const cudaError_t e = enter(api, Prologue::sticky); e != cudaSuccess) return e;
+  return guarded(api, [&] {
+    Owner::adopt(context(api), reinterpret_cast<std::uintptr_t>(handle)).destroy();
+    return cudaSuccess;
+  });
+}
+
 }  // namespace
 
 // ---- capture --------------------------------------------------------------------------------------
@@ -273,26 +286,10 @@ DRVSHIM_CUDART cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t*
   });
 }
 DRVSHIM_CUDART cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
-  constexpr const char* api = "cudaGraphDestroy";
-  if (const cudaError_t failed = initialise(api)) return failed;
-  if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
-  if (graph == nullptr) return null_argument(api, "graph");
-  // As the other destroys: after a fault, the device's sticky error.
-  if (const cudaError_t e = enter(api, Prologue::sticky); e != cudaSuccess) return e;
-  return guarded(api, [&] {
-    Graph::adopt(context(api), reinterpret_cast<std::uintptr_t>(graph)).destroy();
-    return cudaSuccess;
-  });
+  if (const cudaError_t failed = initialise("cudaGraphDestroy")) return failed;
+  return destroy<Graph>("cudaGraphDestroy", graph, "graph");
 }
 DRVSHIM_CUDART cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
-  constexpr const char* api = "cudaGraphExecDestroy";
-  if (const cudaError_t failed = initialise(api)) return failed;
-  if (const cudaError_t e = enter(api, Prologue::context); e != cudaSuccess) return e;
-  if (exec == nullptr) return null_argument(api, "graphExec");
-  // As the other destroys: after a fault, the device's sticky error.
-  if (const cudaError_t e = enter(api, Prologue::sticky); e != cudaSuccess) return e;
-  return guarded(api, [&] {
-    GraphExec::adopt(context(api), reinterpret_cast<std::uintptr_t>(exec)).destroy();
-    return cudaSuccess;
-  });
+  if (const cudaError_t failed = initialise("cudaGraphExecDestroy")) return failed;
+  return destroy<GraphExec>("cudaGraphExecDestroy", exec, "graphExec");
 }
