@@ -359,28 +359,35 @@ TEST_F(RuntimeGraphs, HostFunctionsAreCapturedAndStreamCallbacksRefused) {
 }
 
 // A free the capture mode refuses leaves the memory allocated and the
-// runtime's record in place: the program frees it once the capture is over.
+// runtime's record in place: the program frees it once the capture is over,
+// or cudaDeviceReset does.
 TEST_F(RuntimeGraphs, AFreeRefusedDuringACaptureCanBeRepeatedAfterIt) {
   on_thread([] {
-    void* dev = nullptr;
+    void* first = nullptr;
+    void* second = nullptr;
     void* host = nullptr;
-    ASSERT_EQ(cudaMalloc(&dev, 256), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&first, 256), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&second, 256), cudaSuccess);
     ASSERT_EQ(cudaMallocHost(&host, 256), cudaSuccess);
     cudaStream_t s = nullptr;
     ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
-    ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
-    EXPECT_EQ(cudaFree(dev), cudaErrorStreamCaptureUnsupported);
     cudaGraph_t graph = nullptr;
-    EXPECT_EQ(cudaStreamEndCapture(s, &graph), cudaErrorStreamCaptureInvalidated);
-    EXPECT_EQ(drvshim_fake_live_device_allocations(), 1) << "still allocated";
+    for (void* p : {first, second}) {
+      ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+      EXPECT_EQ(cudaFree(p), cudaErrorStreamCaptureUnsupported);
+      EXPECT_EQ(cudaStreamEndCapture(s, &graph), cudaErrorStreamCaptureInvalidated);
+    }
+    EXPECT_EQ(drvshim_fake_live_device_allocations(), 2) << "still allocated";
     cudaPointerAttributes attributes{};
-    ASSERT_EQ(cudaPointerGetAttributes(&attributes, dev), cudaSuccess);
+    ASSERT_EQ(cudaPointerGetAttributes(&attributes, first), cudaSuccess);
     EXPECT_EQ(attributes.type, cudaMemoryTypeDevice);
-    EXPECT_EQ(cudaFree(dev), cudaSuccess) << "the runtime still knows it";
-    EXPECT_EQ(drvshim_fake_live_device_allocations(), 0);
+    EXPECT_EQ(cudaFree(first), cudaSuccess);
+    EXPECT_EQ(drvshim_fake_live_device_allocations(), 1);
     EXPECT_EQ(cudaFreeHost(host), cudaSuccess);
     EXPECT_EQ(drvshim_fake_live_pinned_allocations(), 0);
     EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
+    EXPECT_EQ(cudaDeviceReset(), cudaSuccess);
+    EXPECT_EQ(drvshim_fake_live_device_allocations(), 0) << "the reset freed what the runtime still knew";
   });
 }
 
