@@ -306,6 +306,9 @@ void apply_square(const Launch* l, void** args) {
 
 void noop(const Launch*, void**) {}
 
+// ---- capture_rules.cu --------------------------------------------------------------------------------
+void touch_first(const Launch*, void** args) { *arg<int*>(args, 0) = 1; }
+
 // ---- the conformance harness (conformance/harness.cuh) ---------------------------------------------
 void conf_noop(const Launch*, void** args) {
   if (auto* p = arg<int*>(args, 0); p != nullptr) p[0] += 1;
@@ -322,6 +325,7 @@ const Registration kKernels[] = {
     {"_Z9scale_addIfEvPT_PKS0_i", &scale_add_f},
     {"_Z10matrix_mulILi32EEvPfPKfS2_ii", &matrix_mul32},
     {"_Z9incrementPiii", &increment},
+    {"_Z11touch_firstPi", &touch_first},
     {"_Z5touchPi", &touch},
     {"_Z9set_valuePiii", &set_value},
     {"_Z12fill_patternPiii", &fill_pattern},
