@@ -5,7 +5,9 @@
 // answers to bad input.
 #include <atomic>
 #include <cstring>
+#include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "rt_fixture.hpp"
@@ -362,6 +364,15 @@ TEST_F(RuntimeGraphs, HostFunctionsAreCapturedAndStreamCallbacksRefused) {
 // runtime's record in place: the program frees it once the capture is over,
 // or cudaDeviceReset does.
 TEST_F(RuntimeGraphs, AFreeRefusedDuringACaptureCanBeRepeatedAfterIt) {
+  // Nothing may try to free the memory behind the program's back (a record
+  // dropped on the refusal would, and log the driver's refusal).
+  std::vector<std::string> warnings;
+  std::mutex warnings_mutex;
+  log::set_sink([&](log::Level level, std::string_view m) {
+    if (level < log::Level::warn) return;
+    std::lock_guard<std::mutex> lock(warnings_mutex);
+    warnings.emplace_back(m);
+  });
   on_thread([] {
     void* first = nullptr;
     void* second = nullptr;
@@ -389,6 +400,8 @@ TEST_F(RuntimeGraphs, AFreeRefusedDuringACaptureCanBeRepeatedAfterIt) {
     EXPECT_EQ(cudaDeviceReset(), cudaSuccess);
     EXPECT_EQ(drvshim_fake_live_device_allocations(), 0) << "the reset freed what the runtime still knew";
   });
+  log::set_sink({});
+  for (const std::string& w : warnings) EXPECT_EQ(w.find("cuMemFree"), std::string::npos) << w;
 }
 
 }  // namespace
